@@ -1,0 +1,32 @@
+//! Turning an HTTP request into a `tonic::Request` for the core.
+
+use axum::extract::FromRequestParts;
+use http::{Extensions, HeaderMap, request::Parts};
+use std::convert::Infallible;
+
+/// What a REST request carries to the core besides its body: every header (so
+/// `authorization`, `origin` and `host` arrive as gRPC metadata, exactly as a gRPC client
+/// would send them) and the request extensions (such as the peer address).
+#[derive(Debug, Clone)]
+pub struct Call {
+    headers: HeaderMap,
+    extensions: Extensions,
+}
+
+impl Call {
+    /// The gRPC request the core's service trait takes.
+    pub fn request<T>(self, message: T) -> tonic::Request<T> {
+        let mut http = http::Request::new(message);
+        *http.headers_mut() = self.headers;
+        *http.extensions_mut() = self.extensions;
+        tonic::Request::from_http(http)
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Call {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self { headers: parts.headers.clone(), extensions: parts.extensions.clone() })
+    }
+}

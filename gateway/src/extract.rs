@@ -1,0 +1,100 @@
+//! Strict JSON request bodies.
+//!
+//! Clients get a clear 4xx for anything wrong with a body: 415 for a content type other
+//! than JSON, 413 over the size limit, 400 for malformed JSON, a non-object, an unknown
+//! field or a wrongly typed value (the message names the problem). An empty body is `{}`,
+//! so `POST /api/version` with no body behaves like the documented `{}`.
+
+use std::sync::Arc;
+
+use axum::{
+    body::Body,
+    extract::{FromRequest, Request},
+};
+use http::header::CONTENT_TYPE;
+use roost_proto::ErrorReason;
+use serde::de::DeserializeOwned;
+
+use crate::{GatewayOptions, HttpError};
+
+/// A JSON body decoded into `T` under the rules above.
+#[derive(Debug)]
+pub struct JsonBody<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+    type Rejection = HttpError;
+
+    async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
+        let limit = req
+            .extensions()
+            .get::<Arc<GatewayOptions>>()
+            .map_or_else(|| GatewayOptions::default().max_json_body_bytes, |o| o.max_json_body_bytes);
+        let content_type = req.headers().get(CONTENT_TYPE).map(|v| v.to_str().unwrap_or_default());
+        if content_type.is_some_and(|ct| !is_json(ct)) {
+            return Err(HttpError::new(
+                ErrorReason::UnsupportedMediaType,
+                "request body must be JSON (Content-Type: application/json)",
+            ));
+        }
+        let bytes = read_limited(req.into_body(), limit).await?;
+        parse(&bytes).map(JsonBody)
+    }
+}
+
+/// Reads a body of at most `limit` bytes.
+pub(crate) async fn read_limited(body: Body, limit: usize) -> Result<bytes::Bytes, HttpError> {
+    axum::body::to_bytes(body, limit).await.map_err(|err| {
+        let too_large =
+            std::error::Error::source(&err).is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
+        if too_large {
+            HttpError::new(ErrorReason::PayloadTooLarge, format!("request body is over the {limit}-byte limit"))
+        } else {
+            HttpError::new(ErrorReason::InvalidArgument, format!("could not read the request body: {err}"))
+        }
+    })
+}
+
+fn is_json(content_type: &str) -> bool {
+    let essence = content_type.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, HttpError> {
+    let text = bytes.trim_ascii();
+    let text: &[u8] = if text.is_empty() { b"{}" } else { text };
+    if text.first() != Some(&b'{') {
+        // serde would read a struct from an array by position; roost's bodies are objects.
+        return Err(HttpError::new(ErrorReason::InvalidArgument, "request body must be a JSON object"));
+    }
+    serde_json::from_slice(text)
+        .map_err(|err| HttpError::new(ErrorReason::InvalidArgument, format!("invalid JSON body: {err}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roost_proto::v1::GetVersionRequest;
+
+    #[test]
+    fn empty_body_is_an_empty_object() {
+        assert!(parse::<GetVersionRequest>(b"  ").is_ok());
+        assert!(parse::<GetVersionRequest>(b"{}").is_ok());
+    }
+
+    #[test]
+    fn bad_bodies_are_invalid_arguments() {
+        for body in [&b"{"[..], b"[]", b"\"x\"", b"{\"unknown\":1}", b"null"] {
+            let err = parse::<GetVersionRequest>(body).unwrap_err();
+            assert_eq!(err.0.reason(), ErrorReason::InvalidArgument, "{}", String::from_utf8_lossy(body));
+        }
+    }
+
+    #[test]
+    fn json_content_types() {
+        assert!(is_json("application/json"));
+        assert!(is_json("Application/JSON; charset=utf-8"));
+        assert!(is_json("application/merge-patch+json"));
+        assert!(!is_json("text/plain"));
+        assert!(!is_json("application/x-www-form-urlencoded"));
+    }
+}

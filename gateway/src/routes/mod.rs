@@ -1,0 +1,3 @@
+//! The REST routes, one module per core service.
+
+pub(crate) mod system;

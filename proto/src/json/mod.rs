@@ -1,0 +1,5 @@
+//! serde helpers that `build.rs` attaches to generated fields, so that a message's JSON is
+//! the REST body users expect (plain numbers, lower-case enum names, RFC 3339 times).
+
+pub mod enums;
+pub mod timestamp;

@@ -1,0 +1,21 @@
+//! roost's contract: the `roost.v1` protobuf package as Rust (messages, tonic clients and
+//! servers), the encoded descriptor set for gRPC reflection, and the error table every
+//! adapter maps through.
+//!
+//! The messages derive serde (see `build.rs`) because the REST gateway's JSON bodies are
+//! these same messages.
+
+pub mod error;
+pub mod json;
+
+/// Package `roost.v1`: every message, enum, client and server roost speaks.
+pub mod v1 {
+    #![allow(clippy::all, clippy::unwrap_used)]
+    include!(concat!(env!("OUT_DIR"), "/roost.v1.rs"));
+    include!(concat!(env!("OUT_DIR"), "/roost.v1.json_enums.rs"));
+}
+
+/// The encoded `FileDescriptorSet` of `roost.v1` (with its imports), for gRPC reflection.
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/roost_descriptor.bin"));
+
+pub use error::{ApiError, ErrorReason};

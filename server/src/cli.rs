@@ -1,0 +1,158 @@
+//! The `roost` command line. Every flag also reads a `ROOST_*` environment variable.
+
+use std::{path::PathBuf, process::ExitCode, time::Duration};
+
+use clap::{Args, Parser, Subcommand};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    ServeConfig, logging,
+    logging::LogFormat,
+    serve,
+    shutdown::cancel_on_signal,
+    store::{DatabaseUrl, StoreOptions},
+};
+
+/// roost hosts always-on AI agents and observes agent activity.
+#[derive(Debug, Parser)]
+#[command(name = "roost", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    global: GlobalArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Options every command understands.
+#[derive(Debug, Args)]
+struct GlobalArgs {
+    /// roost's own directory: the default SQLite store, update state, rollback records.
+    /// Defaults to ~/.roost.
+    #[arg(long, env = "ROOST_DATA_DIR", global = true, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// The store: sqlite://PATH or postgres://USER@HOST/DB. Defaults to
+    /// sqlite://<data-dir>/roost.db.
+    #[arg(long, env = "ROOST_DATABASE_URL", global = true, value_name = "URL", hide_env_values = true)]
+    database_url: Option<String>,
+    /// Most database connections (PostgreSQL) or SQLite readers.
+    #[arg(long, env = "ROOST_DATABASE_MAX_CONNECTIONS", global = true, default_value_t = 16)]
+    database_max_connections: u32,
+    /// Log line format; the level comes from RUST_LOG (default info).
+    #[arg(long, env = "ROOST_LOG_FORMAT", global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve gRPC, gRPC-web and HTTP (REST, dashboard APIs) on one address.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// Address to listen on (gRPC, gRPC-web and HTTP share it).
+    #[arg(long, env = "ROOST_ADDR", default_value = "127.0.0.1:8900")]
+    addr: String,
+    /// Seconds in-flight requests may take to finish after SIGINT/SIGTERM.
+    #[arg(long, env = "ROOST_SHUTDOWN_GRACE_SECS", default_value_t = 30)]
+    shutdown_grace_secs: u64,
+}
+
+impl GlobalArgs {
+    fn data_dir(&self) -> Result<PathBuf, String> {
+        match &self.data_dir {
+            Some(dir) => Ok(dir.clone()),
+            None => std::env::home_dir()
+                .map(|home| home.join(".roost"))
+                .ok_or_else(|| "cannot find the home directory; pass --data-dir".to_owned()),
+        }
+    }
+
+    fn serve_config(&self) -> Result<ServeConfig, String> {
+        let mut config = ServeConfig::with_data_dir(self.data_dir()?);
+        if let Some(url) = &self.database_url {
+            config.database_url = url.parse::<DatabaseUrl>()?;
+        }
+        config.store = StoreOptions { max_connections: self.database_max_connections, ..StoreOptions::default() };
+        Ok(config)
+    }
+}
+
+/// Runs the command line; the process's exit code: 0 done, 1 failed, 2 bad usage.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    logging::init(cli.global.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("roost: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async {
+        match cli.command {
+            Command::Serve(args) => serve_command(&cli.global, args).await,
+        }
+    })
+}
+
+async fn serve_command(global: &GlobalArgs, args: ServeArgs) -> ExitCode {
+    let mut config = match global.serve_config() {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("roost: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    config.shutdown_grace = Duration::from_secs(args.shutdown_grace_secs);
+    let listener = match TcpListener::bind(&args.addr).await {
+        Ok(listener) => listener,
+        Err(err) => {
+            eprintln!("roost: cannot listen on {}: {err}", args.addr);
+            return ExitCode::FAILURE;
+        }
+    };
+    let shutdown = CancellationToken::new();
+    cancel_on_signal(shutdown.clone());
+    match serve::run(config, listener, shutdown).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!(error = format!("{err:#}"), "roost stopped with an error");
+            eprintln!("roost: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// Every flag's environment variable is documented in the README's table.
+    #[test]
+    fn readme_lists_every_flag() {
+        let readme = include_str!("../../README.md");
+        let mut missing = Vec::new();
+        let root = Cli::command();
+        let commands = std::iter::once(&root).chain(root.get_subcommands());
+        for command in commands {
+            for arg in command.get_arguments() {
+                if let Some(env) = arg.get_env() {
+                    let env = env.to_string_lossy();
+                    if !readme.contains(&format!("`{env}`")) {
+                        missing.push(env.into_owned());
+                    }
+                }
+            }
+        }
+        assert!(missing.is_empty(), "README.md does not document {missing:?}");
+    }
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+}

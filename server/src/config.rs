@@ -1,0 +1,36 @@
+//! What `roost serve` runs with, resolved from flags and environment (see `cli`).
+
+use std::{path::PathBuf, time::Duration};
+
+use roost_gateway::GatewayOptions;
+
+use crate::store::{DatabaseUrl, StoreOptions};
+
+/// Everything the server needs to start.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// roost's own directory (`~/.roost` by default).
+    pub data_dir: PathBuf,
+    /// The store.
+    pub database_url: DatabaseUrl,
+    /// Connection settings of the store.
+    pub store: StoreOptions,
+    /// Limits enforced by the HTTP gateway.
+    pub gateway: GatewayOptions,
+    /// How long in-flight requests may run after a shutdown signal before their
+    /// connections are closed.
+    pub shutdown_grace: Duration,
+}
+
+impl ServeConfig {
+    /// Defaults for a data directory: the SQLite store inside it.
+    pub fn with_data_dir(data_dir: PathBuf) -> Self {
+        Self {
+            database_url: DatabaseUrl::sqlite_in(&data_dir),
+            data_dir,
+            store: StoreOptions::default(),
+            gateway: GatewayOptions::default(),
+            shutdown_grace: Duration::from_secs(30),
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! roost's core: the domain logic behind every `roost.v1` service, the store, the workers,
+//! and the wiring that serves gRPC, gRPC-web and the HTTP gateway on one port.
+//!
+//! The tonic service implementations in this crate are the only implementation of roost's
+//! API; the gateway (REST, SSE, OTLP/HTTP, MCP) calls them through their service traits.
+
+pub mod build_info;
+pub mod cli;
+pub mod config;
+pub mod error;
+pub mod grpc;
+pub mod logging;
+pub mod serve;
+pub mod shutdown;
+pub mod store;
+pub mod system;
+pub mod time;
+
+pub use config::ServeConfig;
+pub use error::{Error, Result};

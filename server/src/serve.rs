@@ -1,0 +1,55 @@
+//! `roost serve`: one listener for gRPC, gRPC-web and HTTP.
+
+use std::{net::SocketAddr, sync::Arc};
+
+use anyhow::Context as _;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower_http::trace::TraceLayer;
+use tracing::{info, warn};
+
+use crate::{
+    ServeConfig,
+    grpc::{self, Services},
+    store::Store,
+    system::SystemCore,
+};
+
+/// Serves on `listener` until `shutdown` is cancelled, then lets in-flight requests finish
+/// (for at most `config.shutdown_grace`) and closes the store.
+///
+/// The binary and the test harness both start roost through this function.
+pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let addr = listener.local_addr().context("reading the listener's address")?;
+    tokio::fs::create_dir_all(&config.data_dir)
+        .await
+        .with_context(|| format!("creating the data directory {}", config.data_dir.display()))?;
+    let store = Store::open(&config.database_url, &config.store)
+        .await
+        .with_context(|| format!("opening the store at {}", config.database_url))?;
+
+    let services = Services { system: Arc::new(SystemCore::new(store.clone(), config.data_dir.clone())) };
+    let core = roost_gateway::Core { system: services.system.clone() };
+    let (router, _health) = grpc::add_services(roost_gateway::router(core, config.gateway.clone()), &services).await?;
+    let app = router.layer(TraceLayer::new_for_http());
+
+    info!(%addr, "listening");
+    let server = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    let mut server = tokio::spawn(server.into_future());
+    let served = tokio::select! {
+        result = &mut server => result,
+        () = shutdown.cancelled() => match tokio::time::timeout(config.shutdown_grace, &mut server).await {
+            Ok(result) => result,
+            Err(_) => {
+                warn!(grace = ?config.shutdown_grace, "grace period over; closing open connections");
+                server.abort();
+                Ok(Ok(()))
+            }
+        },
+    };
+    store.close().await;
+    served.context("server task")?.context("serving")?;
+    info!("stopped");
+    Ok(())
+}

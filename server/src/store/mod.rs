@@ -1,0 +1,235 @@
+//! The store: roost's data in SQLite (embedded default) or PostgreSQL, through sqlx.
+//!
+//! Each backend has its own migrations (`migrations/{sqlite,postgres}`) because their DDL
+//! differs, but queries are written once: `$1` placeholders, `BIGINT` Unix-ms times and
+//! integer cents work on both. [`on_writer!`] and [`on_reader!`] expand a query block once
+//! per backend, so each expansion is type-checked against its own driver with no runtime
+//! translation layer.
+//!
+//! SQLite gets one writer connection and a pool of read-only readers: WAL lets readers run
+//! beside the writer, and a single writer means roost's own writes never fight over the
+//! lock (`BEGIN IMMEDIATE` plus a busy timeout handles the CLI writing to the same file).
+//! A write is acknowledged only after its commit, with `synchronous=FULL`.
+
+mod meta;
+mod url;
+
+use std::{
+    path::PathBuf,
+    str::FromStr,
+    time::{Duration, Instant},
+};
+
+use sqlx::{
+    Connection as _, PgPool, SqlitePool,
+    postgres::{PgConnectOptions, PgPoolOptions},
+    sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
+};
+use tracing::info;
+
+pub use url::DatabaseUrl;
+
+use crate::{Error, Result};
+
+/// Connection settings of a store.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// Most connections to PostgreSQL, or SQLite read connections.
+    pub max_connections: u32,
+    /// How long a query waits for a connection before the store counts as unavailable.
+    pub acquire_timeout: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self { max_connections: 16, acquire_timeout: Duration::from_secs(5) }
+    }
+}
+
+/// The two databases roost runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendKind {
+    /// Embedded, one file.
+    Sqlite,
+    /// Shared by many replicas.
+    Postgres,
+}
+
+impl BackendKind {
+    /// "sqlite" or "postgres".
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Sqlite => "sqlite",
+            Self::Postgres => "postgres",
+        }
+    }
+}
+
+/// A handle on the store; cheap to clone, shared by every service and worker.
+#[derive(Clone)]
+pub struct Store {
+    backend: Backend,
+    location: String,
+}
+
+#[derive(Clone)]
+pub(crate) enum Backend {
+    Sqlite { path: PathBuf, writer: SqlitePool, reader: SqlitePool },
+    Postgres(PgPool),
+}
+
+/// Runs `$body` with `$pool` bound to the pool that takes writes, once per backend.
+macro_rules! on_writer {
+    ($store:expr, |$pool:ident| $body:expr) => {
+        match $store.backend() {
+            $crate::store::Backend::Sqlite { writer: $pool, .. } => $body,
+            $crate::store::Backend::Postgres($pool) => $body,
+        }
+    };
+}
+
+/// Runs `$body` with `$pool` bound to a pool for reads, once per backend.
+macro_rules! on_reader {
+    ($store:expr, |$pool:ident| $body:expr) => {
+        match $store.backend() {
+            $crate::store::Backend::Sqlite { reader: $pool, .. } => $body,
+            $crate::store::Backend::Postgres($pool) => $body,
+        }
+    };
+}
+
+pub(crate) use {on_reader, on_writer};
+
+impl Store {
+    /// Connects, creating the SQLite file if needed, and applies pending migrations.
+    pub async fn open(url: &DatabaseUrl, options: &StoreOptions) -> Result<Self> {
+        let backend = match url {
+            DatabaseUrl::Sqlite(path) => open_sqlite(path.clone(), options).await?,
+            DatabaseUrl::Postgres(url) => open_postgres(url, options).await?,
+        };
+        let store = Self { backend, location: url.location() };
+        info!(backend = store.kind().name(), location = %store.location, "store open");
+        Ok(store)
+    }
+
+    pub(crate) fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// Which database this is.
+    pub fn kind(&self) -> BackendKind {
+        match self.backend {
+            Backend::Sqlite { .. } => BackendKind::Sqlite,
+            Backend::Postgres(_) => BackendKind::Postgres,
+        }
+    }
+
+    /// Where the data is, safe to show (no credentials).
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// One round trip to the database; returns how long it took.
+    pub async fn ping(&self) -> Result<Duration> {
+        let started = Instant::now();
+        on_reader!(self, |pool| sqlx::query("SELECT 1").execute(pool).await.map(|_| ()))?;
+        Ok(started.elapsed())
+    }
+
+    /// Bytes the database takes: the SQLite file and its WAL, or PostgreSQL's
+    /// `pg_database_size`.
+    pub async fn size_bytes(&self) -> Result<i64> {
+        match &self.backend {
+            Backend::Sqlite { path, .. } => {
+                let mut total = 0;
+                for file in [path.clone(), wal_path(path)] {
+                    match tokio::fs::metadata(&file).await {
+                        Ok(meta) => total += meta.len() as i64,
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => return Err(Error::io(format!("reading {}", file.display()), e)),
+                    }
+                }
+                Ok(total)
+            }
+            Backend::Postgres(pool) => {
+                Ok(sqlx::query_scalar("SELECT pg_database_size(current_database())").fetch_one(pool).await?)
+            }
+        }
+    }
+
+    /// The newest migration applied.
+    pub async fn schema_version(&self) -> Result<i64> {
+        let version: Option<i64> = on_reader!(self, |pool| {
+            sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations WHERE success").fetch_one(pool).await
+        })?;
+        Ok(version.unwrap_or(0))
+    }
+
+    /// Waits for in-flight queries, then closes every connection (SQLite checkpoints its
+    /// WAL on the last close).
+    pub async fn close(&self) {
+        match &self.backend {
+            Backend::Sqlite { writer, reader, .. } => {
+                reader.close().await;
+                writer.close().await;
+            }
+            Backend::Postgres(pool) => pool.close().await,
+        }
+    }
+}
+
+fn wal_path(path: &std::path::Path) -> PathBuf {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    PathBuf::from(wal)
+}
+
+async fn open_sqlite(path: PathBuf, options: &StoreOptions) -> Result<Backend> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        tokio::fs::create_dir_all(dir).await.map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+    }
+    let connect = SqliteConnectOptions::new()
+        .filename(&path)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Full)
+        .busy_timeout(Duration::from_secs(10))
+        .foreign_keys(true);
+    let writer = SqlitePoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(options.acquire_timeout)
+        .connect_with(connect.clone().create_if_missing(true))
+        .await?;
+    migrate_sqlite(&writer).await?;
+    let reader = SqlitePoolOptions::new()
+        .max_connections(options.max_connections.max(1))
+        .acquire_timeout(options.acquire_timeout)
+        .connect_with(connect.read_only(true))
+        .await?;
+    Ok(Backend::Sqlite { path, writer, reader })
+}
+
+/// sqlx's migrator takes no lock on SQLite, so two processes opening one new file (say
+/// `roost serve` and `roost accounts create`) could both apply migration 1. Running it
+/// inside one `BEGIN IMMEDIATE` transaction (each migration becomes a savepoint) makes the
+/// second opener wait for the write lock, then find everything applied.
+async fn migrate_sqlite(writer: &SqlitePool) -> Result<()> {
+    let mut conn = writer.acquire().await?;
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+    // `run_direct` on the connection itself: `run` goes through `Acquire`, whose lifetimes
+    // make the future un-`Send`-able for callers that spawn the server.
+    sqlx::migrate!("./migrations/sqlite").run_direct(None, &mut *tx, false).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+async fn open_postgres(url: &str, options: &StoreOptions) -> Result<Backend> {
+    let connect = PgConnectOptions::from_str(url)?;
+    let pool = PgPoolOptions::new()
+        .max_connections(options.max_connections.max(2))
+        .acquire_timeout(options.acquire_timeout)
+        .connect_with(connect)
+        .await?;
+    // sqlx takes an advisory lock on PostgreSQL, so replicas starting together migrate once.
+    sqlx::migrate!("./migrations/postgres").run(&pool).await?;
+    Ok(Backend::Postgres(pool))
+}

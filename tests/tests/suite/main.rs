@@ -1,0 +1,9 @@
+//! roost's end-to-end and storage suite: one test binary (one link) for all of it.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+mod grpc;
+mod rest_errors;
+mod store;
+mod system;
