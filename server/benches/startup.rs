@@ -15,24 +15,33 @@ use std::{
 
 const RUNS: usize = 15;
 
+/// A running `roost serve`; dropping it sends SIGTERM and reaps the process.
+struct Roost(Child);
+
+impl Drop for Roost {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-TERM", &self.0.id().to_string()]).status();
+        let _ = self.0.wait();
+    }
+}
+
 fn main() {
     let mut cold = Vec::new();
     let mut warm = Vec::new();
     let mut rss = Vec::new();
     for run in 0..RUNS {
         let dir = tempfile::tempdir().expect("temp dir");
-        let (mut child, elapsed) = start(dir.path());
+        let (roost, elapsed) = start(dir.path());
         cold.push(elapsed);
         if run == 0 {
             std::thread::sleep(Duration::from_secs(2));
-            rss.push(rss_kib(child.id()));
+            rss.push(rss_kib(roost.0.id()));
         }
-        stop(&mut child);
-        let (mut child, elapsed) = start(dir.path());
+        drop(roost);
+        let (roost, elapsed) = start(dir.path());
         warm.push(elapsed);
         std::thread::sleep(Duration::from_millis(500));
-        rss.push(rss_kib(child.id()));
-        stop(&mut child);
+        rss.push(rss_kib(roost.0.id()));
     }
     report("start to /healthz, new data dir", &mut cold);
     report("start to /healthz, existing data dir", &mut warm);
@@ -44,27 +53,26 @@ fn main() {
     );
 }
 
-fn start(data_dir: &std::path::Path) -> (Child, Duration) {
+fn start(data_dir: &std::path::Path) -> (Roost, Duration) {
     let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
     let started = Instant::now();
-    let child = Command::new(env!("CARGO_BIN_EXE_roost"))
-        .args(["serve", "--addr", &format!("127.0.0.1:{port}")])
-        .arg("--data-dir")
-        .arg(data_dir)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn roost");
-    loop {
-        if healthz_ok(port) {
-            return (child, started.elapsed());
-        }
-        assert!(started.elapsed() < Duration::from_secs(10), "roost did not come up");
+    let roost = Roost(
+        Command::new(env!("CARGO_BIN_EXE_roost"))
+            .args(["serve", "--addr", &format!("127.0.0.1:{port}")])
+            .arg("--data-dir")
+            .arg(data_dir)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn roost"),
+    );
+    while !healthz_ok(port) {
+        assert!(started.elapsed() < Duration::from_secs(10), "roost did not answer /healthz within 10 s");
         std::thread::sleep(Duration::from_micros(500));
     }
+    (roost, started.elapsed())
 }
-
 fn healthz_ok(port: u16) -> bool {
     let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else { return false };
     let request = format!("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
@@ -72,11 +80,6 @@ fn healthz_ok(port: u16) -> bool {
     stream.write_all(request.as_bytes()).is_ok()
         && stream.read_to_string(&mut response).is_ok()
         && response.starts_with("HTTP/1.1 200")
-}
-
-fn stop(child: &mut Child) {
-    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
-    let _ = child.wait();
 }
 
 fn rss_kib(pid: u32) -> u64 {
