@@ -31,10 +31,13 @@ use prost_types::{
 const PACKAGE: &str = "roost.v1";
 
 /// Fields whose JSON name is not their proto name (the seed's upper-case config keys).
-const JSON_RENAMES: &[(&str, &str)] = &[];
+const JSON_RENAMES: &[(&str, &str)] = &[
+    (".roost.v1.ConfigureRequest.provider_api_key", "PROVIDER_API_KEY"),
+    (".roost.v1.ConfigureRequest.messaging_bot_token", "MESSAGING_BOT_TOKEN"),
+];
 
 /// Fields that REST shows inline in their parent object.
-const JSON_FLATTEN: &[&str] = &[];
+const JSON_FLATTEN: &[&str] = &[".roost.v1.ProvisionResponse.instance"];
 
 fn main() -> Result<(), Box<dyn Error>> {
     let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR")?);

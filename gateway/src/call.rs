@@ -14,6 +14,12 @@ pub struct Call {
 }
 
 impl Call {
+    /// Sets (or overwrites) a header before the call is made, such as the message source.
+    pub fn with_header(mut self, name: &'static str, value: &'static str) -> Self {
+        self.headers.insert(name, http::HeaderValue::from_static(value));
+        self
+    }
+
     /// The gRPC request the core's service trait takes.
     pub fn request<T>(self, message: T) -> tonic::Request<T> {
         let mut http = http::Request::new(message);

@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use axum::{
     body::Body,
-    extract::{FromRequest, Request},
+    extract::{FromRequest, FromRequestParts, Path, Query, Request},
 };
 use http::header::CONTENT_TYPE;
+use http::request::Parts;
 use roost_proto::ErrorReason;
 use serde::de::DeserializeOwned;
 
@@ -38,6 +39,39 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
         }
         let bytes = read_limited(req.into_body(), limit).await?;
         parse(&bytes).map(JsonBody)
+    }
+}
+
+/// The `{instance_id}` of a path.
+#[derive(Debug)]
+pub struct InstanceId(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for InstanceId {
+    type Rejection = HttpError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Path(id) = Path::<String>::from_request_parts(parts, state).await.map_err(|err| {
+            HttpError::new(ErrorReason::InvalidArgument, format!("bad instance id in the path: {err}"))
+        })?;
+        Ok(Self(id))
+    }
+}
+
+/// The `?limit=` of a history read (absent = the default; the core clamps it).
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct LimitQuery {
+    /// Most rows wanted.
+    pub limit: Option<i32>,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for LimitQuery {
+    type Rejection = HttpError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Query(query) = Query::<LimitQuery>::from_request_parts(parts, state).await.map_err(|err| {
+            HttpError::new(ErrorReason::InvalidArgument, format!("bad query string: {}", err.body_text()))
+        })?;
+        Ok(query)
     }
 }
 

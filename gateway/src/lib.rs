@@ -14,11 +14,13 @@ mod routes;
 use std::sync::Arc;
 
 use axum::Router;
-use roost_proto::v1::system_service_server::SystemService;
+use roost_proto::v1::{
+    account_service_server::AccountService, agent_service_server::AgentService, system_service_server::SystemService,
+};
 
 pub use call::Call;
 pub use error::HttpError;
-pub use extract::JsonBody;
+pub use extract::{InstanceId, JsonBody, LimitQuery};
 
 /// The core's services, as the gateway sees them: trait objects of the generated gRPC
 /// service traits, shared with the tonic servers on the same port.
@@ -26,6 +28,10 @@ pub use extract::JsonBody;
 pub struct Core {
     /// Health and version.
     pub system: Arc<dyn SystemService>,
+    /// Hosted agents.
+    pub agents: Arc<dyn AgentService>,
+    /// The caller's account.
+    pub accounts: Arc<dyn AccountService>,
 }
 
 /// Limits the gateway enforces before a request reaches the core.
@@ -46,6 +52,8 @@ impl Default for GatewayOptions {
 /// become UNIMPLEMENTED for gRPC clients.
 pub fn router(core: Core, options: GatewayOptions) -> Router {
     routes::system::routes()
+        .merge(routes::agents::routes())
+        .merge(routes::accounts::routes())
         .fallback(fallback::not_found)
         .method_not_allowed_fallback(fallback::method_not_allowed)
         .layer(axum::Extension(Arc::new(options)))

@@ -4,7 +4,10 @@ use std::{path::PathBuf, time::Duration};
 
 use roost_gateway::GatewayOptions;
 
-use crate::store::{DatabaseUrl, StoreOptions};
+use crate::{
+    agents::HostingConfig,
+    store::{DatabaseUrl, StoreOptions},
+};
 
 /// Everything the server needs to start.
 #[derive(Debug, Clone)]
@@ -17,6 +20,8 @@ pub struct ServeConfig {
     pub store: StoreOptions,
     /// Limits enforced by the HTTP gateway.
     pub gateway: GatewayOptions,
+    /// Hosted agents: catalogue, prices, billing period, turn and boot limits.
+    pub hosting: HostingConfig,
     /// How long in-flight requests may run after a shutdown signal before their
     /// connections are closed.
     pub shutdown_grace: Duration,
@@ -30,6 +35,7 @@ impl ServeConfig {
             data_dir,
             store: StoreOptions::default(),
             gateway: GatewayOptions::default(),
+            hosting: HostingConfig::default(),
             shutdown_grace: Duration::from_secs(30),
         }
     }

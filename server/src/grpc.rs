@@ -3,19 +3,26 @@
 
 use std::sync::Arc;
 
-use roost_proto::v1::system_service_server::SystemServiceServer;
+use roost_proto::v1::{
+    account_service_server::AccountServiceServer, agent_service_server::AgentServiceServer,
+    system_service_server::SystemServiceServer,
+};
 use tonic::service::Routes;
 use tonic_health::server::HealthReporter;
 use tonic_web::{GrpcWebLayer, GrpcWebService};
 use tower::Layer;
 
-use crate::system::SystemCore;
+use crate::{accounts::service::AccountCore, agents::service::AgentCore, system::SystemCore};
 
 /// The core services the server exposes over gRPC (and, through the gateway, REST).
 #[derive(Clone)]
 pub struct Services {
     /// Health and version.
     pub system: Arc<SystemCore>,
+    /// Hosted agents.
+    pub agents: Arc<AgentCore>,
+    /// Accounts and their ledgers.
+    pub accounts: Arc<AccountCore>,
 }
 
 /// Adds every gRPC service to `router`, which keeps its own routes and fallback.
@@ -24,9 +31,13 @@ pub struct Services {
 pub async fn add_services(router: axum::Router, services: &Services) -> anyhow::Result<(axum::Router, HealthReporter)> {
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter.set_serving::<SystemServiceServer<SystemCore>>().await;
+    reporter.set_serving::<AgentServiceServer<AgentCore>>().await;
+    reporter.set_serving::<AccountServiceServer<AccountCore>>().await;
 
     let routes = Routes::from(router)
         .add_service(web(SystemServiceServer::from_arc(services.system.clone())))
+        .add_service(web(AgentServiceServer::from_arc(services.agents.clone())))
+        .add_service(web(AccountServiceServer::from_arc(services.accounts.clone())))
         .add_service(web(health))
         .add_service(web(reflection().build_v1()?))
         .add_service(web(reflection().build_v1alpha()?));

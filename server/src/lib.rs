@@ -4,12 +4,18 @@
 //! The tonic service implementations in this crate are the only implementation of roost's
 //! API; the gateway (REST, SSE, OTLP/HTTP, MCP) calls them through their service traits.
 
+pub mod accounts;
+pub mod agents;
+pub mod auth;
+pub mod billing;
 pub mod build_info;
 pub mod cli;
 pub mod config;
 pub mod error;
 pub mod grpc;
+pub mod ids;
 pub mod logging;
+pub mod runtimes;
 pub mod serve;
 pub mod shutdown;
 pub mod store;

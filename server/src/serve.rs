@@ -10,6 +10,9 @@ use tracing::{info, warn};
 
 use crate::{
     ServeConfig,
+    accounts::service::AccountCore,
+    agents::{Hosting, service::AgentCore},
+    billing::renewal,
     grpc::{self, Services},
     store::Store,
     system::SystemCore,
@@ -28,8 +31,24 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         .await
         .with_context(|| format!("opening the store at {}", config.database_url))?;
 
-    let services = Services { system: Arc::new(SystemCore::new(store.clone(), config.data_dir.clone())) };
-    let core = roost_gateway::Core { system: services.system.clone() };
+    // Process runtimes send their telemetry back here.
+    let own_url = format!("http://{}", reachable(addr));
+    let hosting = Hosting::new(store.clone(), config.hosting.clone(), &config.data_dir, own_url)
+        .context("preparing the runtimes directory")?;
+    hosting.restore().await.context("restoring hosted agents")?;
+    let workers = CancellationToken::new();
+    let renewals = tokio::spawn(renewal::run(hosting.clone(), workers.clone()));
+
+    let services = Services {
+        system: Arc::new(SystemCore::new(store.clone(), config.data_dir.clone())),
+        agents: Arc::new(AgentCore::new(hosting.clone())),
+        accounts: Arc::new(AccountCore::new(store.clone())),
+    };
+    let core = roost_gateway::Core {
+        system: services.system.clone(),
+        agents: services.agents.clone(),
+        accounts: services.accounts.clone(),
+    };
     let (router, _health) = grpc::add_services(roost_gateway::router(core, config.gateway.clone()), &services).await?;
     let app = router.layer(TraceLayer::new_for_http());
 
@@ -48,8 +67,20 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
             }
         },
     };
+    workers.cancel();
+    let _ = renewals.await;
+    hosting.shutdown().await;
     store.close().await;
     served.context("server task")?.context("serving")?;
     info!("stopped");
     Ok(())
+}
+
+/// An address a local process can connect to: a wildcard listener is reached on loopback.
+fn reachable(addr: SocketAddr) -> SocketAddr {
+    match addr.ip() {
+        ip if ip.is_unspecified() && ip.is_ipv4() => SocketAddr::from(([127, 0, 0, 1], addr.port())),
+        ip if ip.is_unspecified() => SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, addr.port())),
+        _ => addr,
+    }
 }

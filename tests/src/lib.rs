@@ -10,11 +10,13 @@
 //! database, so tests run in parallel. A missing server fails the PostgreSQL tests loudly
 //! rather than skipping them.
 
+mod api;
 mod postgres;
 mod server;
 
+pub use api::{Api, Reply};
 pub use postgres::TestDatabase;
-pub use server::TestServer;
+pub use server::{TestAccount, TestServer};
 
 /// The databases roost runs on; every storage and end-to-end test runs on both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

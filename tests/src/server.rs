@@ -2,13 +2,42 @@
 
 use std::{net::SocketAddr, time::Duration};
 
-use roost_server::{ServeConfig, store::DatabaseUrl};
+use roost_proto::v1::{account_service_client::AccountServiceClient, agent_service_client::AgentServiceClient};
+use roost_server::{
+    ServeConfig,
+    store::{DatabaseUrl, Store, StoreOptions},
+};
 use tempfile::TempDir;
+use tokio::sync::OnceCell;
 use tokio::{net::TcpListener, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
+use tonic::{metadata::MetadataValue, service::interceptor::InterceptedService};
 
-use crate::{Backend, TestDatabase};
+use crate::{Api, Backend, TestDatabase};
+
+/// An account made for a test, with its first API key.
+#[derive(Debug, Clone)]
+pub struct TestAccount {
+    /// Account id.
+    pub id: String,
+    /// Its API key.
+    pub key: String,
+}
+
+/// Adds `authorization: Bearer <key>` to every gRPC call.
+#[derive(Debug, Clone)]
+pub struct BearerKey(MetadataValue<tonic::metadata::Ascii>);
+
+impl tonic::service::Interceptor for BearerKey {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        req.metadata_mut().insert("authorization", self.0.clone());
+        Ok(req)
+    }
+}
+
+/// A channel whose calls carry an API key.
+pub type WithKey = InterceptedService<Channel, BearerKey>;
 
 /// A running roost: `roost_server::serve::run`, exactly what `roost serve` runs, bound to
 /// `127.0.0.1:0`. Stops (and drops its data) when dropped; [`TestServer::stop`] stops it
@@ -22,6 +51,7 @@ pub struct TestServer {
     pub config: ServeConfig,
     shutdown: CancellationToken,
     task: Option<JoinHandle<anyhow::Result<()>>>,
+    store: OnceCell<Store>,
     // Dropped after the server stops: the database, then the data directory.
     _database: Option<TestDatabase>,
     _data_dir: TempDir,
@@ -57,6 +87,7 @@ impl TestServer {
             config,
             shutdown,
             task: Some(task),
+            store: OnceCell::new(),
             _database: database,
             _data_dir: data_dir,
         };
@@ -72,6 +103,42 @@ impl TestServer {
     /// A gRPC channel (HTTP/2) to the server, for any generated tonic client.
     pub async fn channel(&self) -> Channel {
         Channel::from_shared(self.url("")).expect("uri").connect().await.expect("gRPC connect")
+    }
+
+    /// The server's store, opened a second time as the operator CLI opens it.
+    pub async fn store(&self) -> &Store {
+        self.store
+            .get_or_init(|| async {
+                Store::open(&self.config.database_url, &StoreOptions::default()).await.expect("open the store")
+            })
+            .await
+    }
+
+    /// A new account with `credits_cents`, made as `roost accounts create` makes it.
+    pub async fn account(&self, credits_cents: i64) -> TestAccount {
+        let new = self.store().await.create_account("test account", credits_cents).await.expect("create account");
+        TestAccount { id: new.account.id, key: new.api_key.secret }
+    }
+
+    /// REST as `account` (or with no key).
+    pub fn api(&self, account: Option<&TestAccount>) -> Api {
+        Api::new(self.http.clone(), self.url(""), account.map(|a| a.key.clone()))
+    }
+
+    /// A channel whose calls carry `key` as `authorization: Bearer`.
+    pub async fn channel_with_key(&self, key: &str) -> WithKey {
+        let value = format!("Bearer {key}").parse().expect("metadata");
+        InterceptedService::new(self.channel().await, BearerKey(value))
+    }
+
+    /// An `AgentService` client calling as `key`.
+    pub async fn agents(&self, key: &str) -> AgentServiceClient<WithKey> {
+        AgentServiceClient::new(self.channel_with_key(key).await)
+    }
+
+    /// An `AccountService` client calling as `key`.
+    pub async fn accounts(&self, key: &str) -> AccountServiceClient<WithKey> {
+        AccountServiceClient::new(self.channel_with_key(key).await)
     }
 
     /// Stops the server as SIGTERM would and returns how serving ended.

@@ -23,7 +23,7 @@ use std::{
 use sqlx::{
     Connection as _, PgPool, SqlitePool,
     postgres::{PgConnectOptions, PgPoolOptions},
-    sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
+    sqlite::{SqliteConnectOptions, SqlitePoolOptions, SqliteSynchronous},
 };
 use tracing::info;
 
@@ -98,7 +98,43 @@ macro_rules! on_reader {
     };
 }
 
-pub(crate) use {on_reader, on_writer};
+/// Implements a crate-private trait for both backends' connections with one body, so a
+/// statement shared by several transactions (a ledger row, an account lock) is written
+/// once and type-checked against each driver. Inside a transaction, call it on `&mut *tx`.
+macro_rules! impl_for_connections {
+    (impl $trait:ident { $($body:tt)* }) => {
+        impl $trait for sqlx::SqliteConnection { $($body)* }
+        impl $trait for sqlx::PgConnection { $($body)* }
+    };
+}
+
+pub(crate) use {impl_for_connections, on_reader, on_writer};
+
+/// A pool that opens write transactions the way its backend needs: `BEGIN IMMEDIATE` on
+/// SQLite (take the write lock up front, so a read-then-write transaction never fails to
+/// upgrade), a plain `BEGIN` on PostgreSQL (row locks are taken by the statements).
+pub(crate) trait BeginWrite {
+    type Database: sqlx::Database;
+
+    /// Starts a write transaction.
+    async fn begin_write(&self) -> sqlx::Result<sqlx::Transaction<'static, Self::Database>>;
+}
+
+impl BeginWrite for SqlitePool {
+    type Database = sqlx::Sqlite;
+
+    async fn begin_write(&self) -> sqlx::Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
+        self.begin_with("BEGIN IMMEDIATE").await
+    }
+}
+
+impl BeginWrite for PgPool {
+    type Database = sqlx::Postgres;
+
+    async fn begin_write(&self) -> sqlx::Result<sqlx::Transaction<'static, sqlx::Postgres>> {
+        self.begin().await
+    }
+}
 
 impl Store {
     /// Connects, creating the SQLite file if needed, and applies pending migrations.
@@ -188,24 +224,58 @@ async fn open_sqlite(path: PathBuf, options: &StoreOptions) -> Result<Backend> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         tokio::fs::create_dir_all(dir).await.map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
     }
+    // No journal_mode here: see `enable_wal`.
     let connect = SqliteConnectOptions::new()
         .filename(&path)
-        .journal_mode(SqliteJournalMode::Wal)
         .synchronous(SqliteSynchronous::Full)
-        .busy_timeout(Duration::from_secs(10))
+        .busy_timeout(BUSY_TIMEOUT)
         .foreign_keys(true);
     let writer = SqlitePoolOptions::new()
         .max_connections(1)
+        // The writer stays open for the life of the process, so the WAL files do too.
+        .min_connections(1)
+        .idle_timeout(None)
+        .max_lifetime(None)
         .acquire_timeout(options.acquire_timeout)
         .connect_with(connect.clone().create_if_missing(true))
         .await?;
+    enable_wal(&writer).await?;
     migrate_sqlite(&writer).await?;
+    // `query_only` rather than a read-only open: read-only opens of a WAL database depend
+    // on its -shm file already existing.
     let reader = SqlitePoolOptions::new()
         .max_connections(options.max_connections.max(1))
         .acquire_timeout(options.acquire_timeout)
-        .connect_with(connect.read_only(true))
+        .connect_with(connect.pragma("query_only", "ON"))
         .await?;
     Ok(Backend::Sqlite { path, writer, reader })
+}
+
+/// How long an SQLite statement waits for another connection's lock.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Switches the database to WAL (a lasting property of the file). Switching takes an
+/// exclusive lock that SQLite's busy timeout does not wait for, so two processes creating
+/// one database at once (`roost serve` and a CLI command) would see SQLITE_BUSY: retry.
+async fn enable_wal(writer: &SqlitePool) -> Result<()> {
+    let started = Instant::now();
+    loop {
+        match sqlx::query_scalar::<_, String>("PRAGMA journal_mode = WAL").fetch_one(writer).await {
+            Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
+            Ok(mode) => {
+                return Err(Error::io(
+                    "enabling WAL",
+                    std::io::Error::other(format!("SQLite kept journal mode {mode}")),
+                ));
+            }
+            Err(sqlx::Error::Database(err))
+                if err.code().as_deref() == Some("5") && started.elapsed() < BUSY_TIMEOUT =>
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(err) => return Err(err.into()),
+        }
+    }
 }
 
 /// sqlx's migrator takes no lock on SQLite, so two processes opening one new file (say

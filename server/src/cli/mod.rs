@@ -1,16 +1,15 @@
 //! The `roost` command line. Every flag also reads a `ROOST_*` environment variable.
 
-use std::{path::PathBuf, process::ExitCode, time::Duration};
+mod accounts;
+mod serve;
+
+use std::{path::PathBuf, process::ExitCode};
 
 use clap::{Args, Parser, Subcommand};
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
 
 use crate::{
     ServeConfig, logging,
     logging::LogFormat,
-    serve,
-    shutdown::cancel_on_signal,
     store::{DatabaseUrl, StoreOptions},
 };
 
@@ -26,7 +25,7 @@ pub struct Cli {
 
 /// Options every command understands.
 #[derive(Debug, Args)]
-struct GlobalArgs {
+pub struct GlobalArgs {
     /// roost's own directory: the default SQLite store, update state, rollback records.
     /// Defaults to ~/.roost.
     #[arg(long, env = "ROOST_DATA_DIR", global = true, value_name = "DIR")]
@@ -46,17 +45,16 @@ struct GlobalArgs {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve gRPC, gRPC-web and HTTP (REST, dashboard APIs) on one address.
-    Serve(ServeArgs),
-}
-
-#[derive(Debug, Args)]
-struct ServeArgs {
-    /// Address to listen on (gRPC, gRPC-web and HTTP share it).
-    #[arg(long, env = "ROOST_ADDR", default_value = "127.0.0.1:8900")]
-    addr: String,
-    /// Seconds in-flight requests may take to finish after SIGINT/SIGTERM.
-    #[arg(long, env = "ROOST_SHUTDOWN_GRACE_SECS", default_value_t = 30)]
-    shutdown_grace_secs: u64,
+    Serve(serve::ServeArgs),
+    /// Create and list accounts (operators).
+    #[command(subcommand)]
+    Accounts(accounts::AccountsCommand),
+    /// Create, list and revoke API keys (operators).
+    #[command(subcommand)]
+    Keys(accounts::KeysCommand),
+    /// Add credits to an account (operators).
+    #[command(subcommand)]
+    Credits(accounts::CreditsCommand),
 }
 
 impl GlobalArgs {
@@ -69,7 +67,8 @@ impl GlobalArgs {
         }
     }
 
-    fn serve_config(&self) -> Result<ServeConfig, String> {
+    /// Settings from the global options, before any command's own.
+    pub fn serve_config(&self) -> Result<ServeConfig, String> {
         let mut config = ServeConfig::with_data_dir(self.data_dir()?);
         if let Some(url) = &self.database_url {
             config.database_url = url.parse::<DatabaseUrl>()?;
@@ -92,37 +91,12 @@ pub fn main() -> ExitCode {
     };
     runtime.block_on(async {
         match cli.command {
-            Command::Serve(args) => serve_command(&cli.global, args).await,
+            Command::Serve(args) => serve::run(&cli.global, args).await,
+            Command::Accounts(command) => accounts::accounts(&cli.global, command).await,
+            Command::Keys(command) => accounts::keys(&cli.global, command).await,
+            Command::Credits(command) => accounts::credits(&cli.global, command).await,
         }
     })
-}
-
-async fn serve_command(global: &GlobalArgs, args: ServeArgs) -> ExitCode {
-    let mut config = match global.serve_config() {
-        Ok(config) => config,
-        Err(err) => {
-            eprintln!("roost: {err}");
-            return ExitCode::from(2);
-        }
-    };
-    config.shutdown_grace = Duration::from_secs(args.shutdown_grace_secs);
-    let listener = match TcpListener::bind(&args.addr).await {
-        Ok(listener) => listener,
-        Err(err) => {
-            eprintln!("roost: cannot listen on {}: {err}", args.addr);
-            return ExitCode::FAILURE;
-        }
-    };
-    let shutdown = CancellationToken::new();
-    cancel_on_signal(shutdown.clone());
-    match serve::run(config, listener, shutdown).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            tracing::error!(error = format!("{err:#}"), "roost stopped with an error");
-            eprintln!("roost: {err:#}");
-            ExitCode::FAILURE
-        }
-    }
 }
 
 #[cfg(test)]
@@ -134,10 +108,15 @@ mod tests {
     /// Every flag's environment variable is documented in the README's table.
     #[test]
     fn readme_lists_every_flag() {
-        let readme = include_str!("../../README.md");
+        let readme = include_str!("../../../README.md");
         let mut missing = Vec::new();
         let root = Cli::command();
-        let commands = std::iter::once(&root).chain(root.get_subcommands());
+        let mut commands = vec![&root];
+        let mut i = 0;
+        while i < commands.len() {
+            commands.extend(commands[i].get_subcommands());
+            i += 1;
+        }
         for command in commands {
             for arg in command.get_arguments() {
                 if let Some(env) = arg.get_env() {

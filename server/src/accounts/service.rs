@@ -1,0 +1,48 @@
+//! `AccountService`: a key holder reads its own account and ledger.
+
+use roost_proto::{
+    ApiError,
+    v1::{
+        GetAccountRequest, GetAccountResponse, ListLedgerRequest, ListLedgerResponse,
+        account_service_server::AccountService,
+    },
+};
+use tonic::{Request, Response, Status};
+
+use crate::{auth, store::Store};
+
+/// Default and largest number of history rows a read returns.
+pub const HISTORY_LIMIT: (i64, i64) = (50, 500);
+
+/// Clamps a requested history limit: 0 or less means the default.
+pub fn clamp_limit(requested: i32) -> i64 {
+    let (default, max) = HISTORY_LIMIT;
+    if requested <= 0 { default } else { i64::from(requested).min(max) }
+}
+
+/// The account service over a store.
+pub struct AccountCore {
+    store: Store,
+}
+
+impl AccountCore {
+    /// An account service reading `store`.
+    pub fn new(store: Store) -> Self {
+        Self { store }
+    }
+}
+
+#[tonic::async_trait]
+impl AccountService for AccountCore {
+    async fn get_account(&self, req: Request<GetAccountRequest>) -> Result<Response<GetAccountResponse>, Status> {
+        let account_id = auth::account_of(&self.store, &req).await?;
+        let account = self.store.account(&account_id).await?.ok_or_else(|| ApiError::not_found("no such account"))?;
+        Ok(Response::new(GetAccountResponse { account: Some(account.into()) }))
+    }
+
+    async fn list_ledger(&self, req: Request<ListLedgerRequest>) -> Result<Response<ListLedgerResponse>, Status> {
+        let account_id = auth::account_of(&self.store, &req).await?;
+        let rows = self.store.account_ledger(&account_id, clamp_limit(req.get_ref().limit)).await?;
+        Ok(Response::new(ListLedgerResponse { charges: rows.into_iter().map(Into::into).collect() }))
+    }
+}

@@ -1,0 +1,121 @@
+//! Reading agents: instances (with their live status) and their activity.
+
+use roost_proto::v1::{GetActivityResponse, Instance, Turn, TurnStatus, Usage};
+
+use super::{Hosting, instances::InstanceRow, limits, live::no_such_instance};
+use crate::{
+    Result,
+    accounts::service::clamp_limit,
+    billing::ledger::{LEDGER_COLUMNS, LedgerRow},
+    store::on_reader,
+    time::timestamp_ms,
+};
+
+#[derive(sqlx::FromRow)]
+struct TurnRow {
+    id: String,
+    seq: i64,
+    status: String,
+    source: String,
+    text: String,
+    reply: String,
+    error: String,
+    queued_at: i64,
+    started_at: i64,
+    duration_ms: i64,
+    input_tokens: i64,
+    output_tokens: i64,
+    model: String,
+    charged_cents: i64,
+}
+
+impl From<TurnRow> for Turn {
+    fn from(row: TurnRow) -> Self {
+        let status = match row.status.as_str() {
+            "completed" => TurnStatus::Completed,
+            "failed" => TurnStatus::Failed,
+            "timed_out" => TurnStatus::TimedOut,
+            "cancelled" => TurnStatus::Cancelled,
+            _ => TurnStatus::Unspecified,
+        };
+        Turn {
+            id: row.id,
+            status: status as i32,
+            source: row.source,
+            text: row.text,
+            reply: row.reply,
+            error: row.error,
+            queued_at: Some(timestamp_ms(row.queued_at)),
+            started_at: Some(timestamp_ms(row.started_at)),
+            duration_ms: row.duration_ms,
+            usage: Some(Usage { input_tokens: row.input_tokens, output_tokens: row.output_tokens }),
+            model: row.model,
+            charged_cents: row.charged_cents,
+            seq: row.seq,
+        }
+    }
+}
+
+impl Hosting {
+    /// The API view of a stored instance, with the live status when the agent is loaded.
+    fn view(&self, row: &InstanceRow) -> Instance {
+        let mut instance = row.to_proto();
+        if let Some(agent) = self.registry.get(&row.id) {
+            let live = agent.state();
+            instance.status = live.status.to_proto() as i32;
+            instance.status_detail.clone_from(&live.detail);
+        }
+        instance
+    }
+
+    /// The caller's agent.
+    pub async fn get_instance(&self, account_id: &str, id: &str) -> Result<Instance> {
+        let id = limits::instance_id(id)?;
+        let row = self.store.instance(id).await?;
+        let row = row
+            .filter(|r| r.account_id == account_id && r.destroyed_at.is_none())
+            .ok_or_else(|| no_such_instance(id))?;
+        Ok(self.view(&row))
+    }
+
+    /// The caller's agents, newest first.
+    pub async fn list_instances(&self, account_id: &str) -> Result<Vec<Instance>> {
+        Ok(self.store.instances_of(account_id).await?.iter().map(|row| self.view(row)).collect())
+    }
+
+    /// An agent's recent turns and charges, newest first; readable after destroy.
+    pub async fn activity(&self, account_id: &str, id: &str, limit: i32) -> Result<GetActivityResponse> {
+        let id = limits::instance_id(id)?;
+        let owned = self.store.instance(id).await?.is_some_and(|r| r.account_id == account_id);
+        if !owned {
+            return Err(no_such_instance(id).into());
+        }
+        // Turns answered before this call may still be on their way to the store.
+        self.recorder.flush().await;
+        let limit = clamp_limit(limit);
+        let turns: Vec<TurnRow> = on_reader!(self.store, |pool| {
+            sqlx::query_as(
+                "SELECT id, seq, status, source, text, reply, error, queued_at, started_at, duration_ms, input_tokens, \
+                 output_tokens, model, charged_cents FROM turns WHERE instance_id = $1 \
+                 ORDER BY queued_at DESC, seq DESC LIMIT $2",
+            )
+            .bind(id)
+            .bind(limit)
+            .fetch_all(pool)
+            .await
+        })?;
+        let charges: Vec<LedgerRow> = on_reader!(self.store, |pool| {
+            sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                "SELECT {LEDGER_COLUMNS} FROM ledger WHERE instance_id = $1 ORDER BY seq DESC LIMIT $2"
+            )))
+            .bind(id)
+            .bind(limit)
+            .fetch_all(pool)
+            .await
+        })?;
+        Ok(GetActivityResponse {
+            turns: turns.into_iter().map(Into::into).collect(),
+            charges: charges.into_iter().map(Into::into).collect(),
+        })
+    }
+}

@@ -1,0 +1,508 @@
+//! Provision, configure, pause, resume, destroy, renew, and the boots and crashes between.
+//!
+//! | from | call | result |
+//! | --- | --- | --- |
+//! | — | provision | provisioning → running (or failed) |
+//! | running | config | restarting → running |
+//! | paused | config | stays paused; applied at resume |
+//! | running | pause | paused |
+//! | paused, failed | resume | provisioning → running |
+//! | suspended | resume | 402 unless the renewal can now be paid, then as above |
+//! | any | destroy | gone; refund |
+//! | other | lifecycle call | 409 wrong_state |
+//!
+//! "Settling" is an account's agent in `provisioning`: while one boots, another provision
+//! or resume of the account gets 409 `deploy_settling`. The check and the new agent's row
+//! are one transaction under the account's lock, so concurrent provisions cannot both pass.
+
+use std::sync::Arc;
+
+use roost_proto::{
+    ApiError, ErrorReason,
+    v1::{
+        ConfigureRequest, ConfigureResponse, DestroyResponse, InstanceStatus, PauseResponse, ProvisionRequest,
+        ProvisionResponse, ResumeResponse,
+    },
+};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::{
+    Hosting,
+    instances::{InstanceRow, InstanceTx, Status},
+    limits,
+    live::{Agent, Settings, no_such_instance},
+};
+use crate::{
+    Error, Result,
+    billing::{ChargeKind, LedgerEntry, MoneyTx, pro_rata_refund},
+    ids::new_id,
+    runtimes::{DriverSpec, Machine, RuntimeSpec},
+    store::{BeginWrite, on_writer},
+    time::now_ms,
+};
+
+fn wrong_state(message: String) -> ApiError {
+    ApiError::new(ErrorReason::WrongState, message)
+}
+
+fn settling() -> ApiError {
+    ApiError::new(
+        ErrorReason::DeploySettling,
+        "another agent of this account is still booting; try again when it is up",
+    )
+}
+
+fn short_of(cents: i64, balance: i64) -> ApiError {
+    ApiError::new(
+        ErrorReason::InsufficientCredits,
+        format!("this needs {cents} cents of credit and the balance is {balance}; top up and try again"),
+    )
+}
+
+/// What a renewal did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Renewal {
+    /// Not due (any more).
+    NotDue,
+    /// A further period was paid.
+    Renewed,
+    /// The account could not pay: the agent is suspended.
+    Suspended,
+}
+
+impl Hosting {
+    /// Creates an agent and starts its boot.
+    pub async fn provision(self: &Arc<Self>, account_id: &str, req: ProvisionRequest) -> Result<ProvisionResponse> {
+        let runtime_id = req.runtime.trim();
+        if runtime_id.is_empty() {
+            return Err(ApiError::invalid_argument("runtime is required (see GET /api/runtimes)").into());
+        }
+        let runtime = self.catalogue().get(runtime_id).cloned().ok_or_else(|| {
+            ApiError::invalid_argument(format!("unknown runtime {runtime_id:?} (see GET /api/runtimes)"))
+        })?;
+        limits::brief("brief", &req.brief)?;
+        let mode = limits::model_mode(req.model_mode)?;
+
+        let now = now_ms();
+        let mut row = InstanceRow {
+            id: new_id("ins"),
+            account_id: account_id.to_owned(),
+            runtime: runtime.id.clone(),
+            status: Status::Provisioning.as_str().to_owned(),
+            status_detail: String::new(),
+            brief: req.brief,
+            model_mode: mode.as_str().to_owned(),
+            model: String::new(),
+            provider_api_key: None,
+            messaging_bot_token: None,
+            price_cents_month: runtime.price_cents_month,
+            period_start: now,
+            paid_through: now + self.config.billing.period_ms(),
+            period_price_cents: 0,
+            created_at: now,
+            updated_at: now,
+            destroyed_at: None,
+        };
+        let (charged, balance) = on_writer!(self.store, |pool| {
+            let mut tx = pool.begin_write().await?;
+            let account = tx
+                .lock_account(account_id, now)
+                .await?
+                .ok_or_else(|| ApiError::unauthenticated("the key's account no longer exists"))?;
+            if tx.settling_deploys(account_id).await? > 0 {
+                return Err(settling().into());
+            }
+            let first = account.first_agent_at.is_none();
+            let charge = if first { 0 } else { row.price_cents_month };
+            let balance = if charge > 0 {
+                tx.debit(account_id, charge).await?.ok_or_else(|| short_of(charge, account.balance_cents))?
+            } else {
+                account.balance_cents
+            };
+            row.period_price_cents = charge;
+            tx.insert_instance(&row).await?;
+            let what = if first {
+                tx.mark_first_agent(account_id, now).await?;
+                format!("first period of {} free: the account's first agent", runtime.id)
+            } else {
+                format!("first period of {}", runtime.id)
+            };
+            let entry = LedgerEntry::new(account_id, Some(&row.id), ChargeKind::Provision, -charge, balance, what, now);
+            tx.insert_ledger(&entry).await?;
+            tx.commit().await?;
+            (charge, balance)
+        });
+
+        let agent = Arc::new(Agent::new(&row, runtime, Status::Provisioning, self.config.queue_depth));
+        self.registry.insert(agent.clone());
+        let (generation, _) = agent.begin_generation(Status::Provisioning);
+        self.boot(agent, generation, None);
+        info!(instance = %row.id, account = account_id, runtime = %row.runtime, charged, "agent provisioned");
+        Ok(ProvisionResponse { instance: Some(row.to_proto()), charged_cents: charged, balance_cents: balance })
+    }
+
+    /// Boots the agent's machine for `generation` in the background (after stopping the
+    /// machine of the generation before, if any), then records running or failed.
+    fn boot(self: &Arc<Self>, agent: Arc<Agent>, generation: CancellationToken, previous: Option<Arc<dyn Machine>>) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            if let Some(previous) = previous {
+                previous.stop().await;
+            }
+            // A boot is not interrupted half-way (a child process could be left behind);
+            // a cancelled generation's machine is stopped as soon as it is up.
+            let started = this.drivers.start(agent.machine_spec()).await;
+            let _lifecycle = agent.lifecycle.lock().await;
+            if generation.is_cancelled() {
+                if let Ok(machine) = started {
+                    machine.stop().await;
+                }
+                return;
+            }
+            match started {
+                Ok(machine) => {
+                    // Store first: once a client can see the new state (reads show the
+                    // live one), the store's settling check must already agree.
+                    this.persist_status(&agent.id, Status::Running, "").await;
+                    {
+                        let mut live = agent.state();
+                        live.status = Status::Running;
+                        live.detail.clear();
+                        live.machine = Some(machine.clone());
+                    }
+                    this.watch_for_death(agent.clone(), machine, generation);
+                    info!(instance = %agent.id, "agent running");
+                }
+                Err(why) => {
+                    this.persist_status(&agent.id, Status::Failed, &why).await;
+                    agent.end_generation(Status::Failed, &why);
+                    warn!(instance = %agent.id, reason = %why, "agent failed to boot");
+                }
+            }
+        });
+    }
+
+    /// Marks the agent failed if its machine dies while this generation is current.
+    fn watch_for_death(self: &Arc<Self>, agent: Arc<Agent>, machine: Arc<dyn Machine>, generation: CancellationToken) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let why = tokio::select! {
+                biased;
+                () = generation.cancelled() => return,
+                why = machine.died() => why,
+            };
+            let _lifecycle = agent.lifecycle.lock().await;
+            if generation.is_cancelled() {
+                return;
+            }
+            this.persist_status(&agent.id, Status::Failed, &why).await;
+            agent.end_generation(Status::Failed, &why);
+            warn!(instance = %agent.id, reason = %why, "agent runtime died");
+        });
+    }
+
+    /// Status changes made by background tasks; a store failure there is logged, and the
+    /// next start reconciles (it boots whatever was meant to run).
+    async fn persist_status(&self, id: &str, status: Status, detail: &str) {
+        if let Err(err) = self.store.set_instance_status(id, status, detail, now_ms()).await {
+            warn!(instance = id, error = %err, "could not record the agent's status");
+        }
+    }
+
+    /// Applies config: a running agent restarts, a paused one keeps it for its resume.
+    pub async fn configure(self: &Arc<Self>, account_id: &str, req: ConfigureRequest) -> Result<ConfigureResponse> {
+        let id = limits::instance_id(&req.instance_id)?;
+        limits::config(&req)?;
+        let agent = self.registry.owned(id, account_id)?;
+        if req.messaging_bot_token.as_deref().is_some_and(|t| !t.is_empty()) && agent.runtime.channels.is_empty() {
+            return Err(ApiError::invalid_argument(format!(
+                "runtime {} has no messaging channel for MESSAGING_BOT_TOKEN",
+                agent.runtime.id
+            ))
+            .into());
+        }
+        let _lifecycle = agent.lifecycle.lock().await;
+        let status = agent.status();
+        if !matches!(status, Status::Running | Status::Paused) {
+            return Err(
+                wrong_state(format!("config needs the agent running or paused; it is {}", status.as_str())).into()
+            );
+        }
+        let (settings, applied) = apply_config(agent.state().settings.clone(), &req);
+        let next = if status == Status::Running { Status::Restarting } else { Status::Paused };
+        on_writer!(self.store, |pool| {
+            let mut tx = pool.begin_write().await?;
+            tx.update_settings(&agent.id, &settings, now_ms()).await?;
+            tx.update_status(&agent.id, next, "", now_ms()).await?;
+            tx.commit().await?;
+        });
+        agent.state().settings = settings;
+        if next == Status::Restarting {
+            let (generation, previous) = agent.begin_generation(Status::Restarting);
+            self.boot(agent.clone(), generation, previous);
+        }
+        Ok(ConfigureResponse { ok: true, id: agent.id.clone(), status: next.to_proto() as i32, applied })
+    }
+
+    /// Stops a running agent.
+    pub async fn pause(self: &Arc<Self>, account_id: &str, id: &str) -> Result<PauseResponse> {
+        let agent = self.registry.owned(limits::instance_id(id)?, account_id)?;
+        let _lifecycle = agent.lifecycle.lock().await;
+        let status = agent.status();
+        if status != Status::Running {
+            return Err(wrong_state(format!("only a running agent can be paused; it is {}", status.as_str())).into());
+        }
+        self.store.set_instance_status(&agent.id, Status::Paused, "", now_ms()).await?;
+        if let Some(machine) = agent.end_generation(Status::Paused, "") {
+            machine.stop().await;
+        }
+        Ok(PauseResponse { ok: true, id: agent.id.clone(), status: InstanceStatus::Paused as i32 })
+    }
+
+    /// Boots a paused or failed agent again; a suspended one pays its renewal first.
+    pub async fn resume(self: &Arc<Self>, account_id: &str, id: &str) -> Result<ResumeResponse> {
+        let agent = self.registry.owned(limits::instance_id(id)?, account_id)?;
+        let _lifecycle = agent.lifecycle.lock().await;
+        let status = agent.status();
+        if !matches!(status, Status::Paused | Status::Failed | Status::Suspended) {
+            return Err(wrong_state(format!(
+                "only a paused, failed or suspended agent can be resumed; it is {}",
+                status.as_str()
+            ))
+            .into());
+        }
+        if agent.retired {
+            return Err(wrong_state(format!(
+                "runtime {} is no longer offered; destroy the agent (unused time is refunded)",
+                agent.runtime.id
+            ))
+            .into());
+        }
+        let now = now_ms();
+        let period = self.config.billing.period_ms();
+        let (charged, balance) = on_writer!(self.store, |pool| {
+            let mut tx = pool.begin_write().await?;
+            let account = tx
+                .lock_account(account_id, now)
+                .await?
+                .ok_or_else(|| ApiError::unauthenticated("the key's account no longer exists"))?;
+            if tx.settling_deploys(account_id).await? > 0 {
+                return Err(settling().into());
+            }
+            let mut charged = 0;
+            let mut balance = account.balance_cents;
+            if status == Status::Suspended {
+                let price = agent.runtime.price_cents_month;
+                if price > 0 {
+                    balance =
+                        tx.debit(account_id, price).await?.ok_or_else(|| short_of(price, account.balance_cents))?;
+                    let entry = LedgerEntry::new(
+                        account_id,
+                        Some(&agent.id),
+                        ChargeKind::Renewal,
+                        -price,
+                        balance,
+                        "renewal paid on resume",
+                        now,
+                    );
+                    tx.insert_ledger(&entry).await?;
+                }
+                tx.set_period(&agent.id, now, now + period, price, now).await?;
+                charged = price;
+            }
+            tx.update_status(&agent.id, Status::Provisioning, "", now).await?;
+            tx.commit().await?;
+            (charged, balance)
+        });
+        let (generation, previous) = agent.begin_generation(Status::Provisioning);
+        self.boot(agent.clone(), generation, previous);
+        Ok(ResumeResponse {
+            ok: true,
+            id: agent.id.clone(),
+            status: InstanceStatus::Provisioning as i32,
+            charged_cents: charged,
+            balance_cents: balance,
+        })
+    }
+
+    /// Removes an agent for good, refunding the unused part of its paid period.
+    pub async fn destroy(self: &Arc<Self>, account_id: &str, id: &str) -> Result<DestroyResponse> {
+        let agent = self.registry.owned(limits::instance_id(id)?, account_id)?;
+        let _lifecycle = agent.lifecycle.lock().await;
+        let now = now_ms();
+        let (refund, balance) = on_writer!(self.store, |pool| {
+            let mut tx = pool.begin_write().await?;
+            let account = tx
+                .lock_account(account_id, now)
+                .await?
+                .ok_or_else(|| ApiError::unauthenticated("the key's account no longer exists"))?;
+            let row = tx.read_instance(&agent.id).await?.ok_or_else(|| no_such_instance(&agent.id))?;
+            let refund = pro_rata_refund(row.period_price_cents, row.period_start, row.paid_through, now);
+            let mut balance = account.balance_cents;
+            // The refund row is written even when it is 0, so activity shows the outcome.
+            let what = if refund > 0 {
+                balance = tx.adjust(account_id, refund, account.usage_carry_nanocents).await?;
+                let days = (row.paid_through - now) as f64 / 86_400_000.0;
+                format!("refund of the unused {days:.1} days of {}", row.runtime)
+            } else if row.period_price_cents == 0 {
+                "nothing to refund: the period was free".to_owned()
+            } else {
+                "nothing to refund: the paid period is over".to_owned()
+            };
+            tx.insert_ledger(&LedgerEntry::new(
+                account_id,
+                Some(&row.id),
+                ChargeKind::Refund,
+                refund,
+                balance,
+                what,
+                now,
+            ))
+            .await?;
+            tx.mark_destroyed(&row.id, now).await?;
+            tx.commit().await?;
+            (refund, balance)
+        });
+        if let Some(machine) = agent.end_generation(Status::Destroyed, "") {
+            machine.stop().await;
+        }
+        self.registry.remove(&agent.id);
+        info!(instance = %agent.id, refund, "agent destroyed");
+        Ok(DestroyResponse {
+            ok: true,
+            id: agent.id.clone(),
+            status: InstanceStatus::Destroyed as i32,
+            refunded_cents: refund,
+            balance_cents: balance,
+        })
+    }
+
+    /// Renews an agent whose paid period has ended, or suspends it when its account
+    /// cannot pay. The renewal worker calls this for every agent due.
+    pub async fn renew(self: &Arc<Self>, id: &str) -> Result<Renewal> {
+        let Some(agent) = self.registry.get(id) else { return Ok(Renewal::NotDue) };
+        if agent.retired {
+            return Ok(Renewal::NotDue);
+        }
+        let _lifecycle = agent.lifecycle.lock().await;
+        let now = now_ms();
+        let period = self.config.billing.period_ms();
+        let renewal = on_writer!(self.store, |pool| {
+            let mut tx = pool.begin_write().await?;
+            let Some(account) = tx.lock_account(&agent.account_id, now).await? else { return Ok(Renewal::NotDue) };
+            let row = tx.read_instance(&agent.id).await?;
+            let due =
+                row.filter(|r| r.destroyed_at.is_none() && r.status() != Status::Suspended && r.paid_through <= now);
+            let Some(row) = due else { return Ok(Renewal::NotDue) };
+            let price = row.price_cents_month;
+            let paid = if price == 0 { Some(account.balance_cents) } else { tx.debit(&row.account_id, price).await? };
+            let renewal = match paid {
+                Some(balance) => {
+                    tx.set_period(&row.id, row.paid_through, row.paid_through + period, price, now).await?;
+                    if price > 0 {
+                        let entry = LedgerEntry::new(
+                            &row.account_id,
+                            Some(&row.id),
+                            ChargeKind::Renewal,
+                            -price,
+                            balance,
+                            format!("renewal of {}", row.runtime),
+                            now,
+                        );
+                        tx.insert_ledger(&entry).await?;
+                    }
+                    Renewal::Renewed
+                }
+                None => {
+                    let why = format!(
+                        "renewal of {price} cents could not be paid (balance {}); top up and resume",
+                        account.balance_cents
+                    );
+                    tx.update_status(&row.id, Status::Suspended, &why, now).await?;
+                    Renewal::Suspended
+                }
+            };
+            tx.commit().await?;
+            Ok::<_, Error>(renewal)
+        })?;
+        if renewal == Renewal::Suspended {
+            let why = self.store.instance(&agent.id).await?.map(|r| r.status_detail).unwrap_or_default();
+            if let Some(machine) = agent.end_generation(Status::Suspended, &why) {
+                machine.stop().await;
+            }
+            warn!(instance = %agent.id, "agent suspended: renewal unpaid");
+        }
+        Ok(renewal)
+    }
+
+    /// Loads every agent of the store and boots those that were up (or on their way up)
+    /// when roost last stopped.
+    pub async fn restore(self: &Arc<Self>) -> Result<usize> {
+        let rows = self.store.live_instances().await?;
+        let mut booted = 0;
+        for row in &rows {
+            let agent = match self.catalogue().get(&row.runtime) {
+                Some(runtime) => {
+                    let boot = matches!(row.status(), Status::Provisioning | Status::Running | Status::Restarting);
+                    let status = if boot { Status::Provisioning } else { row.status() };
+                    let agent = Arc::new(Agent::new(row, runtime.clone(), status, self.config.queue_depth));
+                    if boot {
+                        self.persist_status(&row.id, Status::Provisioning, "").await;
+                        let (generation, _) = agent.begin_generation(Status::Provisioning);
+                        self.boot(agent.clone(), generation, None);
+                        booted += 1;
+                    }
+                    agent
+                }
+                None => {
+                    let why = format!("runtime {} is no longer in the catalogue", row.runtime);
+                    self.persist_status(&row.id, Status::Failed, &why).await;
+                    let mut agent =
+                        Agent::new(row, Arc::new(retired_runtime(row)), Status::Failed, self.config.queue_depth);
+                    agent.retired = true;
+                    agent.state().detail = why;
+                    Arc::new(agent)
+                }
+            };
+            self.registry.insert(agent);
+        }
+        info!(agents = rows.len(), booting = booted, "hosted agents restored");
+        Ok(rows.len())
+    }
+}
+
+/// New settings from a config request, and the REST names of what changed.
+fn apply_config(mut settings: Settings, req: &ConfigureRequest) -> (Settings, Vec<String>) {
+    let mut applied = Vec::new();
+    if let Some(brief) = &req.agent_brief {
+        settings.brief = brief.clone();
+        applied.push("agent_brief".to_owned());
+    }
+    if let Some(key) = &req.provider_api_key {
+        settings.provider_api_key = Some(key.clone()).filter(|k| !k.is_empty());
+        applied.push("PROVIDER_API_KEY".to_owned());
+    }
+    if let Some(token) = &req.messaging_bot_token {
+        settings.messaging_bot_token = Some(token.clone()).filter(|t| !t.is_empty());
+        applied.push("MESSAGING_BOT_TOKEN".to_owned());
+    }
+    if let Some(model) = &req.model {
+        settings.model = model.trim().to_owned();
+        applied.push("model".to_owned());
+    }
+    (settings, applied)
+}
+
+/// A stand-in catalogue entry for an agent whose runtime was removed from the catalogue.
+fn retired_runtime(row: &InstanceRow) -> RuntimeSpec {
+    RuntimeSpec {
+        id: row.runtime.clone(),
+        description: "no longer in the catalogue".to_owned(),
+        price_cents_month: row.price_cents_month,
+        channels: Vec::new(),
+        included_model: false,
+        default_model: String::new(),
+        driver: DriverSpec::Echo,
+    }
+}

@@ -1,0 +1,145 @@
+//! Hosted agents (seeds/hosted-agent-api.md with DESIGN.md's decisions): provisioning and
+//! the lifecycle, synchronous turns, activity. [`Hosting`] is the core; [`service`] is its
+//! gRPC face, which the REST gateway (and MCP) call.
+//!
+//! Store first, memory second: every lifecycle change commits to the store and then updates
+//! the live agent, under the agent's lifecycle lock. Reads of an agent take its status from
+//! the live agent, so a client that sees `running` can message it.
+//!
+//! One roost process runs the machines of the agents in its store. Several replicas
+//! sharing one PostgreSQL would each try to run every agent: run one `roost serve` per
+//! store for hosted agents.
+
+pub mod activity;
+pub mod instances;
+pub mod lifecycle;
+pub mod limits;
+pub mod live;
+pub mod recorder;
+pub mod service;
+pub mod turns;
+
+use std::{path::Path, sync::Arc, time::Duration};
+
+use tokio::task::JoinHandle;
+
+use crate::{
+    billing::{BillingConfig, metering::PriceBook},
+    runtimes::{Catalogue, Drivers, assistant, process},
+    store::Store,
+};
+use live::Registry;
+use recorder::Recorder;
+
+/// Settings of the hosted-agent core.
+#[derive(Debug, Clone)]
+pub struct HostingConfig {
+    /// The runtime catalogue.
+    pub catalogue: Catalogue,
+    /// Model prices for metering.
+    pub prices: PriceBook,
+    /// Billing periods.
+    pub billing: BillingConfig,
+    /// Hard cap of one turn (`--turn-timeout-secs`, default 900).
+    pub turn_timeout: Duration,
+    /// Turns that may wait or run per agent before more get 429 (`--turn-queue-depth`).
+    pub queue_depth: usize,
+    /// How long a boot may take before the agent is failed (`--boot-timeout-secs`).
+    pub boot_timeout: Duration,
+    /// The upstream of managed assistant agents, if any.
+    pub model_upstream: Option<assistant::Upstream>,
+    /// Where byok assistant agents send their own key.
+    pub byok_upstream_url: String,
+}
+
+impl Default for HostingConfig {
+    fn default() -> Self {
+        Self {
+            catalogue: Catalogue::builtin(),
+            prices: PriceBook::builtin(),
+            billing: BillingConfig::default(),
+            turn_timeout: Duration::from_secs(900),
+            queue_depth: 64,
+            boot_timeout: Duration::from_secs(120),
+            model_upstream: None,
+            byok_upstream_url: "https://api.openai.com/v1".to_owned(),
+        }
+    }
+}
+
+/// The hosted-agent core, shared by its gRPC service, the renewal worker and start-up.
+pub struct Hosting {
+    store: Store,
+    config: HostingConfig,
+    drivers: Drivers,
+    registry: Registry,
+    recorder: Recorder,
+    recorder_task: std::sync::Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Hosting {
+    /// The core over `store`. Process runtimes find roost's example runtime in
+    /// `<data_dir>/runtimes` and send telemetry to `otlp_endpoint` (roost itself).
+    pub fn new(
+        store: Store,
+        config: HostingConfig,
+        data_dir: &Path,
+        otlp_endpoint: String,
+    ) -> std::io::Result<Arc<Self>> {
+        let runtimes_dir = data_dir.join("runtimes");
+        process::ProcessDriver::install_example(&runtimes_dir)?;
+        let drivers = Drivers {
+            process: process::ProcessDriver::new(runtimes_dir, otlp_endpoint, config.boot_timeout),
+            assistant: assistant::AssistantDriver::new(
+                store.clone(),
+                config.model_upstream.clone(),
+                config.byok_upstream_url.clone(),
+            ),
+        };
+        let (recorder, task) = Recorder::start(store.clone());
+        Ok(Arc::new(Self {
+            store,
+            config,
+            drivers,
+            registry: Registry::default(),
+            recorder,
+            recorder_task: std::sync::Mutex::new(Some(task)),
+        }))
+    }
+
+    /// The catalogue.
+    pub fn catalogue(&self) -> &Catalogue {
+        &self.config.catalogue
+    }
+
+    /// The settings it runs with.
+    pub fn config(&self) -> &HostingConfig {
+        &self.config
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Stops every machine (their stored status stays, so the next start boots them
+    /// again) and writes the turns still queued for the store.
+    pub async fn shutdown(&self) {
+        let machines: Vec<_> = self
+            .registry
+            .all()
+            .iter()
+            .filter_map(|agent| {
+                let mut live = agent.state();
+                live.generation.cancel();
+                live.machine.take()
+            })
+            .collect();
+        futures::future::join_all(machines.iter().map(|m| m.stop())).await;
+        self.recorder.flush().await;
+        let task = self.recorder_task.lock().ok().and_then(|mut t| t.take());
+        if let Some(task) = task {
+            task.abort();
+        }
+    }
+}

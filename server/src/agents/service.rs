@@ -1,0 +1,104 @@
+//! `AgentService`: authenticate, then call [`Hosting`]. REST and MCP arrive here too.
+
+use std::sync::Arc;
+
+use roost_proto::v1::{
+    ConfigureRequest, ConfigureResponse, DestroyRequest, DestroyResponse, GetActivityRequest, GetActivityResponse,
+    GetInstanceRequest, GetInstanceResponse, ListInstancesRequest, ListInstancesResponse, ListRuntimesRequest,
+    ListRuntimesResponse, PauseRequest, PauseResponse, ProvisionRequest, ProvisionResponse, ResumeRequest,
+    ResumeResponse, SendMessageRequest, SendMessageResponse, agent_service_server::AgentService,
+};
+use tonic::{Request, Response, Status};
+
+use super::Hosting;
+use crate::auth;
+
+/// Metadata an adapter sets to say where a message came from ("api" for REST, "mcp").
+pub const SOURCE_METADATA: &str = "x-roost-source";
+
+/// The agent service over the hosted-agent core.
+pub struct AgentCore {
+    hosting: Arc<Hosting>,
+}
+
+impl AgentCore {
+    /// The service for `hosting`.
+    pub fn new(hosting: Arc<Hosting>) -> Self {
+        Self { hosting }
+    }
+
+    async fn caller<T>(&self, req: &Request<T>) -> Result<String, Status> {
+        Ok(auth::account_of(self.hosting.store(), req).await?)
+    }
+}
+
+/// Where a message came from: what an adapter said, else a gRPC client.
+fn source<T>(req: &Request<T>) -> &'static str {
+    match req.metadata().get(SOURCE_METADATA).and_then(|v| v.to_str().ok()) {
+        Some("api") => "api",
+        Some("mcp") => "mcp",
+        _ => "grpc",
+    }
+}
+
+#[tonic::async_trait]
+impl AgentService for AgentCore {
+    async fn list_runtimes(
+        &self,
+        _req: Request<ListRuntimesRequest>,
+    ) -> Result<Response<ListRuntimesResponse>, Status> {
+        let runtimes = self.hosting.catalogue().all().iter().map(|r| r.to_proto()).collect();
+        Ok(Response::new(ListRuntimesResponse { runtimes }))
+    }
+
+    async fn provision(&self, req: Request<ProvisionRequest>) -> Result<Response<ProvisionResponse>, Status> {
+        let account = self.caller(&req).await?;
+        Ok(Response::new(self.hosting.provision(&account, req.into_inner()).await?))
+    }
+
+    async fn list_instances(
+        &self,
+        req: Request<ListInstancesRequest>,
+    ) -> Result<Response<ListInstancesResponse>, Status> {
+        let account = self.caller(&req).await?;
+        Ok(Response::new(ListInstancesResponse { instances: self.hosting.list_instances(&account).await? }))
+    }
+
+    async fn get_instance(&self, req: Request<GetInstanceRequest>) -> Result<Response<GetInstanceResponse>, Status> {
+        let account = self.caller(&req).await?;
+        let instance = self.hosting.get_instance(&account, &req.get_ref().instance_id).await?;
+        Ok(Response::new(GetInstanceResponse { instance: Some(instance) }))
+    }
+
+    async fn get_activity(&self, req: Request<GetActivityRequest>) -> Result<Response<GetActivityResponse>, Status> {
+        let account = self.caller(&req).await?;
+        let req = req.get_ref();
+        Ok(Response::new(self.hosting.activity(&account, &req.instance_id, req.limit).await?))
+    }
+
+    async fn send_message(&self, req: Request<SendMessageRequest>) -> Result<Response<SendMessageResponse>, Status> {
+        let account = self.caller(&req).await?;
+        let source = source(&req);
+        Ok(Response::new(self.hosting.send_message(&account, req.into_inner(), source).await?))
+    }
+
+    async fn configure(&self, req: Request<ConfigureRequest>) -> Result<Response<ConfigureResponse>, Status> {
+        let account = self.caller(&req).await?;
+        Ok(Response::new(self.hosting.configure(&account, req.into_inner()).await?))
+    }
+
+    async fn pause(&self, req: Request<PauseRequest>) -> Result<Response<PauseResponse>, Status> {
+        let account = self.caller(&req).await?;
+        Ok(Response::new(self.hosting.pause(&account, &req.get_ref().instance_id).await?))
+    }
+
+    async fn resume(&self, req: Request<ResumeRequest>) -> Result<Response<ResumeResponse>, Status> {
+        let account = self.caller(&req).await?;
+        Ok(Response::new(self.hosting.resume(&account, &req.get_ref().instance_id).await?))
+    }
+
+    async fn destroy(&self, req: Request<DestroyRequest>) -> Result<Response<DestroyResponse>, Status> {
+        let account = self.caller(&req).await?;
+        Ok(Response::new(self.hosting.destroy(&account, &req.get_ref().instance_id).await?))
+    }
+}

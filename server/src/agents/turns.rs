@@ -1,0 +1,172 @@
+//! Synchronous turns: one at a time per agent, in arrival order, under the hard cap.
+//!
+//! A caller holds two things while it waits: a queue permit (the bound; none left → 429)
+//! and its place in the agent's FIFO turn lock. Dropping the call (the client hung up)
+//! drops both, so it leaves the queue. Once its turn starts, the turn runs in its own task
+//! to the end and is recorded whether or not the caller is still there.
+
+use std::{sync::Arc, time::Instant};
+
+use roost_proto::{
+    ApiError, ErrorReason,
+    v1::{SendMessageRequest, SendMessageResponse, Usage},
+};
+
+use super::{Hosting, limits, live::Agent, recorder::TurnRecord};
+use crate::{
+    Result,
+    ids::new_id,
+    runtimes::{ModelMode, TurnInput, TurnOutput},
+    time::{now_ms, timestamp_ms},
+};
+
+/// How a turn ended.
+enum Outcome {
+    Completed(TurnOutput),
+    Failed(ApiError),
+    TimedOut,
+    Cancelled,
+}
+
+impl Hosting {
+    /// Runs one turn for the caller's agent; `source` says where the message came from.
+    pub async fn send_message(
+        self: &Arc<Self>,
+        account_id: &str,
+        req: SendMessageRequest,
+        source: &str,
+    ) -> Result<SendMessageResponse> {
+        let id = limits::instance_id(&req.instance_id)?;
+        limits::text(&req.text)?;
+        let agent = self.registry.owned(id, account_id)?;
+        let queued_at = now_ms();
+        agent.running()?;
+        let slot = agent.queue.clone().try_acquire_owned().map_err(|_| {
+            ApiError::new(
+                ErrorReason::QueueFull,
+                format!("{} turns are already queued for this agent; try again later", self.config.queue_depth),
+            )
+        })?;
+        let seq = agent.next_seq();
+        let turn = agent.turns.clone().lock_owned().await;
+        let this = self.clone();
+        let source = source.to_owned();
+        let job = tokio::spawn(async move {
+            let outcome = this.run_turn(&agent, req.text, &source, seq, queued_at).await;
+            drop((turn, slot));
+            outcome
+        });
+        job.await.map_err(|e| ApiError::internal(format!("the turn task failed: {e}")))?
+    }
+
+    async fn run_turn(
+        &self,
+        agent: &Agent,
+        text: String,
+        source: &str,
+        seq: i64,
+        queued_at: i64,
+    ) -> Result<SendMessageResponse> {
+        let running = agent.running()?;
+        let model = if running.settings.model.is_empty() {
+            agent.runtime.default_model.clone()
+        } else {
+            running.settings.model.clone()
+        };
+        let metered = running.settings.model_mode == ModelMode::Managed
+            && agent.runtime.included_model
+            && self.config.prices.price(&model).is_paid();
+        if metered {
+            let balance = self.store.account(&agent.account_id).await?.map_or(0, |a| a.balance_cents);
+            if balance <= 0 {
+                return Err(ApiError::new(
+                    ErrorReason::InsufficientCredits,
+                    format!(
+                        "the included model is metered and the balance is {balance} cents; top up to message this agent"
+                    ),
+                )
+                .into());
+            }
+        }
+
+        let turn_id = new_id("turn");
+        let started_at = now_ms();
+        let clock = Instant::now();
+        let input = TurnInput { turn_id: turn_id.clone(), text: text.clone() };
+        let outcome = tokio::select! {
+            biased;
+            () = running.generation.cancelled() => Outcome::Cancelled,
+            result = tokio::time::timeout(self.config.turn_timeout, running.machine.turn(input)) => match result {
+                Err(_) => Outcome::TimedOut,
+                Ok(Ok(output)) => Outcome::Completed(output),
+                Ok(Err(err)) => Outcome::Failed(err),
+            },
+        };
+        let duration_ms = clock.elapsed().as_millis() as i64;
+
+        let mut record = TurnRecord {
+            id: turn_id.clone(),
+            instance_id: agent.id.clone(),
+            account_id: agent.account_id.clone(),
+            seq,
+            status: "completed",
+            source: source.to_owned(),
+            text,
+            reply: String::new(),
+            error: String::new(),
+            queued_at,
+            started_at,
+            duration_ms,
+            input_tokens: 0,
+            output_tokens: 0,
+            model: model.clone(),
+            cost_nanocents: 0,
+        };
+        let failure = match &outcome {
+            Outcome::Completed(out) => {
+                record.reply.clone_from(&out.reply);
+                record.input_tokens = out.input_tokens;
+                record.output_tokens = out.output_tokens;
+                if !out.model.is_empty() {
+                    record.model.clone_from(&out.model);
+                }
+                if metered {
+                    record.cost_nanocents =
+                        self.config.prices.cost_nanocents(&record.model, out.input_tokens, out.output_tokens);
+                }
+                None
+            }
+            Outcome::Failed(err) => Some(("failed", err.clone())),
+            Outcome::TimedOut => Some((
+                "timed_out",
+                ApiError::new(
+                    ErrorReason::TurnTimeout,
+                    format!("the turn hit the {} s cap; the agent keeps running", self.config.turn_timeout.as_secs()),
+                ),
+            )),
+            Outcome::Cancelled => Some((
+                "cancelled",
+                ApiError::new(
+                    ErrorReason::WrongState,
+                    format!("the agent was {} during the turn", agent.status().as_str()),
+                ),
+            )),
+        };
+        if let Some((status, err)) = &failure {
+            record.status = status;
+            record.error = err.message().to_owned();
+        }
+        let charged = self.recorder.record(record.clone()).await?;
+        if let Some((_, err)) = failure {
+            return Err(err.into());
+        }
+        Ok(SendMessageResponse {
+            turn_id,
+            reply: record.reply,
+            started_at: Some(timestamp_ms(started_at)),
+            duration_ms,
+            usage: Some(Usage { input_tokens: record.input_tokens, output_tokens: record.output_tokens }),
+            charged_cents: charged,
+        })
+    }
+}

@@ -1,0 +1,125 @@
+//! The credit ledger: one row per money movement, shown in activity as charges.
+
+use roost_proto::v1::{Charge, ChargeKind as ProtoKind};
+
+use crate::{ids::new_id, time::timestamp_ms};
+
+/// Why credits moved. Stored as text; the API shows the same names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChargeKind {
+    /// Operator top-up.
+    Credit,
+    /// First period of a new agent.
+    Provision,
+    /// A further period.
+    Renewal,
+    /// Unused part of a period, on destroy.
+    Refund,
+    /// Metered model use.
+    Usage,
+}
+
+impl ChargeKind {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Credit => "credit",
+            Self::Provision => "provision",
+            Self::Renewal => "renewal",
+            Self::Refund => "refund",
+            Self::Usage => "usage",
+        }
+    }
+
+    fn to_proto(name: &str) -> ProtoKind {
+        match name {
+            "credit" => ProtoKind::Credit,
+            "provision" => ProtoKind::Provision,
+            "renewal" => ProtoKind::Renewal,
+            "refund" => ProtoKind::Refund,
+            "usage" => ProtoKind::Usage,
+            _ => ProtoKind::Unspecified,
+        }
+    }
+}
+
+/// A ledger row about to be written.
+#[derive(Debug, Clone)]
+pub struct LedgerEntry {
+    /// Entry id.
+    pub id: String,
+    /// The account whose balance moved.
+    pub account_id: String,
+    /// The agent concerned, if any.
+    pub instance_id: Option<String>,
+    /// Why.
+    pub kind: ChargeKind,
+    /// Signed: negative debits.
+    pub amount_cents: i64,
+    /// Balance right after.
+    pub balance_after_cents: i64,
+    /// For humans.
+    pub description: String,
+    /// When (Unix ms).
+    pub created_at: i64,
+}
+
+impl LedgerEntry {
+    /// A new entry with a fresh id.
+    pub fn new(
+        account_id: &str,
+        instance_id: Option<&str>,
+        kind: ChargeKind,
+        amount_cents: i64,
+        balance_after_cents: i64,
+        description: impl Into<String>,
+        now: i64,
+    ) -> Self {
+        Self {
+            id: new_id("chg"),
+            account_id: account_id.to_owned(),
+            instance_id: instance_id.map(str::to_owned),
+            kind,
+            amount_cents,
+            balance_after_cents,
+            description: description.into(),
+            created_at: now,
+        }
+    }
+}
+
+/// A ledger row as read back.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct LedgerRow {
+    /// Entry id.
+    pub id: String,
+    /// The agent concerned, if any.
+    pub instance_id: Option<String>,
+    /// Stored kind name.
+    pub kind: String,
+    /// Signed amount.
+    pub amount_cents: i64,
+    /// Balance right after.
+    pub balance_after_cents: i64,
+    /// For humans.
+    pub description: String,
+    /// When (Unix ms).
+    pub created_at: i64,
+}
+
+impl From<LedgerRow> for Charge {
+    fn from(row: LedgerRow) -> Self {
+        Charge {
+            id: row.id,
+            kind: ChargeKind::to_proto(&row.kind) as i32,
+            amount_cents: row.amount_cents,
+            balance_after_cents: row.balance_after_cents,
+            description: row.description,
+            instance_id: row.instance_id.unwrap_or_default(),
+            created_at: Some(timestamp_ms(row.created_at)),
+        }
+    }
+}
+
+/// Columns of [`LedgerRow`], for SELECTs.
+pub const LEDGER_COLUMNS: &str = "id, instance_id, kind, amount_cents, balance_after_cents, description, created_at";

@@ -1,0 +1,167 @@
+//! Metered model use: tokens priced by a price book, charged in whole cents per turn with
+//! the fraction carried to the next one, so many small turns cost exactly what their
+//! tokens add up to.
+//!
+//! Prices are USD per million tokens, as providers publish them, and are kept as integer
+//! nanocents (10⁻⁹ cent) per token: $0.075/Mtok is exactly 7,500 nanocents per token.
+
+use std::{collections::BTreeMap, path::Path};
+
+use serde::Deserialize;
+
+const NANOCENTS_PER_CENT: i64 = 1_000_000_000;
+
+/// The built-in price book, used unless `--price-book` names another.
+const BUILTIN: &str = include_str!("price_book.toml");
+
+/// What a model's tokens cost, in nanocents per token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ModelPrice {
+    /// Per prompt token.
+    pub input: i64,
+    /// Per completion token.
+    pub output: i64,
+}
+
+impl ModelPrice {
+    /// True when using the model costs something.
+    pub fn is_paid(self) -> bool {
+        self.input > 0 || self.output > 0
+    }
+}
+
+/// Model prices by name.
+#[derive(Debug, Clone)]
+pub struct PriceBook {
+    models: BTreeMap<String, ModelPrice>,
+    default: ModelPrice,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PriceFile {
+    default: PriceEntry,
+    #[serde(default)]
+    models: BTreeMap<String, PriceEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PriceEntry {
+    input_usd_per_mtok: f64,
+    output_usd_per_mtok: f64,
+}
+
+impl PriceEntry {
+    fn to_price(&self, name: &str) -> Result<ModelPrice, String> {
+        let convert = |usd: f64| {
+            if !(0.0..1e6).contains(&usd) {
+                return Err(format!("{name}: prices must be between 0 and 1,000,000 USD per Mtok"));
+            }
+            // 1 USD per million tokens = 100 cents / 1e6 tokens = 1e5 nanocents per token.
+            Ok((usd * 1e5).round() as i64)
+        };
+        Ok(ModelPrice { input: convert(self.input_usd_per_mtok)?, output: convert(self.output_usd_per_mtok)? })
+    }
+}
+
+impl PriceBook {
+    /// The price book compiled into roost.
+    pub fn builtin() -> Self {
+        // The built-in file is tested below; it cannot fail at run time.
+        Self::from_toml(BUILTIN).unwrap_or_else(|_| Self { models: BTreeMap::new(), default: ModelPrice::default() })
+    }
+
+    /// Reads a price book file (TOML: a `[default]` entry and `[models."name"]` entries,
+    /// each with `input_usd_per_mtok` and `output_usd_per_mtok`).
+    pub fn load(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+        Self::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Parses a price book.
+    pub fn from_toml(text: &str) -> Result<Self, String> {
+        let file: PriceFile = toml::from_str(text).map_err(|e| e.to_string())?;
+        let models = file
+            .models
+            .iter()
+            .map(|(name, entry)| Ok((name.clone(), entry.to_price(name)?)))
+            .collect::<Result<_, String>>()?;
+        Ok(Self { models, default: file.default.to_price("default")? })
+    }
+
+    /// The price of `model`: its own entry, else the longest listed name it starts with
+    /// (so dated variants such as `gpt-4o-mini-2024-07-18` find `gpt-4o-mini`), else `None`.
+    pub fn lookup(&self, model: &str) -> Option<ModelPrice> {
+        if let Some(price) = self.models.get(model) {
+            return Some(*price);
+        }
+        self.models
+            .iter()
+            .filter(|(name, _)| model.starts_with(name.as_str()))
+            .max_by_key(|(name, _)| name.len())
+            .map(|(_, p)| *p)
+    }
+
+    /// The price roost charges for `model`: unknown models cost the default.
+    pub fn price(&self, model: &str) -> ModelPrice {
+        self.lookup(model).unwrap_or(self.default)
+    }
+
+    /// What the tokens cost, in nanocents.
+    pub fn cost_nanocents(&self, model: &str, input_tokens: i64, output_tokens: i64) -> i64 {
+        let price = self.price(model);
+        input_tokens
+            .max(0)
+            .saturating_mul(price.input)
+            .saturating_add(output_tokens.max(0).saturating_mul(price.output))
+    }
+}
+
+/// Splits carried-over usage plus a new cost into whole cents to charge now and the
+/// nanocents to carry on.
+pub fn settle(carry_nanocents: i64, cost_nanocents: i64) -> (i64, i64) {
+    let total = carry_nanocents.saturating_add(cost_nanocents);
+    (total / NANOCENTS_PER_CENT, total % NANOCENTS_PER_CENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builtin_book_parses_and_prices_models() {
+        let book = PriceBook::from_toml(BUILTIN).unwrap();
+        assert_eq!(book.price("echo"), ModelPrice::default());
+        assert_eq!(book.price("gpt-4o-mini"), ModelPrice { input: 15_000, output: 60_000 });
+        assert_eq!(book.price("gpt-4o-mini-2024-07-18"), book.price("gpt-4o-mini"), "dated variants");
+        assert!(book.price("some-new-model").is_paid(), "unknown models cost the default");
+        assert_eq!(book.lookup("some-new-model"), None);
+    }
+
+    #[test]
+    fn fractions_of_cents_carry_over_exactly() {
+        let book = PriceBook::from_toml("[default]\ninput_usd_per_mtok = 0.075\noutput_usd_per_mtok = 0.3\n").unwrap();
+        // 1000 input + 1000 output tokens: 7.5e6 + 3e7 nanocents = 0.0375 cents.
+        let cost = book.cost_nanocents("m", 1000, 1000);
+        assert_eq!(cost, 37_500_000);
+        let mut carry = 0;
+        let mut charged = 0;
+        for _ in 0..80 {
+            let (cents, rest) = settle(carry, cost);
+            charged += cents;
+            carry = rest;
+        }
+        assert_eq!(charged, 3, "80 × 0.0375 = 3 cents");
+        assert_eq!(carry, 0);
+    }
+
+    #[test]
+    fn bad_price_books_are_refused() {
+        assert!(PriceBook::from_toml("[default]\ninput_usd_per_mtok = -1\noutput_usd_per_mtok = 0\n").is_err());
+        assert!(PriceBook::from_toml("[models.x]\ninput_usd_per_mtok = 1\noutput_usd_per_mtok = 1\n").is_err());
+        assert!(
+            PriceBook::from_toml("[default]\ninput_usd_per_mtok = 1\noutput_usd_per_mtok = 1\nextra = 2\n").is_err()
+        );
+    }
+}

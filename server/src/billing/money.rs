@@ -1,0 +1,90 @@
+//! The statements every money movement is made of, for both backends' connections.
+
+use crate::{Result, billing::LedgerEntry, store::impl_for_connections};
+
+/// An account row locked for the rest of the transaction.
+#[derive(Debug, Clone, Copy, sqlx::FromRow)]
+pub struct LockedAccount {
+    /// Credits now.
+    pub balance_cents: i64,
+    /// Metered usage not yet charged (nanocents).
+    pub usage_carry_nanocents: i64,
+    /// When the first-ever agent was provisioned, if it was.
+    pub first_agent_at: Option<i64>,
+}
+
+/// Money statements inside a write transaction (call on `&mut *tx`).
+pub(crate) trait MoneyTx {
+    /// Locks the account row until commit and reads it; `None` if there is no such account.
+    ///
+    /// It is an UPDATE rather than `SELECT … FOR UPDATE` so the same statement serialises
+    /// on both backends: PostgreSQL takes the row lock, SQLite already holds the write lock
+    /// (`BEGIN IMMEDIATE`).
+    async fn lock_account(&mut self, account_id: &str, now: i64) -> Result<Option<LockedAccount>>;
+
+    /// Takes `cents` from the balance if it covers them; the new balance, or `None`.
+    async fn debit(&mut self, account_id: &str, cents: i64) -> Result<Option<i64>>;
+
+    /// Adds `cents` (may be negative for metered usage) and sets the usage carry; the new
+    /// balance.
+    async fn adjust(&mut self, account_id: &str, cents: i64, carry_nanocents: i64) -> Result<i64>;
+
+    /// Writes a ledger row.
+    async fn insert_ledger(&mut self, entry: &LedgerEntry) -> Result<()>;
+}
+
+impl_for_connections! {
+    impl MoneyTx {
+        async fn lock_account(&mut self, account_id: &str, now: i64) -> Result<Option<LockedAccount>> {
+            Ok(sqlx::query_as(
+                "UPDATE accounts SET updated_at = $2 WHERE id = $1 \
+                 RETURNING balance_cents, usage_carry_nanocents, first_agent_at",
+            )
+            .bind(account_id)
+            .bind(now)
+            .fetch_optional(&mut *self)
+            .await?)
+        }
+
+        async fn debit(&mut self, account_id: &str, cents: i64) -> Result<Option<i64>> {
+            Ok(sqlx::query_scalar(
+                "UPDATE accounts SET balance_cents = balance_cents - $2 \
+                 WHERE id = $1 AND balance_cents >= $2 RETURNING balance_cents",
+            )
+            .bind(account_id)
+            .bind(cents)
+            .fetch_optional(&mut *self)
+            .await?)
+        }
+
+        async fn adjust(&mut self, account_id: &str, cents: i64, carry_nanocents: i64) -> Result<i64> {
+            Ok(sqlx::query_scalar(
+                "UPDATE accounts SET balance_cents = balance_cents + $2, usage_carry_nanocents = $3 \
+                 WHERE id = $1 RETURNING balance_cents",
+            )
+            .bind(account_id)
+            .bind(cents)
+            .bind(carry_nanocents)
+            .fetch_one(&mut *self)
+            .await?)
+        }
+
+        async fn insert_ledger(&mut self, entry: &LedgerEntry) -> Result<()> {
+            sqlx::query(
+                "INSERT INTO ledger (id, account_id, instance_id, kind, amount_cents, balance_after_cents, description, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            )
+            .bind(&entry.id)
+            .bind(&entry.account_id)
+            .bind(&entry.instance_id)
+            .bind(entry.kind.as_str())
+            .bind(entry.amount_cents)
+            .bind(entry.balance_after_cents)
+            .bind(&entry.description)
+            .bind(entry.created_at)
+            .execute(&mut *self)
+            .await?;
+            Ok(())
+        }
+    }
+}

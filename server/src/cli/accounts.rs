@@ -1,0 +1,227 @@
+//! Operator commands on the store: `roost accounts`, `roost keys`, `roost credits`.
+//!
+//! They open the same store as `roost serve` (same `--data-dir` / `--database-url`) and
+//! work while it runs. `--json` prints one JSON value for scripts; errors go to stderr with
+//! exit status 1 (2 for bad usage).
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+
+use super::GlobalArgs;
+use crate::{
+    Error,
+    accounts::PLANS,
+    store::{Store, StoreOptions},
+};
+
+/// `roost accounts …`
+#[derive(Debug, Subcommand)]
+pub enum AccountsCommand {
+    /// Create an account; prints its first API key once.
+    Create {
+        /// Display name.
+        #[arg(long)]
+        name: String,
+        /// Starting credits, in cents.
+        #[arg(long, default_value_t = 0)]
+        credits: i64,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// List accounts with their balances.
+    List {
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Set an account's plan (free, trial, starter, pro, enterprise).
+    SetPlan {
+        /// The account.
+        #[arg(long)]
+        account: String,
+        /// The plan.
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(PLANS))]
+        plan: String,
+        #[command(flatten)]
+        output: Output,
+    },
+}
+
+/// `roost keys …`
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Create another API key for an account; prints it once.
+    Create {
+        /// The account the key acts as.
+        #[arg(long)]
+        account: String,
+        /// A label to recognise the key by.
+        #[arg(long, default_value = "")]
+        name: String,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// List an account's keys (never their secrets).
+    List {
+        /// The account.
+        #[arg(long)]
+        account: String,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// Revoke a key: it stops working at once.
+    Revoke {
+        /// The key id (`key_…`, from `keys list`).
+        key_id: String,
+        #[command(flatten)]
+        output: Output,
+    },
+}
+
+/// `roost credits …`
+#[derive(Debug, Subcommand)]
+pub enum CreditsCommand {
+    /// Add credits to an account.
+    Add {
+        /// The account.
+        #[arg(long)]
+        account: String,
+        /// Cents to add.
+        cents: i64,
+        #[command(flatten)]
+        output: Output,
+    },
+}
+
+/// How a command prints its result.
+#[derive(Debug, Args)]
+pub struct Output {
+    /// Print one JSON value instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+impl Output {
+    fn print(&self, value: &Value, text: impl FnOnce() -> String) {
+        if self.json {
+            println!("{value}");
+        } else {
+            println!("{}", text());
+        }
+    }
+}
+
+async fn open(global: &GlobalArgs) -> Result<Store, ExitCode> {
+    let config = global.serve_config().map_err(|err| {
+        eprintln!("roost: {err}");
+        ExitCode::from(2)
+    })?;
+    let options = StoreOptions { max_connections: 2, ..StoreOptions::default() };
+    Store::open(&config.database_url, &options).await.map_err(|err| {
+        eprintln!("roost: cannot open the store at {}: {err}", config.database_url);
+        ExitCode::FAILURE
+    })
+}
+
+fn fail(err: Error) -> ExitCode {
+    match err {
+        Error::Api(api) => eprintln!("roost: {}", api.message()),
+        other => eprintln!("roost: {other}"),
+    }
+    ExitCode::FAILURE
+}
+
+/// Runs an accounts command.
+pub async fn accounts(global: &GlobalArgs, command: AccountsCommand) -> ExitCode {
+    let store = match open(global).await {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
+    let result = match command {
+        AccountsCommand::Create { name, credits, output } => store.create_account(&name, credits).await.map(|new| {
+            let value = json!({
+                "account_id": new.account.id,
+                "api_key": new.api_key.secret,
+                "key_id": new.api_key.id,
+                "name": new.account.name,
+                "balance_cents": new.account.balance_cents,
+            });
+            output.print(&value, || {
+                format!(
+                    "created account {} ({}) with {} cents\nAPI key (shown once, keep it safe): {}",
+                    new.account.id, new.account.name, new.account.balance_cents, new.api_key.secret
+                )
+            });
+        }),
+        AccountsCommand::List { output } => store.list_accounts().await.map(|accounts| {
+            let value: Vec<Value> = accounts
+                .iter()
+                .map(|a| json!({"account_id": a.id, "name": a.name, "balance_cents": a.balance_cents, "plan": a.plan}))
+                .collect();
+            output.print(&Value::Array(value), || {
+                let lines: Vec<String> = accounts
+                    .iter()
+                    .map(|a| format!("{}  {:>10} cents  {:<10}  {}", a.id, a.balance_cents, a.plan, a.name))
+                    .collect();
+                if lines.is_empty() { "no accounts".to_owned() } else { lines.join("\n") }
+            });
+        }),
+        AccountsCommand::SetPlan { account, plan, output } => store.set_plan(&account, &plan).await.map(|()| {
+            output.print(&json!({"account_id": account, "plan": plan}), || format!("{account} is on plan {plan}"));
+        }),
+    };
+    store.close().await;
+    result.map_or_else(fail, |()| ExitCode::SUCCESS)
+}
+
+/// Runs a keys command.
+pub async fn keys(global: &GlobalArgs, command: KeysCommand) -> ExitCode {
+    let store = match open(global).await {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
+    let result = match command {
+        KeysCommand::Create { account, name, output } => store.create_key(&account, &name).await.map(|key| {
+            let value = json!({"key_id": key.id, "account_id": key.account_id, "api_key": key.secret});
+            output.print(&value, || {
+                format!("API key {} for {} (shown once, keep it safe): {}", key.id, key.account_id, key.secret)
+            });
+        }),
+        KeysCommand::List { account, output } => store.list_keys(&account).await.map(|keys| {
+            let value = serde_json::to_value(&keys).unwrap_or_default();
+            output.print(&value, || {
+                let lines: Vec<String> = keys
+                    .iter()
+                    .map(|k| {
+                        let state = if k.revoked_at.is_some() { "revoked" } else { "active" };
+                        format!("{}  {}…  {:<8}  {}", k.id, k.prefix, state, k.name)
+                    })
+                    .collect();
+                if lines.is_empty() { "no keys".to_owned() } else { lines.join("\n") }
+            });
+        }),
+        KeysCommand::Revoke { key_id, output } => store.revoke_key(&key_id).await.map(|key| {
+            let value = serde_json::to_value(&key).unwrap_or_default();
+            output.print(&value, || format!("revoked {}", key.id));
+        }),
+    };
+    store.close().await;
+    result.map_or_else(fail, |()| ExitCode::SUCCESS)
+}
+
+/// Runs a credits command.
+pub async fn credits(global: &GlobalArgs, command: CreditsCommand) -> ExitCode {
+    let store = match open(global).await {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
+    let result = match command {
+        CreditsCommand::Add { account, cents, output } => store.add_credits(&account, cents).await.map(|balance| {
+            let value = json!({"account_id": account, "balance_cents": balance});
+            output.print(&value, || format!("{account}: balance {balance} cents"));
+        }),
+    };
+    store.close().await;
+    result.map_or_else(fail, |()| ExitCode::SUCCESS)
+}

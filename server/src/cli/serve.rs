@@ -1,0 +1,107 @@
+//! `roost serve`: its flags and how they become a [`ServeConfig`].
+
+use std::{path::PathBuf, process::ExitCode, time::Duration};
+
+use clap::Args;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::GlobalArgs;
+use crate::{
+    ServeConfig,
+    billing::metering::PriceBook,
+    runtimes::{Catalogue, assistant::Upstream},
+    serve,
+    shutdown::cancel_on_signal,
+};
+
+/// Flags of `roost serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (gRPC, gRPC-web and HTTP share it).
+    #[arg(long, env = "ROOST_ADDR", default_value = "127.0.0.1:8900")]
+    addr: String,
+    /// Seconds in-flight requests may take to finish after SIGINT/SIGTERM.
+    #[arg(long, env = "ROOST_SHUTDOWN_GRACE_SECS", default_value_t = 30)]
+    shutdown_grace_secs: u64,
+    /// Runtime catalogue (TOML); the built-in one has echo, example and assistant.
+    #[arg(long, env = "ROOST_RUNTIMES", value_name = "PATH")]
+    runtimes: Option<PathBuf>,
+    /// Model price book (TOML, USD per million tokens) for metering.
+    #[arg(long, env = "ROOST_PRICE_BOOK", value_name = "PATH")]
+    price_book: Option<PathBuf>,
+    /// Hard cap of one agent turn, in seconds.
+    #[arg(long, env = "ROOST_TURN_TIMEOUT_SECS", default_value_t = 900)]
+    turn_timeout_secs: u64,
+    /// Turns that may wait or run per agent; more get 429.
+    #[arg(long, env = "ROOST_TURN_QUEUE_DEPTH", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    turn_queue_depth: u32,
+    /// Seconds an agent's boot may take before it is failed.
+    #[arg(long, env = "ROOST_BOOT_TIMEOUT_SECS", default_value_t = 120)]
+    boot_timeout_secs: u64,
+    /// Length of a paid period in seconds (30 days; shorter only for demos and tests).
+    #[arg(long, env = "ROOST_BILLING_PERIOD_SECS", default_value_t = 30 * 24 * 3600, value_parser = clap::value_parser!(u64).range(1..))]
+    billing_period_secs: u64,
+    /// OpenAI-compatible base URL of the managed model for assistant agents
+    /// (e.g. https://api.openai.com/v1). Without it, managed assistant turns fail.
+    #[arg(long, env = "ROOST_MODEL_UPSTREAM_URL", value_name = "URL")]
+    model_upstream_url: Option<String>,
+    /// API key for the managed model upstream.
+    #[arg(long, env = "ROOST_MODEL_UPSTREAM_KEY", value_name = "KEY", hide_env_values = true)]
+    model_upstream_key: Option<String>,
+    /// OpenAI-compatible base URL byok assistant agents call with their own key.
+    #[arg(long, env = "ROOST_BYOK_UPSTREAM_URL", value_name = "URL", default_value = "https://api.openai.com/v1")]
+    byok_upstream_url: String,
+}
+
+impl ServeArgs {
+    fn config(&self, global: &GlobalArgs) -> Result<ServeConfig, String> {
+        let mut config = global.serve_config()?;
+        config.shutdown_grace = Duration::from_secs(self.shutdown_grace_secs);
+        let hosting = &mut config.hosting;
+        if let Some(path) = &self.runtimes {
+            hosting.catalogue = Catalogue::load(path)?;
+        }
+        if let Some(path) = &self.price_book {
+            hosting.prices = PriceBook::load(path)?;
+        }
+        hosting.turn_timeout = Duration::from_secs(self.turn_timeout_secs);
+        hosting.queue_depth = self.turn_queue_depth as usize;
+        hosting.boot_timeout = Duration::from_secs(self.boot_timeout_secs);
+        hosting.billing.period = Duration::from_secs(self.billing_period_secs);
+        hosting.model_upstream = self
+            .model_upstream_url
+            .clone()
+            .map(|base_url| Upstream { base_url, api_key: self.model_upstream_key.clone() });
+        hosting.byok_upstream_url.clone_from(&self.byok_upstream_url);
+        Ok(config)
+    }
+}
+
+/// Runs `roost serve` until a signal stops it.
+pub async fn run(global: &GlobalArgs, args: ServeArgs) -> ExitCode {
+    let config = match args.config(global) {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("roost: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    let listener = match TcpListener::bind(&args.addr).await {
+        Ok(listener) => listener,
+        Err(err) => {
+            eprintln!("roost: cannot listen on {}: {err}", args.addr);
+            return ExitCode::FAILURE;
+        }
+    };
+    let shutdown = CancellationToken::new();
+    cancel_on_signal(shutdown.clone());
+    match serve::run(config, listener, shutdown).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!(error = format!("{err:#}"), "roost stopped with an error");
+            eprintln!("roost: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! The runtime catalogue: which runtimes agents can be created from, what they cost and
+//! how roost runs them. Loaded once at start-up from `--runtimes` or the built-in file.
+
+use std::{collections::BTreeMap, path::Path, sync::Arc};
+
+use roost_proto::v1::Runtime;
+use serde::Deserialize;
+
+const BUILTIN: &str = include_str!("default_catalogue.toml");
+
+/// How roost runs a runtime.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DriverSpec {
+    /// In-process, deterministic replies.
+    Echo,
+    /// A child process per agent.
+    Process {
+        /// argv; `{runtimes_dir}` is replaced by `<data-dir>/runtimes`.
+        command: Vec<String>,
+        /// Extra environment for the child.
+        env: BTreeMap<String, String>,
+    },
+    /// An LLM over an OpenAI-compatible chat-completions API.
+    Assistant,
+}
+
+impl DriverSpec {
+    /// The driver's name in the catalogue and the API.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Echo => "echo",
+            Self::Process { .. } => "process",
+            Self::Assistant => "assistant",
+        }
+    }
+}
+
+/// A catalogue entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeSpec {
+    /// The id clients provision with.
+    pub id: String,
+    /// One line for humans.
+    pub description: String,
+    /// Plan price per period, in cents.
+    pub price_cents_month: i64,
+    /// Supported messaging channels.
+    pub channels: Vec<String>,
+    /// Works without model-key setup on the metered included model.
+    pub included_model: bool,
+    /// The model an agent uses until its config sets one.
+    pub default_model: String,
+    /// How to run it.
+    pub driver: DriverSpec,
+}
+
+impl RuntimeSpec {
+    /// The catalogue entry as the API shows it.
+    pub fn to_proto(&self) -> Runtime {
+        Runtime {
+            id: self.id.clone(),
+            price_cents_month: self.price_cents_month,
+            channels: self.channels.clone(),
+            included_model: self.included_model,
+            description: self.description.clone(),
+            driver: self.driver.name().to_owned(),
+        }
+    }
+}
+
+/// The runtimes agents can be created from, in file order.
+#[derive(Debug, Clone)]
+pub struct Catalogue {
+    runtimes: Vec<Arc<RuntimeSpec>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CatalogueFile {
+    runtime: Vec<RuntimeEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuntimeEntry {
+    id: String,
+    driver: String,
+    #[serde(default)]
+    description: String,
+    price_cents_month: i64,
+    #[serde(default)]
+    channels: Vec<String>,
+    #[serde(default)]
+    included_model: bool,
+    #[serde(default)]
+    default_model: String,
+    #[serde(default)]
+    command: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+}
+
+/// Messaging channels roost can connect.
+const KNOWN_CHANNELS: &[&str] = &["telegram"];
+
+impl Catalogue {
+    /// The catalogue compiled into roost.
+    pub fn builtin() -> Self {
+        // Parsed in a test below; cannot fail at run time.
+        Self::from_toml(BUILTIN).unwrap_or(Self { runtimes: Vec::new() })
+    }
+
+    /// Reads a catalogue file.
+    pub fn load(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+        Self::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Parses and checks a catalogue.
+    pub fn from_toml(text: &str) -> Result<Self, String> {
+        let file: CatalogueFile = toml::from_str(text).map_err(|e| e.to_string())?;
+        let mut runtimes: Vec<Arc<RuntimeSpec>> = Vec::new();
+        for entry in file.runtime {
+            let spec = entry.check()?;
+            if runtimes.iter().any(|r| r.id == spec.id) {
+                return Err(format!("runtime {:?} is listed twice", spec.id));
+            }
+            runtimes.push(Arc::new(spec));
+        }
+        if runtimes.is_empty() {
+            return Err("the catalogue lists no runtime".into());
+        }
+        Ok(Self { runtimes })
+    }
+
+    /// Every runtime, in file order.
+    pub fn all(&self) -> &[Arc<RuntimeSpec>] {
+        &self.runtimes
+    }
+
+    /// The runtime with this id.
+    pub fn get(&self, id: &str) -> Option<&Arc<RuntimeSpec>> {
+        self.runtimes.iter().find(|r| r.id == id)
+    }
+}
+
+impl RuntimeEntry {
+    fn check(self) -> Result<RuntimeSpec, String> {
+        let id = self.id;
+        let valid_id = !id.is_empty()
+            && id.len() <= 64
+            && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b));
+        if !valid_id {
+            return Err(format!("runtime id {id:?}: use 1-64 of a-z, 0-9, '-', '_', '.'"));
+        }
+        if self.price_cents_month < 0 {
+            return Err(format!("runtime {id}: price_cents_month cannot be negative"));
+        }
+        if let Some(channel) = self.channels.iter().find(|c| !KNOWN_CHANNELS.contains(&c.as_str())) {
+            return Err(format!("runtime {id}: unknown channel {channel:?} (known: {})", KNOWN_CHANNELS.join(", ")));
+        }
+        if self.driver != "process" && (!self.command.is_empty() || !self.env.is_empty()) {
+            return Err(format!("runtime {id}: command and env are for process runtimes"));
+        }
+        let driver = match self.driver.as_str() {
+            "echo" => DriverSpec::Echo,
+            "assistant" => DriverSpec::Assistant,
+            "process" if self.command.is_empty() => {
+                return Err(format!("runtime {id}: a process runtime needs a command"));
+            }
+            "process" => DriverSpec::Process { command: self.command, env: self.env },
+            other => return Err(format!("runtime {id}: unknown driver {other:?} (echo, process, assistant)")),
+        };
+        Ok(RuntimeSpec {
+            id,
+            description: self.description,
+            price_cents_month: self.price_cents_month,
+            channels: self.channels,
+            included_model: self.included_model,
+            default_model: self.default_model,
+            driver,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builtin_catalogue_has_echo_a_process_runtime_and_a_paid_one() {
+        let catalogue = Catalogue::from_toml(BUILTIN).unwrap();
+        assert_eq!(catalogue.get("echo").unwrap().driver, DriverSpec::Echo);
+        assert!(catalogue.all().iter().any(|r| matches!(r.driver, DriverSpec::Process { .. })));
+        assert!(catalogue.all().iter().any(|r| r.price_cents_month > 0));
+    }
+
+    #[test]
+    fn bad_catalogues_are_refused_with_a_reason() {
+        let cases = [
+            ("", "missing field"),
+            ("[[runtime]]\nid = \"Bad Id\"\ndriver = \"echo\"\nprice_cents_month = 0\n", "use 1-64"),
+            ("[[runtime]]\nid = \"a\"\ndriver = \"echo\"\nprice_cents_month = -1\n", "negative"),
+            ("[[runtime]]\nid = \"a\"\ndriver = \"process\"\nprice_cents_month = 0\n", "needs a command"),
+            ("[[runtime]]\nid = \"a\"\ndriver = \"warp\"\nprice_cents_month = 0\n", "unknown driver"),
+            (
+                "[[runtime]]\nid = \"a\"\ndriver = \"echo\"\nprice_cents_month = 0\nchannels = [\"fax\"]\n",
+                "unknown channel",
+            ),
+            (
+                "[[runtime]]\nid = \"a\"\ndriver = \"echo\"\nprice_cents_month = 0\n[[runtime]]\nid = \"a\"\ndriver = \"echo\"\nprice_cents_month = 0\n",
+                "twice",
+            ),
+            ("[[runtime]]\nid = \"a\"\ndriver = \"echo\"\nprice_cents_month = 0\ncolour = 1\n", "unknown field"),
+        ];
+        for (text, why) in cases {
+            let err = Catalogue::from_toml(text).unwrap_err();
+            assert!(err.contains(why), "{text:?}: {err}");
+        }
+    }
+}

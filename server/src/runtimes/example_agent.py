@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""roost's example process runtime: one process per hosted agent.
+
+roost starts it with the agent's settings in the environment and talks to it over HTTP on
+127.0.0.1:$PORT:
+
+  GET  /ready  -> 200 once the agent can take turns
+  POST /turn   {"turn_id": "...", "text": "..."}
+               -> 200 {"reply": "...", "usage": {"input_tokens": N, "output_tokens": N},
+                       "model": "..."}
+
+Environment: PORT, AGENT_BRIEF, MODEL_MODE (managed|byok), MODEL, PROVIDER_API_KEY,
+MESSAGING_BOT_TOKEN, OTEL_EXPORTER_OTLP_ENDPOINT, ROOST_INSTANCE_ID.
+
+The reply is "[<brief>] <text>". A few messages are directives, for trying roost's turn
+handling by hand and in its tests:
+
+  sleep:<ms> <text>   wait <ms> milliseconds, then reply
+  crash               exit at once (roost reports the agent failed)
+  garbage             answer something that is not the protocol
+  env                 reply with the settings this process started with, as JSON
+  stats               reply with this process's turn order and peak concurrency, as JSON
+
+EXAMPLE_BOOT_DELAY_MS delays readiness, to see a slow boot.
+"""
+
+import json
+import os
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+BRIEF = os.environ.get("AGENT_BRIEF", "")
+MODEL = os.environ.get("MODEL") or "example"
+
+lock = threading.Lock()
+active = 0
+peak = 0
+order = []
+
+
+def settings():
+    return {
+        "brief": BRIEF,
+        "model_mode": os.environ.get("MODEL_MODE", ""),
+        "model": MODEL,
+        "provider_api_key_set": bool(os.environ.get("PROVIDER_API_KEY")),
+        "messaging_bot_token_set": bool(os.environ.get("MESSAGING_BOT_TOKEN")),
+        "otlp_endpoint": os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", ""),
+        "instance_id": os.environ.get("ROOST_INSTANCE_ID", ""),
+        "pid": os.getpid(),
+    }
+
+
+def answer(text):
+    if text == "env":
+        return json.dumps(settings(), sort_keys=True)
+    if text == "stats":
+        with lock:
+            return json.dumps({"order": order, "peak_concurrency": peak}, sort_keys=True)
+    if text.startswith("sleep:"):
+        delay, _, rest = text[len("sleep:"):].partition(" ")
+        time.sleep(int(delay) / 1000)
+        text = rest
+    return "[%s] %s" % (BRIEF, text)
+
+
+class Agent(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def send_json(self, status, body):
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        if self.path == "/ready":
+            self.send_json(200, {"ok": True})
+        else:
+            self.send_json(404, {"error": "not found"})
+
+    def do_POST(self):
+        global active, peak
+        if self.path != "/turn":
+            self.send_json(404, {"error": "not found"})
+            return
+        length = int(self.headers.get("Content-Length", "0"))
+        turn = json.loads(self.rfile.read(length) or b"{}")
+        text = turn.get("text", "")
+        if text == "crash":
+            os._exit(3)
+        if text == "garbage":
+            data = b"this is not JSON"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        with lock:
+            active += 1
+            peak = max(peak, active)
+            if text not in ("stats", "env"):
+                order.append(text)
+        try:
+            reply = answer(text)
+        finally:
+            with lock:
+                active -= 1
+        usage = {"input_tokens": len(text.split()), "output_tokens": len(reply.split())}
+        self.send_json(200, {"reply": reply, "usage": usage, "model": MODEL})
+
+    def log_message(self, fmt, *args):
+        pass
+
+
+def main():
+    time.sleep(int(os.environ.get("EXAMPLE_BOOT_DELAY_MS", "0")) / 1000)
+    server = ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Agent)
+    server.daemon_threads = True
+    print("example agent %s listening on 127.0.0.1:%s" % (os.environ.get("ROOST_INSTANCE_ID", "?"), os.environ["PORT"]), flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

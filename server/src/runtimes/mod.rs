@@ -1,0 +1,126 @@
+//! Runtimes: what a hosted agent runs on. The catalogue says which runtimes exist; a
+//! driver starts a [`Machine`] for an agent (in-process for `echo`, a child process for
+//! `process`, an LLM client for `assistant`) that takes one turn at a time.
+//!
+//! Machines know nothing of accounts, billing or queues: the agents module serialises
+//! turns, enforces the hard cap and records the outcome.
+
+pub mod assistant;
+pub mod catalogue;
+pub mod echo;
+pub mod process;
+
+use std::sync::Arc;
+
+use roost_proto::ApiError;
+
+pub use catalogue::{Catalogue, DriverSpec, RuntimeSpec};
+
+/// Where an agent's model comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelMode {
+    /// The included, metered model.
+    Managed,
+    /// The agent's own PROVIDER_API_KEY.
+    Byok,
+}
+
+impl ModelMode {
+    /// The stored (and environment) name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Managed => "managed",
+            Self::Byok => "byok",
+        }
+    }
+
+    /// Parses a stored name; anything unknown is managed, the default.
+    pub fn parse(name: &str) -> Self {
+        if name == "byok" { Self::Byok } else { Self::Managed }
+    }
+}
+
+/// Everything a driver needs to start an agent's machine.
+#[derive(Debug, Clone)]
+pub struct MachineSpec {
+    /// The agent.
+    pub instance_id: String,
+    /// Its catalogue entry.
+    pub runtime: Arc<RuntimeSpec>,
+    /// The standing brief.
+    pub brief: String,
+    /// Managed or byok.
+    pub model_mode: ModelMode,
+    /// The model to use (the config's, else the runtime's default).
+    pub model: String,
+    /// byok key, if set.
+    pub provider_api_key: Option<String>,
+    /// Chat bot token, if set.
+    pub messaging_bot_token: Option<String>,
+}
+
+/// One message for a machine.
+#[derive(Debug, Clone)]
+pub struct TurnInput {
+    /// The turn's id, for the runtime's own logs.
+    pub turn_id: String,
+    /// The message.
+    pub text: String,
+}
+
+/// A machine's answer to a turn.
+#[derive(Debug, Clone, Default)]
+pub struct TurnOutput {
+    /// The reply.
+    pub reply: String,
+    /// Prompt tokens used.
+    pub input_tokens: i64,
+    /// Completion tokens used.
+    pub output_tokens: i64,
+    /// The model that answered.
+    pub model: String,
+}
+
+/// A running agent.
+#[async_trait::async_trait]
+pub trait Machine: Send + Sync {
+    /// Runs one turn. Errors are `runtime_failed` when the runtime crashed, was unreachable
+    /// or answered garbage, or another reason from the table when the agent cannot take the
+    /// turn as configured (a byok agent without its key is `wrong_state`).
+    async fn turn(&self, input: TurnInput) -> Result<TurnOutput, ApiError>;
+
+    /// Stops the machine and waits until it has stopped. Idempotent.
+    async fn stop(&self);
+
+    /// Resolves, with why, once the machine has died on its own (or been stopped). Never
+    /// resolves for machines that cannot die.
+    async fn died(&self) -> String;
+}
+
+/// The drivers roost runs agents with.
+pub struct Drivers {
+    /// Child processes.
+    pub process: process::ProcessDriver,
+    /// LLM agents.
+    pub assistant: assistant::AssistantDriver,
+}
+
+impl Drivers {
+    /// Starts the machine for `spec` with its runtime's driver; the error says why it
+    /// could not boot.
+    pub async fn start(&self, spec: MachineSpec) -> Result<Arc<dyn Machine>, String> {
+        match &spec.runtime.driver {
+            DriverSpec::Echo => Ok(Arc::new(echo::EchoMachine::new(&spec))),
+            DriverSpec::Process { command, env } => {
+                let (command, env) = (command.clone(), env.clone());
+                Ok(self.process.start(&spec, &command, &env).await?)
+            }
+            DriverSpec::Assistant => Ok(self.assistant.start(&spec)?),
+        }
+    }
+}
+
+/// Whitespace-separated words: the token estimate of runtimes without a tokenizer.
+pub fn word_count(text: &str) -> i64 {
+    text.split_whitespace().count() as i64
+}

@@ -1,0 +1,292 @@
+//! `process`: each agent is a child process that serves `GET /ready` and `POST /turn` on a
+//! port roost assigns (`$PORT`, on 127.0.0.1), configured through its environment.
+//!
+//! - Boot: spawn, then poll `/ready` until it answers 200; exiting first, or not being
+//!   ready within the boot timeout, fails the boot with the reason (and its last stderr
+//!   lines).
+//! - Turns: `POST /turn {"turn_id", "text"}` → `{"reply", "usage"?, "model"?}`; anything
+//!   else is "garbage" and fails the turn.
+//! - Stop: SIGTERM to the process group, SIGKILL after a grace period.
+//! - Death: a reaper task waits on the child, so an exit is noticed at once and reported
+//!   through [`Machine::died`].
+//!
+//! The child inherits roost's environment minus roost's own settings (`ROOST_*`,
+//! `SERVICE_API_TOKENS`): an agent must not see the database URL or dashboard tokens.
+
+use std::{
+    collections::{BTreeMap, VecDeque},
+    path::{Path, PathBuf},
+    process::Stdio,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use serde::Deserialize;
+use tokio::{
+    io::{AsyncBufReadExt, AsyncRead, BufReader},
+    process::{Child, Command},
+    sync::watch,
+};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use roost_proto::{ApiError, ErrorReason};
+
+use super::{Machine, MachineSpec, TurnInput, TurnOutput};
+
+/// roost's example runtime, written to `<data-dir>/runtimes/` at start-up.
+pub const EXAMPLE_AGENT: &str = include_str!("example_agent.py");
+/// Its file name there.
+pub const EXAMPLE_AGENT_FILE: &str = "example_agent.py";
+
+/// How long a stopped child gets between SIGTERM and SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+/// How many of a child's last stderr lines a boot failure quotes.
+const STDERR_TAIL: usize = 8;
+
+/// Starts process machines.
+pub struct ProcessDriver {
+    runtimes_dir: PathBuf,
+    otlp_endpoint: String,
+    boot_timeout: Duration,
+    client: reqwest::Client,
+}
+
+impl ProcessDriver {
+    /// A driver whose commands may use `{runtimes_dir}`, whose children send telemetry to
+    /// `otlp_endpoint`, and whose boots fail after `boot_timeout`.
+    pub fn new(runtimes_dir: PathBuf, otlp_endpoint: String, boot_timeout: Duration) -> Self {
+        // Children are on loopback: never route to them through a proxy from the environment.
+        let client = reqwest::Client::builder().no_proxy().build().unwrap_or_default();
+        Self { runtimes_dir, otlp_endpoint, boot_timeout, client }
+    }
+
+    /// Writes the example runtime into the runtimes directory (only when it changed, so a
+    /// running copy is not rewritten needlessly).
+    pub fn install_example(runtimes_dir: &Path) -> std::io::Result<()> {
+        std::fs::create_dir_all(runtimes_dir)?;
+        let path = runtimes_dir.join(EXAMPLE_AGENT_FILE);
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(EXAMPLE_AGENT) {
+            std::fs::write(&path, EXAMPLE_AGENT)?;
+        }
+        Ok(())
+    }
+
+    /// Spawns the agent's process and waits until it is ready.
+    pub async fn start(
+        &self,
+        spec: &MachineSpec,
+        command: &[String],
+        extra_env: &BTreeMap<String, String>,
+    ) -> Result<Arc<ProcessMachine>, String> {
+        let port = free_port().map_err(|e| format!("no free port for the runtime: {e}"))?;
+        let runtimes_dir = self.runtimes_dir.display().to_string();
+        let argv: Vec<String> = command.iter().map(|a| a.replace("{runtimes_dir}", &runtimes_dir)).collect();
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+        #[cfg(unix)]
+        cmd.process_group(0);
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy();
+            if name.starts_with("ROOST_") || name == "SERVICE_API_TOKENS" {
+                cmd.env_remove(name.as_ref());
+            }
+        }
+        cmd.envs(extra_env).envs(self.environment(spec, port));
+
+        let mut child = cmd.spawn().map_err(|e| format!("cannot start {:?}: {e}", argv[0]))?;
+        let stderr_tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
+        if let Some(out) = child.stdout.take() {
+            tokio::spawn(forward_lines(out, spec.instance_id.clone(), None));
+        }
+        if let Some(err) = child.stderr.take() {
+            tokio::spawn(forward_lines(err, spec.instance_id.clone(), Some(stderr_tail.clone())));
+        }
+        let machine = Arc::new(ProcessMachine::spawn_reaper(child, port, self.client.clone()));
+        if let Err(why) = machine.wait_ready(self.boot_timeout).await {
+            machine.stop().await;
+            let tail: Vec<String> = stderr_tail.lock().map(|t| t.iter().cloned().collect()).unwrap_or_default();
+            return Err(if tail.is_empty() { why } else { format!("{why}; stderr: {}", tail.join(" | ")) });
+        }
+        info!(instance = %spec.instance_id, port, "runtime process ready");
+        Ok(machine)
+    }
+
+    /// The child's environment: roost's contract with process runtimes.
+    fn environment(&self, spec: &MachineSpec, port: u16) -> Vec<(&'static str, String)> {
+        let mut env = vec![
+            ("PORT", port.to_string()),
+            ("AGENT_BRIEF", spec.brief.clone()),
+            ("MODEL_MODE", spec.model_mode.as_str().to_owned()),
+            ("MODEL", spec.model.clone()),
+            ("ROOST_INSTANCE_ID", spec.instance_id.clone()),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", self.otlp_endpoint.clone()),
+            ("OTEL_SERVICE_NAME", spec.runtime.id.clone()),
+            (
+                "OTEL_RESOURCE_ATTRIBUTES",
+                format!("roost.instance.id={},roost.runtime={}", spec.instance_id, spec.runtime.id),
+            ),
+        ];
+        if let Some(key) = &spec.provider_api_key {
+            env.push(("PROVIDER_API_KEY", key.clone()));
+        }
+        if let Some(token) = &spec.messaging_bot_token {
+            env.push(("MESSAGING_BOT_TOKEN", token.clone()));
+        }
+        env
+    }
+}
+
+/// A port on 127.0.0.1 nobody listens on right now. The child binds it moments later; if
+/// something else grabs it first, the child fails to start and the boot fails clearly.
+fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Logs a child's output lines under the agent's id, keeping the last stderr lines.
+async fn forward_lines(stream: impl AsyncRead + Unpin, instance: String, tail: Option<Arc<Mutex<VecDeque<String>>>>) {
+    let mut lines = BufReader::new(stream).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        match &tail {
+            Some(tail) => {
+                warn!(target: "roost::runtime", instance = %instance, "{line}");
+                if let Ok(mut tail) = tail.lock() {
+                    if tail.len() == STDERR_TAIL {
+                        tail.pop_front();
+                    }
+                    tail.push_back(line);
+                }
+            }
+            None => info!(target: "roost::runtime", instance = %instance, "{line}"),
+        }
+    }
+}
+
+/// An agent's child process.
+pub struct ProcessMachine {
+    base_url: String,
+    client: reqwest::Client,
+    stop: CancellationToken,
+    died: watch::Receiver<Option<String>>,
+}
+
+#[derive(Deserialize)]
+struct TurnReply {
+    reply: String,
+    #[serde(default)]
+    usage: Option<TurnUsage>,
+    #[serde(default)]
+    model: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct TurnUsage {
+    #[serde(default)]
+    input_tokens: i64,
+    #[serde(default)]
+    output_tokens: i64,
+}
+
+impl ProcessMachine {
+    /// Hands the child to a reaper task that waits for it to exit, or stops it when asked.
+    fn spawn_reaper(mut child: Child, port: u16, client: reqwest::Client) -> Self {
+        let stop = CancellationToken::new();
+        let (died_tx, died) = watch::channel(None);
+        let stopping = stop.clone();
+        tokio::spawn(async move {
+            let why = tokio::select! {
+                status = child.wait() => match status {
+                    Ok(status) => format!("runtime process exited ({status})"),
+                    Err(e) => format!("lost the runtime process: {e}"),
+                },
+                () = stopping.cancelled() => {
+                    terminate(&mut child).await;
+                    "stopped".to_owned()
+                }
+            };
+            died_tx.send_replace(Some(why));
+        });
+        Self { base_url: format!("http://127.0.0.1:{port}"), client, stop, died }
+    }
+
+    async fn wait_ready(&self, timeout: Duration) -> Result<(), String> {
+        let started = Instant::now();
+        let url = format!("{}/ready", self.base_url);
+        loop {
+            if let Some(why) = self.died.borrow().clone() {
+                return Err(format!("{why} before it was ready"));
+            }
+            let probe = self.client.get(&url).timeout(Duration::from_secs(2)).send().await;
+            match probe {
+                Ok(resp) if resp.status().is_success() => return Ok(()),
+                Ok(resp) => debug!(status = %resp.status(), "runtime not ready yet"),
+                Err(_) => {}
+            }
+            if started.elapsed() >= timeout {
+                return Err(format!("runtime process not ready after {} s", timeout.as_secs()));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Machine for ProcessMachine {
+    async fn turn(&self, input: TurnInput) -> Result<TurnOutput, ApiError> {
+        self.exchange(input).await.map_err(|why| ApiError::new(ErrorReason::RuntimeFailed, why))
+    }
+
+    async fn stop(&self) {
+        self.stop.cancel();
+        let mut died = self.died.clone();
+        let _ = died.wait_for(Option::is_some).await;
+    }
+
+    async fn died(&self) -> String {
+        let mut died = self.died.clone();
+        match died.wait_for(Option::is_some).await {
+            Ok(why) => why.clone().unwrap_or_default(),
+            Err(_) => "runtime reaper gone".to_owned(),
+        }
+    }
+}
+
+impl ProcessMachine {
+    /// One `POST /turn`; the error says how the runtime failed.
+    async fn exchange(&self, input: TurnInput) -> Result<TurnOutput, String> {
+        let body = serde_json::json!({ "turn_id": input.turn_id, "text": input.text });
+        let resp =
+            self.client.post(format!("{}/turn", self.base_url)).json(&body).send().await.map_err(|e| {
+                match self.died.borrow().clone() {
+                    Some(why) => why,
+                    None => format!("runtime unreachable: {e}"),
+                }
+            })?;
+        let status = resp.status();
+        if !status.is_success() {
+            return Err(format!("runtime answered HTTP {status}"));
+        }
+        let bytes = resp.bytes().await.map_err(|e| format!("runtime reply cut short: {e}"))?;
+        let reply: TurnReply = serde_json::from_slice(&bytes).map_err(|e| format!("runtime answered garbage: {e}"))?;
+        let usage = reply.usage.unwrap_or_default();
+        Ok(TurnOutput {
+            reply: reply.reply,
+            input_tokens: usage.input_tokens.max(0),
+            output_tokens: usage.output_tokens.max(0),
+            model: reply.model.unwrap_or_default(),
+        })
+    }
+}
+
+/// SIGTERM to the child's process group, then SIGKILL if it has not exited in time.
+async fn terminate(child: &mut Child) {
+    #[cfg(unix)]
+    if let Some(pid) = child.id().and_then(|id| rustix::process::Pid::from_raw(id as i32)) {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::TERM);
+        if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_ok() {
+            return;
+        }
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+    let _ = child.kill().await;
+}

@@ -1,0 +1,88 @@
+//! The operator CLI (`roost accounts|keys|credits`) as operators run it: the real binary,
+//! on the same store as a running `roost serve`, on SQLite and PostgreSQL.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+use std::process::{Command, Output};
+
+use roost_tests::{Backend, TestServer, each_backend};
+use serde_json::{Value, json};
+
+each_backend!(accounts_keys_and_credits_work_beside_a_running_server, bad_cli_input_is_refused_clearly);
+
+/// `roost <args>` on the server's store.
+fn roost(server: &TestServer, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_roost"))
+        .args(args)
+        .arg("--data-dir")
+        .arg(&server.config.data_dir)
+        .env("ROOST_DATABASE_URL", store_url(server))
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap()
+}
+
+fn store_url(server: &TestServer) -> String {
+    match &server.config.database_url {
+        roost_server::store::DatabaseUrl::Postgres(url) => url.clone(),
+        sqlite => sqlite.to_string(),
+    }
+}
+
+fn json_of(out: &Output) -> Value {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+async fn accounts_keys_and_credits_work_beside_a_running_server(backend: Backend) {
+    let server = TestServer::start(backend).await;
+
+    let created = json_of(&roost(&server, &["accounts", "create", "--name", "Ada", "--credits", "700", "--json"]));
+    let account = created["account_id"].as_str().unwrap().to_owned();
+    let key = created["api_key"].as_str().unwrap().to_owned();
+    assert!(account.starts_with("acct_") && key.starts_with("rsk_"), "{created}");
+
+    // The running server takes the key at once.
+    let api = server.api(None).with_key(Some(&key));
+    assert_eq!(api.get("/api/account").await.ok()["balance_cents"], 700);
+
+    let topped = json_of(&roost(&server, &["credits", "add", "--account", &account, "300", "--json"]));
+    assert_eq!(topped, json!({"account_id": account, "balance_cents": 1000}));
+    assert_eq!(api.get("/api/account").await.ok()["balance_cents"], 1000);
+
+    let second = json_of(&roost(&server, &["keys", "create", "--account", &account, "--name", "ci", "--json"]));
+    let second_key = second["api_key"].as_str().unwrap().to_owned();
+    let listed = json_of(&roost(&server, &["keys", "list", "--account", &account, "--json"]));
+    assert_eq!(listed.as_array().unwrap().len(), 2);
+    assert!(!listed.to_string().contains(&key[4..]), "keys list never shows secrets");
+    assert_eq!(listed[1]["name"], "ci");
+
+    let revoked = json_of(&roost(&server, &["keys", "revoke", second["key_id"].as_str().unwrap(), "--json"]));
+    assert!(revoked["revoked_at"].is_i64());
+    api.with_key(Some(&second_key)).get("/api/account").await.err(401, "unauthenticated");
+    assert_eq!(api.get("/api/account").await.status, 200, "the other key still works");
+
+    let plan = json_of(&roost(&server, &["accounts", "set-plan", "--account", &account, "pro", "--json"]));
+    assert_eq!(plan["plan"], "pro");
+    let accounts = json_of(&roost(&server, &["accounts", "list", "--json"]));
+    assert_eq!(accounts[0]["plan"], "pro");
+
+    // Without --json: readable text, the key printed once.
+    let text = roost(&server, &["accounts", "create", "--name", "Bob"]);
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("created account acct_") && text.contains("(shown once"), "{text}");
+}
+
+async fn bad_cli_input_is_refused_clearly(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let out = roost(&server, &["credits", "add", "--account", "acct_nobody", "5"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no account acct_nobody"));
+    let out = roost(&server, &["keys", "revoke", "key_nothing"]);
+    assert_eq!(out.status.code(), Some(1));
+    let out = roost(&server, &["accounts", "create", "--name", "x", "--credits", "lots"]);
+    assert_eq!(out.status.code(), Some(2), "bad usage");
+    let out = roost(&server, &["accounts", "set-plan", "--account", "a", "platinum"]);
+    assert_eq!(out.status.code(), Some(2));
+}

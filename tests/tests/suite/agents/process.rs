@@ -1,0 +1,142 @@
+//! The process driver with roost's example runtime: its environment, restarts on config,
+//! pause and resume of the real process, crashes and bad answers.
+
+use std::time::Duration;
+
+use roost_tests::{Api, Backend, each_backend};
+use serde_json::{Value, json};
+
+use super::start;
+
+each_backend!(
+    config_restarts_the_process_with_the_new_environment,
+    pause_stops_the_process_and_resume_starts_another,
+    a_crash_is_noticed_and_reported,
+    garbage_fails_the_turn_but_not_the_agent,
+    a_runtime_that_cannot_start_fails_its_boot
+);
+
+async fn env(api: &Api, id: &str) -> Value {
+    serde_json::from_str(api.message(id, "env").await.ok()["reply"].as_str().unwrap()).unwrap()
+}
+
+fn alive(pid: i64) -> bool {
+    // A reaped process leaves no /proc entry; a zombie would show state Z.
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !stat.contains(") Z "))
+}
+
+async fn wait_dead(pid: i64) {
+    for _ in 0..100 {
+        if !alive(pid) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("runtime process {pid} is still alive");
+}
+
+async fn config_restarts_the_process_with_the_new_environment(backend: Backend) {
+    let server = start(backend, |_| {}).await;
+    // Choosing gpt-4o makes its managed turns metered: they need credits.
+    let account = server.account(1_000).await;
+    let api = server.api(Some(&account));
+    let created = api.provision("example", "first brief").await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+
+    let before = env(&api, &id).await;
+    assert_eq!(before["brief"], "first brief");
+    assert_eq!(before["model_mode"], "managed");
+    assert_eq!(before["model"], "example");
+    assert_eq!(before["instance_id"], id);
+    assert_eq!(before["provider_api_key_set"], false);
+    assert_eq!(before["otlp_endpoint"], server.url(""));
+
+    let body = json!({"agent_brief": "second brief", "PROVIDER_API_KEY": "sk-test", "MESSAGING_BOT_TOKEN": "1:t", "model": "gpt-4o"});
+    api.post(&format!("/api/instances/{id}/config"), body).await.ok();
+    let view = api.wait_status(&id, "running").await;
+    assert_eq!(
+        view["config"],
+        json!({"provider_api_key_set": true, "messaging_bot_token_set": true, "channel": "telegram"})
+    );
+    assert_eq!(view["model"], "gpt-4o");
+
+    let after = env(&api, &id).await;
+    assert_ne!(after["pid"], before["pid"], "a new process");
+    assert_eq!(after["brief"], "second brief");
+    assert_eq!(after["model"], "gpt-4o");
+    assert_eq!(after["provider_api_key_set"], true);
+    assert_eq!(after["messaging_bot_token_set"], true);
+    wait_dead(before["pid"].as_i64().unwrap()).await;
+
+    // An empty value removes a secret.
+    api.post(&format!("/api/instances/{id}/config"), json!({"PROVIDER_API_KEY": ""})).await.ok();
+    api.wait_status(&id, "running").await;
+    assert_eq!(env(&api, &id).await["provider_api_key_set"], false);
+}
+
+async fn pause_stops_the_process_and_resume_starts_another(backend: Backend) {
+    let server = start(backend, |_| {}).await;
+    let account = server.account(0).await;
+    let api = server.api(Some(&account));
+    let id = api.provision("example", "sleepy").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+    let pid = env(&api, &id).await["pid"].as_i64().unwrap();
+    assert!(alive(pid));
+
+    api.post(&format!("/api/instances/{id}/pause"), json!({})).await.ok();
+    assert!(!alive(pid), "pause returns once the process is gone");
+
+    api.post(&format!("/api/instances/{id}/resume"), json!({})).await.ok();
+    api.wait_status(&id, "running").await;
+    let new_pid = env(&api, &id).await["pid"].as_i64().unwrap();
+    assert_ne!(new_pid, pid);
+
+    api.post(&format!("/api/instances/{id}/destroy"), json!({})).await.ok();
+    assert!(!alive(new_pid), "destroy stops the process too");
+}
+
+async fn a_crash_is_noticed_and_reported(backend: Backend) {
+    let server = start(backend, |_| {}).await;
+    let account = server.account(0).await;
+    let api = server.api(Some(&account));
+    let id = api.provision("example", "fragile").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+
+    api.message(&id, "crash").await.err(502, "runtime_failed");
+    let failed = api.wait_status(&id, "failed").await;
+    assert!(failed["status_detail"].as_str().unwrap().contains("exited"), "{failed}");
+    api.message(&id, "hello?").await.err(409, "wrong_state");
+    let activity = api.get(&format!("/api/instances/{id}/activity")).await.ok();
+    assert_eq!(activity["turns"][0]["status"], "failed");
+
+    // A failed agent can be resumed.
+    api.post(&format!("/api/instances/{id}/resume"), json!({})).await.ok();
+    api.wait_status(&id, "running").await;
+    assert_eq!(api.message(&id, "better").await.ok()["reply"], "[fragile] better");
+}
+
+async fn garbage_fails_the_turn_but_not_the_agent(backend: Backend) {
+    let server = start(backend, |_| {}).await;
+    let account = server.account(0).await;
+    let api = server.api(Some(&account));
+    let id = api.provision("example", "odd").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+
+    let reply = api.message(&id, "garbage").await;
+    reply.err(502, "runtime_failed");
+    assert!(reply.body["error"].as_str().unwrap().contains("garbage"), "{}", reply.body);
+    assert_eq!(api.get(&format!("/api/instances/{id}")).await.ok()["status"], "running");
+    assert_eq!(api.message(&id, "fine").await.ok()["reply"], "[odd] fine");
+}
+
+async fn a_runtime_that_cannot_start_fails_its_boot(backend: Backend) {
+    let server = start(backend, |_| {}).await;
+    let account = server.account(0).await;
+    let api = server.api(Some(&account));
+    let id = api.provision("broken", "doomed").await["id"].as_str().unwrap().to_owned();
+    let failed = api.wait_status(&id, "failed").await;
+    assert!(failed["status_detail"].as_str().unwrap().contains("cannot start"), "{failed}");
+    // A failed boot no longer counts as settling: the account can provision again.
+    assert_eq!(api.post("/api/provision", json!({"runtime": "echo", "brief": "b"})).await.status, 201);
+}
