@@ -3,6 +3,7 @@
 use std::{net::SocketAddr, sync::Arc};
 
 use anyhow::Context as _;
+use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower_http::trace::TraceLayer;
@@ -12,6 +13,7 @@ use crate::{
     ServeConfig,
     accounts::service::AccountCore,
     agents::{Hosting, service::AgentCore},
+    auth::Authenticator,
     billing::renewal,
     grpc::{self, Services},
     store::Store,
@@ -39,10 +41,11 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     let workers = CancellationToken::new();
     let renewals = tokio::spawn(renewal::run(hosting.clone(), workers.clone()));
 
+    let auth = Arc::new(Authenticator::new(store.clone(), &config.data_dir));
     let services = Services {
         system: Arc::new(SystemCore::new(store.clone(), config.data_dir.clone())),
-        agents: Arc::new(AgentCore::new(hosting.clone())),
-        accounts: Arc::new(AccountCore::new(store.clone())),
+        agents: Arc::new(AgentCore::new(hosting.clone(), auth.clone())),
+        accounts: Arc::new(AccountCore::new(auth)),
     };
     let core = roost_gateway::Core {
         system: services.system.clone(),
@@ -53,6 +56,13 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     let app = router.layer(TraceLayer::new_for_http());
 
     info!(%addr, "listening");
+    // No Nagle: HTTP/2 answers in several small writes (headers, data, trailers), and
+    // delayed ACKs would hold the last one back for tens of milliseconds.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(err) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %err, "could not set TCP_NODELAY");
+        }
+    });
     let server = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
         .with_graceful_shutdown(shutdown.clone().cancelled_owned());
     let mut server = tokio::spawn(server.into_future());

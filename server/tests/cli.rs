@@ -58,6 +58,8 @@ async fn accounts_keys_and_credits_work_beside_a_running_server(backend: Backend
     assert!(!listed.to_string().contains(&key[4..]), "keys list never shows secrets");
     assert_eq!(listed[1]["name"], "ci");
 
+    // Used (so the server remembers it), then revoked: refused at once.
+    assert_eq!(api.with_key(Some(&second_key)).get("/api/account").await.status, 200);
     let revoked = json_of(&roost(&server, &["keys", "revoke", second["key_id"].as_str().unwrap(), "--json"]));
     assert!(revoked["revoked_at"].is_i64());
     api.with_key(Some(&second_key)).get("/api/account").await.err(401, "unauthenticated");

@@ -120,6 +120,13 @@ impl TestServer {
         TestAccount { id: new.account.id, key: new.api_key.secret }
     }
 
+    /// Revokes a key as `roost keys revoke` does (the store, then the marker running
+    /// servers watch).
+    pub async fn revoke_key(&self, key_id: &str) {
+        self.store().await.revoke_key(key_id).await.expect("revoke key");
+        roost_server::auth::announce_revocation(&self.config.data_dir).expect("announce revocation");
+    }
+
     /// REST as `account` (or with no key).
     pub fn api(&self, account: Option<&TestAccount>) -> Api {
         Api::new(self.http.clone(), self.url(""), account.map(|a| a.key.clone()))

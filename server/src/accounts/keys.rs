@@ -135,15 +135,12 @@ impl Store {
         row.ok_or_else(|| ApiError::not_found(format!("no key {key_id}")).into())
     }
 
-    /// The account a key acts as, or `None` for an unknown or revoked key.
-    pub async fn account_for_key(&self, secret: &str) -> Result<Option<String>> {
-        if !secret.starts_with(KEY_PREFIX) {
-            return Ok(None);
-        }
-        let hash = hash_key(secret);
+    /// The account a key (by its [`hash_key`]) acts as, or `None` for an unknown or
+    /// revoked key.
+    pub async fn account_for_hash(&self, key_hash: &str) -> Result<Option<String>> {
         Ok(on_reader!(self, |pool| {
             sqlx::query_scalar("SELECT account_id FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL")
-                .bind(hash.as_str())
+                .bind(key_hash)
                 .fetch_optional(pool)
                 .await
         })?)

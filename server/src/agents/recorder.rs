@@ -25,6 +25,9 @@ use crate::{
 
 /// Most records written in one transaction.
 const MAX_BATCH: usize = 1024;
+/// Rows per INSERT statement: 16 parameters each stays far below SQLite's 32,766 and
+/// PostgreSQL's 65,535 bind parameters.
+const ROWS_PER_INSERT: usize = 256;
 /// Records waiting for the writer before callers wait too (backpressure).
 const QUEUE: usize = 16 * 1024;
 
@@ -172,9 +175,10 @@ async fn write_batch(store: &Store, records: &[&TurnRecord]) -> Result<Vec<i64>>
         let mut tx = pool.begin_write().await?;
         let mut charged = Vec::with_capacity(records.len());
         for record in records {
-            let cents = if record.cost_nanocents > 0 { tx.charge_usage(record).await? } else { 0 };
-            tx.insert_turn(record, cents).await?;
-            charged.push(cents);
+            charged.push(if record.cost_nanocents > 0 { tx.charge_usage(record).await? } else { 0 });
+        }
+        for (rows, cents) in records.chunks(ROWS_PER_INSERT).zip(charged.chunks(ROWS_PER_INSERT)) {
+            tx.insert_turns(rows, cents).await?;
         }
         tx.commit().await?;
         Ok::<_, Error>(charged)
@@ -185,8 +189,8 @@ async fn write_batch(store: &Store, records: &[&TurnRecord]) -> Result<Vec<i64>>
 trait TurnTx {
     /// Charges a metered turn (whole cents now, the fraction carried); the cents charged.
     async fn charge_usage(&mut self, record: &TurnRecord) -> Result<i64>;
-    /// Stores the turn row.
-    async fn insert_turn(&mut self, record: &TurnRecord, charged_cents: i64) -> Result<()>;
+    /// Stores turn rows, in one statement.
+    async fn insert_turns(&mut self, records: &[&TurnRecord], charged_cents: &[i64]) -> Result<()>;
 }
 
 impl_for_connections! {
@@ -216,30 +220,30 @@ impl_for_connections! {
             Ok(cents)
         }
 
-        async fn insert_turn(&mut self, r: &TurnRecord, charged_cents: i64) -> Result<()> {
-            sqlx::query(
+        async fn insert_turns(&mut self, records: &[&TurnRecord], charged_cents: &[i64]) -> Result<()> {
+            let mut insert = sqlx::QueryBuilder::new(
                 "INSERT INTO turns (id, instance_id, account_id, seq, status, source, text, reply, error, queued_at, \
-                 started_at, duration_ms, input_tokens, output_tokens, model, charged_cents) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
-            )
-            .bind(&r.id)
-            .bind(&r.instance_id)
-            .bind(&r.account_id)
-            .bind(r.seq)
-            .bind(r.status)
-            .bind(&r.source)
-            .bind(&r.text)
-            .bind(&r.reply)
-            .bind(&r.error)
-            .bind(r.queued_at)
-            .bind(r.started_at)
-            .bind(r.duration_ms)
-            .bind(r.input_tokens)
-            .bind(r.output_tokens)
-            .bind(&r.model)
-            .bind(charged_cents)
-            .execute(&mut *self)
-            .await?;
+                 started_at, duration_ms, input_tokens, output_tokens, model, charged_cents) ",
+            );
+            insert.push_values(records.iter().zip(charged_cents), |mut row, (r, cents)| {
+                row.push_bind(&r.id)
+                    .push_bind(&r.instance_id)
+                    .push_bind(&r.account_id)
+                    .push_bind(r.seq)
+                    .push_bind(r.status)
+                    .push_bind(&r.source)
+                    .push_bind(&r.text)
+                    .push_bind(&r.reply)
+                    .push_bind(&r.error)
+                    .push_bind(r.queued_at)
+                    .push_bind(r.started_at)
+                    .push_bind(r.duration_ms)
+                    .push_bind(r.input_tokens)
+                    .push_bind(r.output_tokens)
+                    .push_bind(&r.model)
+                    .push_bind(*cents);
+            });
+            insert.build().execute(&mut *self).await?;
             Ok(())
         }
     }

@@ -11,7 +11,7 @@ use roost_proto::v1::{
 use tonic::{Request, Response, Status};
 
 use super::Hosting;
-use crate::auth;
+use crate::auth::Authenticator;
 
 /// Metadata an adapter sets to say where a message came from ("api" for REST, "mcp").
 pub const SOURCE_METADATA: &str = "x-roost-source";
@@ -19,16 +19,17 @@ pub const SOURCE_METADATA: &str = "x-roost-source";
 /// The agent service over the hosted-agent core.
 pub struct AgentCore {
     hosting: Arc<Hosting>,
+    auth: Arc<Authenticator>,
 }
 
 impl AgentCore {
-    /// The service for `hosting`.
-    pub fn new(hosting: Arc<Hosting>) -> Self {
-        Self { hosting }
+    /// The service for `hosting`, authenticating callers with `auth`.
+    pub fn new(hosting: Arc<Hosting>, auth: Arc<Authenticator>) -> Self {
+        Self { hosting, auth }
     }
 
     async fn caller<T>(&self, req: &Request<T>) -> Result<String, Status> {
-        Ok(auth::account_of(self.hosting.store(), req).await?)
+        Ok(self.auth.account_of(req).await?)
     }
 }
 

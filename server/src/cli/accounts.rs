@@ -13,6 +13,7 @@ use super::GlobalArgs;
 use crate::{
     Error,
     accounts::PLANS,
+    auth,
     store::{Store, StoreOptions},
 };
 
@@ -202,6 +203,14 @@ pub async fn keys(global: &GlobalArgs, command: KeysCommand) -> ExitCode {
             });
         }),
         KeysCommand::Revoke { key_id, output } => store.revoke_key(&key_id).await.map(|key| {
+            // Servers on this data directory drop the keys they remember at once.
+            let announced =
+                global.data_dir().map_err(std::io::Error::other).and_then(|dir| auth::announce_revocation(&dir));
+            if let Err(err) = announced {
+                eprintln!(
+                    "roost: warning: could not tell running servers ({err}); the key stops working within a second"
+                );
+            }
             let value = serde_json::to_value(&key).unwrap_or_default();
             output.print(&value, || format!("revoked {}", key.id));
         }),

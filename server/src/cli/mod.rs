@@ -58,7 +58,8 @@ enum Command {
 }
 
 impl GlobalArgs {
-    fn data_dir(&self) -> Result<PathBuf, String> {
+    /// The data directory: the flag, else `~/.roost`.
+    pub fn data_dir(&self) -> Result<PathBuf, String> {
         match &self.data_dir {
             Some(dir) => Ok(dir.clone()),
             None => std::env::home_dir()

@@ -42,8 +42,10 @@ async fn bad_missing_and_revoked_keys_are_401(backend: Backend) {
     let api = server.api(Some(&account));
     let id = api.provision("echo", "mine").await["id"].as_str().unwrap().to_owned();
 
+    // A key in use, then revoked: refused from the next call on.
     let revoked = server.store().await.create_key(&account.id, "to revoke").await.unwrap();
-    server.store().await.revoke_key(&revoked.id).await.unwrap();
+    assert_eq!(api.with_key(Some(&revoked.secret)).get("/api/instances").await.status, 200);
+    server.revoke_key(&revoked.id).await;
     let keys = [None, Some("rsk_notarealkey"), Some("not-even-the-format"), Some(revoked.secret.as_str())];
     for key in keys {
         let caller = api.with_key(key);
