@@ -54,7 +54,7 @@ pub struct TestServer {
     store: OnceCell<Store>,
     // Dropped after the server stops: the database, then the data directory.
     _database: Option<TestDatabase>,
-    _data_dir: TempDir,
+    data_dir: Option<TempDir>,
 }
 
 impl TestServer {
@@ -76,7 +76,24 @@ impl TestServer {
             }
         };
         configure(&mut config);
+        Self::launch(config, database, data_dir).await
+    }
 
+    /// Stops roost gracefully and starts it again on the same data directory and database
+    /// (on a new port), as an operator's restart would.
+    pub async fn restart(mut self) -> Self {
+        self.shutdown.cancel();
+        let task = self.task.take().expect("running");
+        tokio::time::timeout(Duration::from_secs(60), task)
+            .await
+            .expect("stopped in time")
+            .expect("task")
+            .expect("served");
+        let (config, database, data_dir) = (self.config.clone(), self._database.take(), self.data_dir.take());
+        Self::launch(config, database, data_dir.expect("data dir")).await
+    }
+
+    async fn launch(config: ServeConfig, database: Option<TestDatabase>, data_dir: TempDir) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local addr");
         let shutdown = CancellationToken::new();
@@ -89,7 +106,7 @@ impl TestServer {
             task: Some(task),
             store: OnceCell::new(),
             _database: database,
-            _data_dir: data_dir,
+            data_dir: Some(data_dir),
         };
         server.wait_ready().await;
         server

@@ -6,6 +6,7 @@ mod concurrency;
 mod errors;
 mod flow;
 mod process;
+mod restart;
 
 use std::time::Duration;
 
