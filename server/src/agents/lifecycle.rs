@@ -35,10 +35,10 @@ use super::{
 };
 use crate::{
     Error, Result,
-    billing::{ChargeKind, LedgerEntry, MoneyTx, pro_rata_refund},
+    billing::{ChargeKind, LedgerEntry, LockedAccount, MoneyTx, pro_rata_refund},
     ids::new_id,
     runtimes::{DriverSpec, Machine, RuntimeSpec},
-    store::{BeginWrite, on_writer},
+    store::{BeginWrite, impl_for_connections, on_writer},
     time::now_ms,
 };
 
@@ -58,6 +58,32 @@ fn short_of(cents: i64, balance: i64) -> ApiError {
         ErrorReason::InsufficientCredits,
         format!("this needs {cents} cents of credit and the balance is {balance}; top up and try again"),
     )
+}
+
+/// The locks lifecycle transactions start with (call on `&mut *tx`).
+trait LifecycleTx {
+    /// Locks the caller's account; 401 if it no longer exists (its key outlived it).
+    async fn lock_caller(&mut self, account_id: &str, now: i64) -> Result<LockedAccount>;
+    /// [`LifecycleTx::lock_caller`], then 409 `deploy_settling` if another agent of the
+    /// account is booting.
+    async fn lock_for_deploy(&mut self, account_id: &str, now: i64) -> Result<LockedAccount>;
+}
+
+impl_for_connections! {
+    impl LifecycleTx {
+        async fn lock_caller(&mut self, account_id: &str, now: i64) -> Result<LockedAccount> {
+            let account = self.lock_account(account_id, now).await?;
+            Ok(account.ok_or_else(|| ApiError::unauthenticated("the key's account no longer exists"))?)
+        }
+
+        async fn lock_for_deploy(&mut self, account_id: &str, now: i64) -> Result<LockedAccount> {
+            let account = self.lock_caller(account_id, now).await?;
+            if self.settling_deploys(account_id).await? > 0 {
+                return Err(settling().into());
+            }
+            Ok(account)
+        }
+    }
 }
 
 /// What a renewal did.
@@ -106,13 +132,7 @@ impl Hosting {
         };
         let (charged, balance) = on_writer!(self.store, |pool| {
             let mut tx = pool.begin_write().await?;
-            let account = tx
-                .lock_account(account_id, now)
-                .await?
-                .ok_or_else(|| ApiError::unauthenticated("the key's account no longer exists"))?;
-            if tx.settling_deploys(account_id).await? > 0 {
-                return Err(settling().into());
-            }
+            let account = tx.lock_for_deploy(account_id, now).await?;
             let first = account.first_agent_at.is_none();
             let charge = if first { 0 } else { row.price_cents_month };
             let balance = if charge > 0 {
@@ -283,13 +303,7 @@ impl Hosting {
         let period = self.config.billing.period_ms();
         let (charged, balance) = on_writer!(self.store, |pool| {
             let mut tx = pool.begin_write().await?;
-            let account = tx
-                .lock_account(account_id, now)
-                .await?
-                .ok_or_else(|| ApiError::unauthenticated("the key's account no longer exists"))?;
-            if tx.settling_deploys(account_id).await? > 0 {
-                return Err(settling().into());
-            }
+            let account = tx.lock_for_deploy(account_id, now).await?;
             let mut charged = 0;
             let mut balance = account.balance_cents;
             if status == Status::Suspended {
@@ -333,10 +347,7 @@ impl Hosting {
         let now = now_ms();
         let (refund, balance) = on_writer!(self.store, |pool| {
             let mut tx = pool.begin_write().await?;
-            let account = tx
-                .lock_account(account_id, now)
-                .await?
-                .ok_or_else(|| ApiError::unauthenticated("the key's account no longer exists"))?;
+            let account = tx.lock_caller(account_id, now).await?;
             let row = tx.read_instance(&agent.id).await?.ok_or_else(|| no_such_instance(&agent.id))?;
             let refund = pro_rata_refund(row.period_price_cents, row.period_start, row.paid_through, now);
             let mut balance = account.balance_cents;
