@@ -8,6 +8,7 @@
 //! reads the descriptor set and attaches, field by field:
 //! - enums: the lower-case value name without the enum's prefix (`HEALTH_STATUS_OK` → `"ok"`);
 //! - `google.protobuf.Timestamp`: an RFC 3339 string;
+//! - `google.protobuf.Struct` and `Value`: plain JSON;
 //! - request messages: `deny_unknown_fields`, so a misspelt field is a 400, not ignored.
 //!
 //! Missing fields take their proto3 defaults, as over gRPC; the core validates required
@@ -35,6 +36,9 @@ const JSON_RENAMES: &[(&str, &str)] = &[
     (".roost.v1.ConfigureRequest.provider_api_key", "PROVIDER_API_KEY"),
     (".roost.v1.ConfigureRequest.messaging_bot_token", "MESSAGING_BOT_TOKEN"),
 ];
+
+/// String fields that also take a JSON number (clients send timestamps either way).
+const JSON_LENIENT_STRINGS: &[&str] = &[".roost.v1.RunEvent.ts"];
 
 /// Fields that REST shows inline in their parent object.
 const JSON_FLATTEN: &[&str] = &[".roost.v1.ProvisionResponse.instance"];
@@ -140,6 +144,13 @@ fn field_attributes(message: &DescriptorProto) -> Result<Vec<(String, String)>, 
             (Type::Message, ".google.protobuf.Timestamp") if !repeated => {
                 attrs.push((path, "#[serde(with = \"crate::json::timestamp\")]".to_owned()))
             }
+            (Type::Message, ".google.protobuf.Struct") => {
+                let module = if repeated { "objects" } else { "object" };
+                attrs.push((path, format!("#[serde(with = \"crate::json::value::{module}\")]")));
+            }
+            (Type::Message, ".google.protobuf.Value") if !repeated => {
+                attrs.push((path, "#[serde(with = \"crate::json::value::any\")]".to_owned()))
+            }
             (Type::Message, name) if name.starts_with(".google.protobuf.") => {
                 return Err(format!("{path}: {name} has no JSON mapping in build.rs yet").into());
             }
@@ -149,6 +160,11 @@ fn field_attributes(message: &DescriptorProto) -> Result<Vec<(String, String)>, 
     for (path, json) in JSON_RENAMES {
         if path.starts_with(&format!(".{PACKAGE}.{}.", message.name())) {
             attrs.push(((*path).to_owned(), format!("#[serde(rename = \"{json}\")]")));
+        }
+    }
+    for path in JSON_LENIENT_STRINGS {
+        if path.starts_with(&format!(".{PACKAGE}.{}.", message.name())) {
+            attrs.push(((*path).to_owned(), "#[serde(with = \"crate::json::value::lenient_string\")]".to_owned()));
         }
     }
     for path in JSON_FLATTEN {

@@ -14,6 +14,11 @@ pub struct Call {
 }
 
 impl Call {
+    /// The call of a request taken apart (for handlers that read the body themselves).
+    pub fn from_parts(parts: &Parts) -> Self {
+        Self { headers: parts.headers.clone(), extensions: parts.extensions.clone() }
+    }
+
     /// Sets (or overwrites) a header before the call is made, such as the message source.
     pub fn with_header(mut self, name: &'static str, value: &'static str) -> Self {
         self.headers.insert(name, http::HeaderValue::from_static(value));

@@ -5,8 +5,6 @@
 //! field or a wrongly typed value (the message names the problem). An empty body is `{}`,
 //! so `POST /api/version` with no body behaves like the documented `{}`.
 
-use std::sync::Arc;
-
 use axum::{
     body::Body,
     extract::{FromRequest, FromRequestParts, Path, Query, Request},
@@ -16,20 +14,17 @@ use http::request::Parts;
 use roost_proto::ErrorReason;
 use serde::de::DeserializeOwned;
 
-use crate::{GatewayOptions, HttpError};
+use crate::{Core, HttpError};
 
 /// A JSON body decoded into `T` under the rules above.
 #[derive(Debug)]
 pub struct JsonBody<T>(pub T);
 
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+impl<T: DeserializeOwned> FromRequest<Core> for JsonBody<T> {
     type Rejection = HttpError;
 
-    async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
-        let limit = req
-            .extensions()
-            .get::<Arc<GatewayOptions>>()
-            .map_or_else(|| GatewayOptions::default().max_json_body_bytes, |o| o.max_json_body_bytes);
+    async fn from_request(req: Request, core: &Core) -> Result<Self, Self::Rejection> {
+        let limit = core.options.max_json_body_bytes;
         let content_type = req.headers().get(CONTENT_TYPE).map(|v| v.to_str().unwrap_or_default());
         if content_type.is_some_and(|ct| !is_json(ct)) {
             return Err(HttpError::new(

@@ -6,6 +6,7 @@
 //! error is the `{"error", "code"}` body of the shared error table.
 
 mod call;
+mod codec;
 mod error;
 mod extract;
 mod fallback;
@@ -14,8 +15,13 @@ mod routes;
 use std::sync::Arc;
 
 use axum::Router;
+use opentelemetry_proto::tonic::collector::{
+    logs::v1::logs_service_server::LogsService, metrics::v1::metrics_service_server::MetricsService,
+    trace::v1::trace_service_server::TraceService,
+};
 use roost_proto::v1::{
-    account_service_server::AccountService, agent_service_server::AgentService, system_service_server::SystemService,
+    account_service_server::AccountService, agent_service_server::AgentService, ingest_service_server::IngestService,
+    query_service_server::QueryService, system_service_server::SystemService,
 };
 
 pub use call::Call;
@@ -32,6 +38,18 @@ pub struct Core {
     pub agents: Arc<dyn AgentService>,
     /// The caller's account.
     pub accounts: Arc<dyn AccountService>,
+    /// OTLP traces.
+    pub traces: Arc<dyn TraceService>,
+    /// OTLP metrics.
+    pub metrics: Arc<dyn MetricsService>,
+    /// OTLP logs.
+    pub logs: Arc<dyn LogsService>,
+    /// Custom runs and node push.
+    pub ingest: Arc<dyn IngestService>,
+    /// q/1.
+    pub query: Arc<dyn QueryService>,
+    /// Limits the gateway enforces.
+    pub options: Arc<GatewayOptions>,
 }
 
 /// Limits the gateway enforces before a request reaches the core.
@@ -39,23 +57,27 @@ pub struct Core {
 pub struct GatewayOptions {
     /// Largest JSON request body accepted, in bytes (413 above).
     pub max_json_body_bytes: usize,
+    /// Largest OTLP or node-push body, before and after decompression (413 above).
+    pub max_otlp_body_bytes: usize,
 }
 
 impl Default for GatewayOptions {
     fn default() -> Self {
-        Self { max_json_body_bytes: 1024 * 1024 }
+        Self { max_json_body_bytes: 1024 * 1024, max_otlp_body_bytes: 32 * 1024 * 1024 }
     }
 }
 
 /// The documented REST routes plus roost's JSON 404/405 fallbacks. gRPC services are added
 /// to this router by the server, so unknown paths stay JSON 404s for HTTP clients and
 /// become UNIMPLEMENTED for gRPC clients.
-pub fn router(core: Core, options: GatewayOptions) -> Router {
+pub fn router(core: Core) -> Router {
     routes::system::routes()
         .merge(routes::agents::routes())
         .merge(routes::accounts::routes())
+        .merge(routes::otlp::routes())
+        .merge(routes::ingest::routes())
+        .merge(routes::query::routes())
         .fallback(fallback::not_found)
         .method_not_allowed_fallback(fallback::method_not_allowed)
-        .layer(axum::Extension(Arc::new(options)))
         .with_state(core)
 }

@@ -6,6 +6,7 @@ use roost_gateway::GatewayOptions;
 
 use crate::{
     agents::HostingConfig,
+    node::pusher::PushConfig,
     store::{DatabaseUrl, StoreOptions},
 };
 
@@ -25,6 +26,11 @@ pub struct ServeConfig {
     /// How long in-flight requests may run after a shutdown signal before their
     /// connections are closed.
     pub shutdown_grace: Duration,
+    /// Push everything ingested to an upstream roost (the daemon role), if set.
+    pub push: Option<PushConfig>,
+    /// More addresses serving the same endpoints, such as OTLP's conventional 4317 (gRPC)
+    /// and 4318 (HTTP).
+    pub extra_addrs: Vec<String>,
 }
 
 impl ServeConfig {
@@ -37,6 +43,8 @@ impl ServeConfig {
             gateway: GatewayOptions::default(),
             hosting: HostingConfig::default(),
             shutdown_grace: Duration::from_secs(30),
+            push: None,
+            extra_addrs: Vec::new(),
         }
     }
 }

@@ -3,16 +3,30 @@
 
 use std::sync::Arc;
 
+use opentelemetry_proto::tonic::collector::{
+    logs::v1::logs_service_server::LogsServiceServer, metrics::v1::metrics_service_server::MetricsServiceServer,
+    trace::v1::trace_service_server::TraceServiceServer,
+};
 use roost_proto::v1::{
     account_service_server::AccountServiceServer, agent_service_server::AgentServiceServer,
+    ingest_service_server::IngestServiceServer, query_service_server::QueryServiceServer,
     system_service_server::SystemServiceServer,
 };
-use tonic::service::Routes;
+use tonic::{codec::CompressionEncoding, service::Routes};
 use tonic_health::server::HealthReporter;
 use tonic_web::{GrpcWebLayer, GrpcWebService};
 use tower::Layer;
 
-use crate::{accounts::service::AccountCore, agents::service::AgentCore, system::SystemCore};
+use crate::{
+    accounts::service::AccountCore,
+    agents::service::AgentCore,
+    query::QueryCore,
+    system::SystemCore,
+    telemetry::service::{IngestCore, OtlpCore},
+};
+
+/// Largest OTLP export accepted over gRPC (tonic's default is 4 MiB; exporters batch more).
+const MAX_OTLP_MESSAGE: usize = 32 * 1024 * 1024;
 
 /// The core services the server exposes over gRPC (and, through the gateway, REST).
 #[derive(Clone)]
@@ -23,6 +37,12 @@ pub struct Services {
     pub agents: Arc<AgentCore>,
     /// Accounts and their ledgers.
     pub accounts: Arc<AccountCore>,
+    /// OTLP collector services.
+    pub otlp: Arc<OtlpCore>,
+    /// Custom runs and node push.
+    pub ingest: Arc<IngestCore>,
+    /// q/1.
+    pub query: Arc<QueryCore>,
 }
 
 /// Adds every gRPC service to `router`, which keeps its own routes and fallback.
@@ -33,11 +53,27 @@ pub async fn add_services(router: axum::Router, services: &Services) -> anyhow::
     reporter.set_serving::<SystemServiceServer<SystemCore>>().await;
     reporter.set_serving::<AgentServiceServer<AgentCore>>().await;
     reporter.set_serving::<AccountServiceServer<AccountCore>>().await;
+    reporter.set_serving::<IngestServiceServer<IngestCore>>().await;
+    reporter.set_serving::<QueryServiceServer<QueryCore>>().await;
+    reporter.set_serving::<TraceServiceServer<OtlpCore>>().await;
+    reporter.set_serving::<LogsServiceServer<OtlpCore>>().await;
+    reporter.set_serving::<MetricsServiceServer<OtlpCore>>().await;
 
     let routes = Routes::from(router)
         .add_service(web(SystemServiceServer::from_arc(services.system.clone())))
         .add_service(web(AgentServiceServer::from_arc(services.agents.clone())))
         .add_service(web(AccountServiceServer::from_arc(services.accounts.clone())))
+        .add_service(web(IngestServiceServer::from_arc(services.ingest.clone())))
+        .add_service(web(QueryServiceServer::from_arc(services.query.clone())))
+        .add_service(web(TraceServiceServer::from_arc(services.otlp.clone())
+            .accept_compressed(CompressionEncoding::Gzip)
+            .max_decoding_message_size(MAX_OTLP_MESSAGE)))
+        .add_service(web(LogsServiceServer::from_arc(services.otlp.clone())
+            .accept_compressed(CompressionEncoding::Gzip)
+            .max_decoding_message_size(MAX_OTLP_MESSAGE)))
+        .add_service(web(MetricsServiceServer::from_arc(services.otlp.clone())
+            .accept_compressed(CompressionEncoding::Gzip)
+            .max_decoding_message_size(MAX_OTLP_MESSAGE)))
         .add_service(web(health))
         .add_service(web(reflection().build_v1()?))
         .add_service(web(reflection().build_v1alpha()?));

@@ -15,11 +15,14 @@ pub mod error;
 pub mod grpc;
 pub mod ids;
 pub mod logging;
+pub mod node;
+pub mod query;
 pub mod runtimes;
 pub mod serve;
 pub mod shutdown;
 pub mod store;
 pub mod system;
+pub mod telemetry;
 pub mod time;
 
 pub use config::ServeConfig;

@@ -16,8 +16,15 @@ use crate::{
     auth::Authenticator,
     billing::renewal,
     grpc::{self, Services},
+    node::pusher,
+    query::QueryCore,
     store::Store,
     system::SystemCore,
+    telemetry::{
+        Telemetry,
+        service::{IngestCore, OtlpCore},
+        turns::TurnEvents,
+    },
 };
 
 /// Serves on `listener` until `shutdown` is cancelled, then lets in-flight requests finish
@@ -33,55 +40,91 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         .await
         .with_context(|| format!("opening the store at {}", config.database_url))?;
 
+    let telemetry = Telemetry::new(store.clone(), config.hosting.prices.clone(), config.push.is_some());
+    let (turn_events, turn_events_task) = TurnEvents::start(telemetry.clone());
     // Process runtimes send their telemetry back here.
     let own_url = format!("http://{}", reachable(addr));
-    let hosting = Hosting::new(store.clone(), config.hosting.clone(), &config.data_dir, own_url)
+    let hosting = Hosting::new(store.clone(), config.hosting.clone(), &config.data_dir, own_url, Some(turn_events))
         .context("preparing the runtimes directory")?;
     hosting.restore().await.context("restoring hosted agents")?;
     let workers = CancellationToken::new();
     let renewals = tokio::spawn(renewal::run(hosting.clone(), workers.clone()));
 
+    let pusher = config.push.clone().map(|push| tokio::spawn(pusher::run(store.clone(), push, workers.clone())));
+
     let auth = Arc::new(Authenticator::new(store.clone(), &config.data_dir));
     let services = Services {
         system: Arc::new(SystemCore::new(store.clone(), config.data_dir.clone())),
         agents: Arc::new(AgentCore::new(hosting.clone(), auth.clone())),
-        accounts: Arc::new(AccountCore::new(auth)),
+        accounts: Arc::new(AccountCore::new(auth.clone())),
+        otlp: Arc::new(OtlpCore::new(telemetry.clone())),
+        ingest: Arc::new(IngestCore::new(telemetry.clone(), auth)),
+        query: Arc::new(QueryCore::new(store.clone())),
     };
     let core = roost_gateway::Core {
         system: services.system.clone(),
         agents: services.agents.clone(),
         accounts: services.accounts.clone(),
+        traces: services.otlp.clone(),
+        metrics: services.otlp.clone(),
+        logs: services.otlp.clone(),
+        ingest: services.ingest.clone(),
+        query: services.query.clone(),
+        options: Arc::new(config.gateway.clone()),
     };
-    let (router, _health) = grpc::add_services(roost_gateway::router(core, config.gateway.clone()), &services).await?;
+    let (router, _health) = grpc::add_services(roost_gateway::router(core), &services).await?;
     let app = router.layer(TraceLayer::new_for_http());
 
-    info!(%addr, "listening");
-    // No Nagle: HTTP/2 answers in several small writes (headers, data, trailers), and
-    // delayed ACKs would hold the last one back for tens of milliseconds.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(err) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %err, "could not set TCP_NODELAY");
-        }
-    });
-    let server = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-        .with_graceful_shutdown(shutdown.clone().cancelled_owned());
-    let mut server = tokio::spawn(server.into_future());
-    let served = tokio::select! {
-        result = &mut server => result,
-        () = shutdown.cancelled() => match tokio::time::timeout(config.shutdown_grace, &mut server).await {
-            Ok(result) => result,
-            Err(_) => {
-                warn!(grace = ?config.shutdown_grace, "grace period over; closing open connections");
-                server.abort();
-                Ok(Ok(()))
+    let mut listeners = vec![listener];
+    for extra in &config.extra_addrs {
+        let extra = TcpListener::bind(extra).await.with_context(|| format!("listening on {extra}"))?;
+        listeners.push(extra);
+    }
+    let mut servers = tokio::task::JoinSet::new();
+    for listener in listeners {
+        let addr = listener.local_addr().context("reading a listener's address")?;
+        // No Nagle: HTTP/2 answers in several small writes (headers, data, trailers), and
+        // delayed ACKs would hold the last one back for tens of milliseconds.
+        let listener = listener.tap_io(|tcp| {
+            if let Err(err) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %err, "could not set TCP_NODELAY");
             }
-        },
+        });
+        let app = app.clone().into_make_service_with_connect_info::<SocketAddr>();
+        servers
+            .spawn(axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned()).into_future());
+        info!(%addr, "listening");
+    }
+    let served = {
+        let drained = async {
+            while let Some(result) = servers.join_next().await {
+                result.context("server task")?.context("serving")?;
+            }
+            anyhow::Ok(())
+        };
+        tokio::pin!(drained);
+        tokio::select! {
+            result = &mut drained => result,
+            () = shutdown.cancelled() => match tokio::time::timeout(config.shutdown_grace, &mut drained).await {
+                Ok(result) => result,
+                Err(_) => {
+                    warn!(grace = ?config.shutdown_grace, "grace period over; closing open connections");
+                    Ok(())
+                }
+            },
+        }
     };
+    servers.abort_all();
     workers.cancel();
     let _ = renewals.await;
+    if let Some(pusher) = pusher {
+        let _ = pusher.await;
+    }
     hosting.shutdown().await;
+    turn_events_task.abort();
+    telemetry.shutdown().await;
     store.close().await;
-    served.context("server task")?.context("serving")?;
+    served?;
     info!("stopped");
     Ok(())
 }

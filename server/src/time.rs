@@ -24,3 +24,38 @@ mod tests {
         assert_eq!(timestamp_ms(-1), Timestamp { seconds: -1, nanos: 999_000_000 });
     }
 }
+
+/// The UTC calendar day of a Unix time in nanoseconds, as `YYYY-MM-DD`.
+pub fn utc_day(ns: i64) -> String {
+    // Days since the epoch to a civil date (Howard Hinnant's algorithm).
+    let days = ns.div_euclid(86_400_000_000_000);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// Unix nanoseconds as an RFC 3339 timestamp in UTC.
+pub fn rfc3339_ns(ns: i64) -> String {
+    Timestamp { seconds: ns.div_euclid(1_000_000_000), nanos: ns.rem_euclid(1_000_000_000) as i32 }.to_string()
+}
+
+#[cfg(test)]
+mod day_tests {
+    use super::*;
+
+    #[test]
+    fn days_and_rfc3339() {
+        assert_eq!(utc_day(0), "1970-01-01");
+        assert_eq!(utc_day(1_795_000_000 * 1_000_000_000), "2026-11-18");
+        assert_eq!(utc_day(951_782_400 * 1_000_000_000), "2000-02-29");
+        assert_eq!(utc_day(-1), "1969-12-31");
+        assert_eq!(rfc3339_ns(1_500_000_000), "1970-01-01T00:00:01.500Z");
+    }
+}

@@ -76,12 +76,18 @@ impl TestServer {
             }
         };
         configure(&mut config);
-        Self::launch(config, database, data_dir).await
+        Self::launch(config, database, data_dir, None).await
     }
 
-    /// Stops roost gracefully and starts it again on the same data directory and database
-    /// (on a new port), as an operator's restart would.
-    pub async fn restart(mut self) -> Self {
+    /// Stops roost gracefully and starts it again on the same port, data directory and
+    /// database, as an operator's restart would.
+    pub async fn restart(self) -> Self {
+        self.restart_after(async {}).await.0
+    }
+
+    /// Stops roost, runs `while_down` (roost is unreachable meanwhile), then starts it
+    /// again as [`TestServer::restart`] does.
+    pub async fn restart_after<F: std::future::Future>(mut self, while_down: F) -> (Self, F::Output) {
         self.shutdown.cancel();
         let task = self.task.take().expect("running");
         tokio::time::timeout(Duration::from_secs(60), task)
@@ -89,12 +95,23 @@ impl TestServer {
             .expect("stopped in time")
             .expect("task")
             .expect("served");
+        let output = while_down.await;
         let (config, database, data_dir) = (self.config.clone(), self._database.take(), self.data_dir.take());
-        Self::launch(config, database, data_dir.expect("data dir")).await
+        (Self::launch(config, database, data_dir.expect("data dir"), Some(self.addr)).await, output)
     }
 
-    async fn launch(config: ServeConfig, database: Option<TestDatabase>, data_dir: TempDir) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
+    async fn launch(
+        config: ServeConfig,
+        database: Option<TestDatabase>,
+        data_dir: TempDir,
+        addr: Option<SocketAddr>,
+    ) -> Self {
+        // RUST_LOG=… shows the server's log in a test's output.
+        if std::env::var_os("RUST_LOG").is_some() {
+            roost_server::logging::init(roost_server::logging::LogFormat::Text);
+        }
+        let bind = addr.map_or_else(|| "127.0.0.1:0".to_owned(), |a| a.to_string());
+        let listener = TcpListener::bind(&bind).await.expect("bind the test listener");
         let addr = listener.local_addr().expect("local addr");
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(roost_server::serve::run(config.clone(), listener, shutdown.clone()));

@@ -2,4 +2,7 @@
 
 pub(crate) mod accounts;
 pub(crate) mod agents;
+pub(crate) mod ingest;
+pub(crate) mod otlp;
+pub(crate) mod query;
 pub(crate) mod system;

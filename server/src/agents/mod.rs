@@ -27,6 +27,7 @@ use crate::{
     billing::{BillingConfig, metering::PriceBook},
     runtimes::{Catalogue, Drivers, assistant, process},
     store::Store,
+    telemetry::turns::TurnEvents,
 };
 use live::Registry;
 use recorder::Recorder;
@@ -71,6 +72,7 @@ impl Default for HostingConfig {
 pub struct Hosting {
     store: Store,
     config: HostingConfig,
+    turn_events: Option<TurnEvents>,
     drivers: Drivers,
     registry: Registry,
     recorder: Recorder,
@@ -80,11 +82,14 @@ pub struct Hosting {
 impl Hosting {
     /// The core over `store`. Process runtimes find roost's example runtime in
     /// `<data_dir>/runtimes` and send telemetry to `otlp_endpoint` (roost itself).
+    ///
+    /// Turns are reported to `turn_events` as observed activity, when given.
     pub fn new(
         store: Store,
         config: HostingConfig,
         data_dir: &Path,
         otlp_endpoint: String,
+        turn_events: Option<TurnEvents>,
     ) -> std::io::Result<Arc<Self>> {
         let runtimes_dir = data_dir.join("runtimes");
         process::ProcessDriver::install_example(&runtimes_dir)?;
@@ -100,6 +105,7 @@ impl Hosting {
         Ok(Arc::new(Self {
             store,
             config,
+            turn_events,
             drivers,
             registry: Registry::default(),
             recorder,
@@ -137,6 +143,9 @@ impl Hosting {
             .collect();
         futures::future::join_all(machines.iter().map(|m| m.stop())).await;
         self.recorder.flush().await;
+        if let Some(events) = &self.turn_events {
+            events.drain().await;
+        }
         let task = self.recorder_task.lock().ok().and_then(|mut t| t.take());
         if let Some(task) = task {
             task.abort();

@@ -17,6 +17,7 @@ use crate::{
     Result,
     ids::new_id,
     runtimes::{ModelMode, TurnInput, TurnOutput},
+    telemetry::{rows::EventRow, turns::detail},
     time::{now_ms, timestamp_ms},
 };
 
@@ -29,6 +30,39 @@ enum Outcome {
 }
 
 impl Hosting {
+    /// Reports a recorded turn as observed activity.
+    fn observe(&self, turn: &TurnRecord, runtime: &str) {
+        let Some(events) = &self.turn_events else { return };
+        let data = serde_json::json!({
+            "status": turn.status,
+            "source": turn.source,
+            "runtime": runtime,
+            "text": detail(&turn.text),
+            "reply": detail(&turn.reply),
+            "error": turn.error,
+            "duration_ms": turn.duration_ms,
+        });
+        events.report(EventRow {
+            run_id: String::new(),
+            id: turn.id.clone(),
+            ts_ns: turn.started_at.saturating_mul(1_000_000),
+            event_type: "turn".to_owned(),
+            session_id: turn.instance_id.clone(),
+            agent_id: turn.instance_id.clone(),
+            tool_name: String::new(),
+            model: turn.model.clone(),
+            role: "assistant".to_owned(),
+            input_tokens: turn.input_tokens,
+            output_tokens: turn.output_tokens,
+            cost_nanocents: self
+                .config
+                .prices
+                .lookup(&turn.model)
+                .map_or(0, |p| turn.input_tokens * p.input + turn.output_tokens * p.output),
+            data: data.to_string(),
+        });
+    }
+
     /// Runs one turn for the caller's agent; `source` says where the message came from.
     pub async fn send_message(
         self: &Arc<Self>,
@@ -157,6 +191,7 @@ impl Hosting {
             record.error = err.message().to_owned();
         }
         let charged = self.recorder.record(record.clone()).await?;
+        self.observe(&record, &agent.runtime.id);
         if let Some((_, err)) = failure {
             return Err(err.into());
         }

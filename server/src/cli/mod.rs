@@ -46,6 +46,8 @@ pub struct GlobalArgs {
 enum Command {
     /// Serve gRPC, gRPC-web and HTTP (REST, dashboard APIs) on one address.
     Serve(serve::ServeArgs),
+    /// Run as a node: serve, and push everything ingested to an upstream roost.
+    Daemon(serve::DaemonArgs),
     /// Create and list accounts (operators).
     #[command(subcommand)]
     Accounts(accounts::AccountsCommand),
@@ -93,6 +95,7 @@ pub fn main() -> ExitCode {
     runtime.block_on(async {
         match cli.command {
             Command::Serve(args) => serve::run(&cli.global, args).await,
+            Command::Daemon(args) => serve::daemon(&cli.global, args).await,
             Command::Accounts(command) => accounts::accounts(&cli.global, command).await,
             Command::Keys(command) => accounts::keys(&cli.global, command).await,
             Command::Credits(command) => accounts::credits(&cli.global, command).await,

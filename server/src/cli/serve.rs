@@ -10,6 +10,7 @@ use super::GlobalArgs;
 use crate::{
     ServeConfig,
     billing::metering::PriceBook,
+    node::pusher::PushConfig,
     runtimes::{Catalogue, assistant::Upstream},
     serve,
     shutdown::cancel_on_signal,
@@ -49,6 +50,12 @@ pub struct ServeArgs {
     /// API key for the managed model upstream.
     #[arg(long, env = "ROOST_MODEL_UPSTREAM_KEY", value_name = "KEY", hide_env_values = true)]
     model_upstream_key: Option<String>,
+    /// Also serve on this address, for OTLP exporters' default gRPC port (e.g. 127.0.0.1:4317).
+    #[arg(long, env = "ROOST_OTLP_GRPC_ADDR", value_name = "ADDR")]
+    otlp_grpc_addr: Option<String>,
+    /// Also serve on this address, for OTLP exporters' default HTTP port (e.g. 127.0.0.1:4318).
+    #[arg(long, env = "ROOST_OTLP_HTTP_ADDR", value_name = "ADDR")]
+    otlp_http_addr: Option<String>,
     /// OpenAI-compatible base URL byok assistant agents call with their own key.
     #[arg(long, env = "ROOST_BYOK_UPSTREAM_URL", value_name = "URL", default_value = "https://api.openai.com/v1")]
     byok_upstream_url: String,
@@ -74,23 +81,55 @@ impl ServeArgs {
             .clone()
             .map(|base_url| Upstream { base_url, api_key: self.model_upstream_key.clone() });
         hosting.byok_upstream_url.clone_from(&self.byok_upstream_url);
+        config.extra_addrs = self.otlp_grpc_addr.iter().chain(&self.otlp_http_addr).cloned().collect();
         Ok(config)
     }
 }
 
+/// Flags of `roost daemon`: those of serve, plus where to push.
+#[derive(Debug, Args)]
+pub struct DaemonArgs {
+    #[command(flatten)]
+    serve: ServeArgs,
+    /// Push everything ingested to this central roost (its base URL).
+    #[arg(long, env = "ROOST_UPSTREAM", value_name = "URL", requires = "upstream_token")]
+    upstream: Option<String>,
+    /// An API key of the central roost's account this node belongs to.
+    #[arg(long, env = "ROOST_UPSTREAM_TOKEN", value_name = "KEY", hide_env_values = true)]
+    upstream_token: Option<String>,
+}
+
 /// Runs `roost serve` until a signal stops it.
 pub async fn run(global: &GlobalArgs, args: ServeArgs) -> ExitCode {
-    let config = match args.config(global) {
+    match args.config(global) {
+        Ok(config) => serve(config, &args.addr).await,
+        Err(err) => {
+            eprintln!("roost: {err}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs `roost daemon`: serve, pushing to the upstream if one is given.
+pub async fn daemon(global: &GlobalArgs, args: DaemonArgs) -> ExitCode {
+    let mut config = match args.serve.config(global) {
         Ok(config) => config,
         Err(err) => {
             eprintln!("roost: {err}");
             return ExitCode::from(2);
         }
     };
-    let listener = match TcpListener::bind(&args.addr).await {
+    if let (Some(upstream), Some(token)) = (args.upstream, args.upstream_token) {
+        config.push = Some(PushConfig::new(upstream, token));
+    }
+    serve(config, &args.serve.addr).await
+}
+
+async fn serve(config: ServeConfig, addr: &str) -> ExitCode {
+    let listener = match TcpListener::bind(addr).await {
         Ok(listener) => listener,
         Err(err) => {
-            eprintln!("roost: cannot listen on {}: {err}", args.addr);
+            eprintln!("roost: cannot listen on {addr}: {err}");
             return ExitCode::FAILURE;
         }
     };

@@ -5,6 +5,7 @@
 
 mod agents;
 mod grpc;
+mod observe;
 mod rest_errors;
 mod store;
 mod system;

@@ -1,0 +1,95 @@
+//! Protobuf-or-JSON request bodies, as OTLP/HTTP and node push send them.
+//!
+//! - `Content-Type`: `application/x-protobuf` (or `application/protobuf`) or
+//!   `application/json`; anything else, or none, is 415.
+//! - `Content-Encoding`: `gzip` or none; anything else is 415. The body is limited before
+//!   and after decompression (413), so a small gzip bomb cannot expand past the limit.
+//! - A body that does not decode is 400.
+
+use std::io::Read;
+
+use axum::extract::Request;
+use http::header::{CONTENT_ENCODING, CONTENT_TYPE};
+use prost::Message;
+use roost_proto::{ApiError, ErrorReason};
+use serde::de::DeserializeOwned;
+
+use crate::extract::read_limited;
+
+/// How a body is (and its answer will be) encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// Binary protobuf.
+    Protobuf,
+    /// JSON.
+    Json,
+}
+
+impl Encoding {
+    /// The content type of this encoding.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Self::Protobuf => "application/x-protobuf",
+            Self::Json => "application/json",
+        }
+    }
+}
+
+/// Reads and decodes a message. Errors carry the encoding the client used (JSON when it
+/// could not be told), to answer in.
+pub async fn decode<T: Message + Default + DeserializeOwned>(
+    req: Request,
+    limit: usize,
+) -> Result<(T, Encoding), (ApiError, Encoding)> {
+    let content_type = req.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let essence = content_type.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    let encoding = match essence.as_str() {
+        "application/x-protobuf" | "application/protobuf" => Encoding::Protobuf,
+        "application/json" => Encoding::Json,
+        _ => {
+            let why = format!("Content-Type must be application/x-protobuf or application/json, not {content_type:?}");
+            return Err((ApiError::new(ErrorReason::UnsupportedMediaType, why), Encoding::Json));
+        }
+    };
+    let gzip = match req
+        .headers()
+        .get(CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().to_ascii_lowercase())
+    {
+        None => false,
+        Some(e) if e.is_empty() || e == "identity" => false,
+        Some(e) if e == "gzip" => true,
+        Some(other) => {
+            let why = format!("Content-Encoding {other:?} is not supported; use gzip or none");
+            return Err((ApiError::new(ErrorReason::UnsupportedMediaType, why), encoding));
+        }
+    };
+    let raw = read_limited(req.into_body(), limit).await.map_err(|e| (e.0, encoding))?;
+    let bytes = if gzip { gunzip(&raw, limit).map_err(|e| (e, encoding))? } else { raw.to_vec() };
+    let message = match encoding {
+        Encoding::Protobuf => T::decode(bytes.as_slice())
+            .map_err(|e| ApiError::invalid_argument(format!("cannot decode the protobuf body: {e}")))
+            .map_err(|e| (e, encoding))?,
+        Encoding::Json => serde_json::from_slice(&bytes)
+            .map_err(|e| ApiError::invalid_argument(format!("invalid JSON body: {e}")))
+            .map_err(|e| (e, encoding))?,
+    };
+    Ok((message, encoding))
+}
+
+/// Decompresses, refusing output over `limit` bytes.
+fn gunzip(compressed: &[u8], limit: usize) -> Result<Vec<u8>, ApiError> {
+    let mut out = Vec::new();
+    let read = flate2::read::GzDecoder::new(compressed)
+        .take(limit as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| ApiError::invalid_argument(format!("cannot gunzip the body: {e}")))?;
+    if read > limit {
+        return Err(ApiError::new(
+            ErrorReason::PayloadTooLarge,
+            format!("the body is over {limit} bytes once decompressed"),
+        ));
+    }
+    Ok(out)
+}

@@ -1,0 +1,125 @@
+//! The versioned q/1 query contract over the observed store (DESIGN.md "Query API").
+//!
+//! [`registry::SHAPES`] declares every shape; [`QueryCore`] (the gRPC QueryService) checks
+//! arguments against it and runs the shape. REST and MCP call QueryService.
+
+pub mod args;
+pub mod registry;
+pub mod run;
+
+use std::time::Instant;
+
+use roost_proto::{
+    ApiError,
+    json::value::{from_json, map_to_struct, struct_to_map},
+    v1::{
+        ListSessionsRequest, ListSessionsResponse, ListShapesRequest, ListShapesResponse, QueryRequest, QueryResponse,
+        ShapeArg, ShapeInfo, query_service_server::QueryService,
+    },
+};
+use serde_json::{Map, Value as Json};
+use tonic::{Request, Response, Status};
+
+use crate::{Result, store::Store, time::now_ms};
+use args::Args;
+use registry::{CONTRACT, SHAPES};
+
+/// What a query returned.
+#[derive(Debug)]
+pub struct Rows {
+    /// One object per row.
+    pub rows: Vec<Map<String, Json>>,
+    /// Time spent in roost.
+    pub elapsed_ms: f64,
+}
+
+/// The query service over the store.
+pub struct QueryCore {
+    store: Store,
+}
+
+impl QueryCore {
+    /// Queries `store`.
+    pub fn new(store: Store) -> Self {
+        Self { store }
+    }
+
+    /// Runs `shape` with `args` (a JSON object).
+    pub async fn query(&self, shape: &str, args: &Map<String, Json>) -> Result<Rows> {
+        let started = Instant::now();
+        let shape = registry::shape(shape).ok_or_else(|| {
+            ApiError::invalid_argument(format!("unknown shape {shape:?}; allowed: {}", registry::names().join(", ")))
+        })?;
+        let args = Args::check(shape.name, shape.args, args)?;
+        let rows = run::run(&self.store, shape, &args, now_ms() * 1_000_000).await?;
+        Ok(Rows { rows, elapsed_ms: started.elapsed().as_secs_f64() * 1000.0 })
+    }
+}
+
+/// The registry as the API lists it.
+pub fn shape_infos() -> Vec<ShapeInfo> {
+    SHAPES
+        .iter()
+        .map(|shape| ShapeInfo {
+            name: shape.name.to_owned(),
+            description: shape.description.to_owned(),
+            args: shape
+                .args
+                .iter()
+                .map(|a| ShapeArg {
+                    name: a.name.to_owned(),
+                    r#type: a.ty.name().to_owned(),
+                    description: a.description.to_owned(),
+                    default: a.default.map(|d| from_json(&Json::from(d))),
+                    min: a.range.map_or(0, |r| r.0),
+                    max: a.range.map_or(0, |r| r.1),
+                })
+                .collect(),
+            columns: registry::visible(shape).map(|c| c.name.to_owned()).collect(),
+        })
+        .collect()
+}
+
+/// Every shape's name, as `allowed_shapes` lists them.
+pub fn allowed_shapes() -> Vec<String> {
+    registry::names().into_iter().map(str::to_owned).collect()
+}
+
+#[tonic::async_trait]
+impl QueryService for QueryCore {
+    async fn query(&self, req: Request<QueryRequest>) -> Result<Response<QueryResponse>, Status> {
+        let req = req.into_inner();
+        let args = req.args.as_ref().map(struct_to_map).unwrap_or_default();
+        let result = QueryCore::query(self, &req.shape, &args).await?;
+        Ok(Response::new(QueryResponse {
+            count: result.rows.len() as i64,
+            rows: result.rows.iter().map(map_to_struct).collect(),
+            shape: req.shape,
+            contract: CONTRACT.to_owned(),
+            elapsed_ms: result.elapsed_ms,
+        }))
+    }
+
+    async fn list_shapes(&self, _req: Request<ListShapesRequest>) -> Result<Response<ListShapesResponse>, Status> {
+        Ok(Response::new(ListShapesResponse {
+            contract: CONTRACT.to_owned(),
+            allowed_shapes: allowed_shapes(),
+            shapes: shape_infos(),
+        }))
+    }
+
+    async fn list_sessions(&self, req: Request<ListSessionsRequest>) -> Result<Response<ListSessionsResponse>, Status> {
+        let mut args = Map::new();
+        if req.get_ref().limit != 0 {
+            args.insert("limit".to_owned(), Json::from(req.get_ref().limit));
+        }
+        let result = QueryCore::query(self, "sessions", &args).await?;
+        Ok(Response::new(ListSessionsResponse {
+            count: result.rows.len() as i64,
+            rows: result.rows.iter().map(map_to_struct).collect(),
+            shape: "sessions".to_owned(),
+            contract: CONTRACT.to_owned(),
+            elapsed_ms: result.elapsed_ms,
+        }))
+    }
+}

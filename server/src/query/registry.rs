@@ -1,0 +1,596 @@
+//! The q/1 registry: every shape, its arguments and its columns, declared once. The gRPC
+//! QueryService, the REST routes, the MCP query tool and the README's q/1 section all come
+//! from this table (a test keeps the README in step). Evolution is additive only: a new
+//! shape, argument or column is fine; renaming or removing one needs q/2.
+
+use super::args::ArgSpec;
+
+/// The contract this registry implements.
+pub const CONTRACT: &str = "q/1";
+
+/// How a column's stored value is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColKind {
+    /// Text (or null).
+    Text,
+    /// A whole number.
+    Int,
+    /// A number.
+    Float,
+    /// Unix nanoseconds, shown as RFC 3339.
+    Time,
+    /// Nanocents, shown as US dollars.
+    CostUsd,
+    /// Nanoseconds, shown as milliseconds.
+    DurationMs,
+    /// JSON text, shown as JSON.
+    Json,
+    /// An OTLP status code, shown as "unset", "ok" or "error".
+    Status,
+}
+
+/// One column of a shape's rows.
+#[derive(Debug, Clone, Copy)]
+pub struct Col {
+    /// Its name in a row.
+    pub name: &'static str,
+    /// The SQL expression it is read from.
+    pub sql: &'static str,
+    /// How it is shown.
+    pub kind: ColKind,
+}
+
+const fn col(name: &'static str, sql: &'static str, kind: ColKind) -> Col {
+    Col { name, sql, kind }
+}
+
+/// How a filter argument narrows the rows.
+#[derive(Debug, Clone, Copy)]
+pub enum FilterKind {
+    /// `sql = arg`.
+    Eq,
+    /// `sql >= arg`.
+    AtLeast,
+    /// `sql <= arg`.
+    AtMost,
+    /// When the boolean argument is true, `sql` (a condition) must hold.
+    Flag,
+    /// `sql >= the UTC day that many days back` (an integer argument).
+    DaysBack,
+}
+
+/// One filter of a table shape.
+#[derive(Debug, Clone, Copy)]
+pub struct Filter {
+    /// The argument that drives it.
+    pub arg: &'static str,
+    /// The column (or condition, for flags).
+    pub sql: &'static str,
+    /// How it compares.
+    pub kind: FilterKind,
+}
+
+const fn filter(arg: &'static str, sql: &'static str, kind: FilterKind) -> Filter {
+    Filter { arg, sql, kind }
+}
+
+/// How a shape gets its rows.
+#[derive(Debug, Clone, Copy)]
+pub enum Plan {
+    /// One SELECT: `columns FROM from WHERE filters ORDER BY order LIMIT limit`.
+    Table {
+        /// The table.
+        from: &'static str,
+        /// Filters, applied when their argument is given.
+        filters: &'static [Filter],
+        /// The ORDER BY clause.
+        order: &'static str,
+    },
+    /// A session's spans, events and logs merged in time order.
+    Transcript,
+}
+
+/// A step run on each row of a shape: (row, its arguments, now in Unix ns).
+pub type PostStep = fn(&mut serde_json::Map<String, serde_json::Value>, &super::args::Args, i64);
+
+/// A shape of the registry.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    /// Its name.
+    pub name: &'static str,
+    /// What its rows are.
+    pub description: &'static str,
+    /// Its arguments.
+    pub args: &'static [ArgSpec],
+    /// Its columns.
+    pub columns: &'static [Col],
+    /// How it runs.
+    pub plan: Plan,
+    /// Fills derived fields of each row (and drops internal `_` columns).
+    pub post: Option<PostStep>,
+}
+
+use ColKind::{CostUsd, DurationMs, Float, Int, Json, Status, Text, Time};
+use FilterKind::{AtLeast, AtMost, DaysBack, Eq, Flag};
+
+const SINCE: &str = "only rows at or after this time";
+const UNTIL: &str = "only rows at or before this time";
+
+/// Every shape, in the order `?` lists them.
+pub const SHAPES: &[Shape] = &[
+    Shape {
+        name: "sessions",
+        description: "Sessions (grouped by session.id / gen_ai.conversation.id, or a run's session), most recently active first.",
+        args: &[
+            ArgSpec::integer("limit", "most rows", 50, 1, 500),
+            ArgSpec::string("agent_id", "only this agent's sessions"),
+            ArgSpec::string("service", "only sessions last seen from this service"),
+            ArgSpec::time("since", "only sessions active at or after this time"),
+            ArgSpec::time("until", "only sessions that began at or before this time"),
+        ],
+        columns: &[
+            col("session_id", "session_id", Text),
+            col("agent_id", "agent_id", Text),
+            col("service", "service", Text),
+            col("first_seen", "first_ns", Time),
+            col("last_seen", "last_ns", Time),
+            col("spans", "spans", Int),
+            col("events", "events", Int),
+            col("logs", "logs", Int),
+            col("errors", "errors", Int),
+            col("input_tokens", "input_tokens", Int),
+            col("output_tokens", "output_tokens", Int),
+            col("cost_usd", "cost_nanocents", CostUsd),
+            col("last_model", "last_model", Text),
+        ],
+        plan: Plan::Table {
+            from: "sessions",
+            filters: &[
+                filter("agent_id", "agent_id", Eq),
+                filter("service", "service", Eq),
+                filter("since", "last_ns", AtLeast),
+                filter("until", "first_ns", AtMost),
+            ],
+            order: "last_ns DESC, session_id",
+        },
+        post: None,
+    },
+    Shape {
+        name: "events",
+        description: "Custom-run events (and hosted agents' turns), newest first.",
+        args: &[
+            ArgSpec::integer("limit", "most rows", 100, 1, 1000),
+            ArgSpec::string("session_id", "only this session's events"),
+            ArgSpec::string("run_id", "only this run's events"),
+            ArgSpec::string("agent_id", "only this agent's events"),
+            ArgSpec::string("event_type", "only events of this type"),
+            ArgSpec::time("since", SINCE),
+            ArgSpec::time("until", UNTIL),
+        ],
+        columns: &[
+            col("id", "id", Text),
+            col("run_id", "run_id", Text),
+            col("ts", "ts_ns", Time),
+            col("event_type", "event_type", Text),
+            col("session_id", "session_id", Text),
+            col("agent_id", "agent_id", Text),
+            col("tool_name", "tool_name", Text),
+            col("model", "model", Text),
+            col("role", "role", Text),
+            col("input_tokens", "input_tokens", Int),
+            col("output_tokens", "output_tokens", Int),
+            col("cost_usd", "cost_nanocents", CostUsd),
+            col("data", "data", Json),
+        ],
+        plan: Plan::Table {
+            from: "events",
+            filters: &[
+                filter("session_id", "session_id", Eq),
+                filter("run_id", "run_id", Eq),
+                filter("agent_id", "agent_id", Eq),
+                filter("event_type", "event_type", Eq),
+                filter("since", "ts_ns", AtLeast),
+                filter("until", "ts_ns", AtMost),
+            ],
+            order: "ts_ns DESC, seq DESC",
+        },
+        post: None,
+    },
+    Shape {
+        name: "runs",
+        description: "Custom runs with their counts, newest first.",
+        args: &[
+            ArgSpec::integer("limit", "most rows", 50, 1, 500),
+            ArgSpec::string("session_id", "only this session's runs"),
+            ArgSpec::string("agent_id", "only this agent's runs"),
+            ArgSpec::string("runtime", "only runs of this runtime"),
+            ArgSpec::string("status", "running, completed, failed or cancelled"),
+            ArgSpec::time("since", "only runs started at or after this time"),
+            ArgSpec::time("until", "only runs started at or before this time"),
+        ],
+        columns: &[
+            col("run_id", "id", Text),
+            col("runtime", "runtime", Text),
+            col("session_id", "session_id", Text),
+            col("agent_id", "agent_id", Text),
+            col("status", "status", Text),
+            col("started_at", "started_ns", Time),
+            col("ended_at", "ended_ns", Time),
+            col("events", "events", Int),
+            col("input_tokens", "input_tokens", Int),
+            col("output_tokens", "output_tokens", Int),
+            col("cost_usd", "cost_nanocents", CostUsd),
+            col("metadata", "metadata", Json),
+        ],
+        plan: Plan::Table {
+            from: "runs",
+            filters: &[
+                filter("session_id", "session_id", Eq),
+                filter("agent_id", "agent_id", Eq),
+                filter("runtime", "runtime", Eq),
+                filter("status", "status", Eq),
+                filter("since", "started_ns", AtLeast),
+                filter("until", "started_ns", AtMost),
+            ],
+            order: "started_ns DESC, id",
+        },
+        post: None,
+    },
+    Shape {
+        name: "spans",
+        description: "Spans with their GenAI fields, newest first.",
+        args: &[
+            ArgSpec::integer("limit", "most rows", 100, 1, 1000),
+            ArgSpec::string("trace_id", "only this trace's spans (hex)"),
+            ArgSpec::string("session_id", "only this session's spans"),
+            ArgSpec::string("service", "only spans of this service"),
+            ArgSpec::string("agent_id", "only this agent's spans"),
+            ArgSpec::boolean("errors_only", "only spans with an error status"),
+            ArgSpec::time("since", "only spans started at or after this time"),
+            ArgSpec::time("until", "only spans started at or before this time"),
+        ],
+        columns: &[
+            col("trace_id", "trace_id", Text),
+            col("span_id", "span_id", Text),
+            col("parent_span_id", "parent_span_id", Text),
+            col("name", "name", Text),
+            col("kind", "kind", Int),
+            col("start_time", "start_ns", Time),
+            col("end_time", "end_ns", Time),
+            col("duration_ms", "end_ns - start_ns", DurationMs),
+            col("status", "status_code", Status),
+            col("status_message", "status_message", Text),
+            col("service", "service", Text),
+            col("session_id", "session_id", Text),
+            col("agent_id", "agent_id", Text),
+            col("operation", "operation", Text),
+            col("system", "gen_ai_system", Text),
+            col("request_model", "request_model", Text),
+            col("response_model", "response_model", Text),
+            col("input_tokens", "input_tokens", Int),
+            col("output_tokens", "output_tokens", Int),
+            col("cost_usd", "cost_nanocents", CostUsd),
+            col("attributes", "attributes", Json),
+        ],
+        plan: Plan::Table {
+            from: "spans",
+            filters: &[
+                filter("trace_id", "trace_id", Eq),
+                filter("session_id", "session_id", Eq),
+                filter("service", "service", Eq),
+                filter("agent_id", "agent_id", Eq),
+                filter("errors_only", "status_code = 2", Flag),
+                filter("since", "start_ns", AtLeast),
+                filter("until", "start_ns", AtMost),
+            ],
+            order: "start_ns DESC, id DESC",
+        },
+        post: None,
+    },
+    Shape {
+        name: "traces",
+        description: "Traces summarised (root span, span and error counts, tokens, cost), newest first.",
+        args: &[
+            ArgSpec::integer("limit", "most rows", 50, 1, 500),
+            ArgSpec::string("session_id", "only this session's traces"),
+            ArgSpec::string("service", "only traces whose root is in this service"),
+            ArgSpec::boolean("errors_only", "only traces with an error span"),
+            ArgSpec::time("since", "only traces started at or after this time"),
+            ArgSpec::time("until", "only traces started at or before this time"),
+        ],
+        columns: &[
+            col("trace_id", "trace_id", Text),
+            col("root_name", "root_name", Text),
+            col("service", "service", Text),
+            col("session_id", "session_id", Text),
+            col("start_time", "start_ns", Time),
+            col("end_time", "end_ns", Time),
+            col("duration_ms", "end_ns - start_ns", DurationMs),
+            col("spans", "spans", Int),
+            col("errors", "errors", Int),
+            col("input_tokens", "input_tokens", Int),
+            col("output_tokens", "output_tokens", Int),
+            col("cost_usd", "cost_nanocents", CostUsd),
+        ],
+        plan: Plan::Table {
+            from: "traces",
+            filters: &[
+                filter("session_id", "session_id", Eq),
+                filter("service", "service", Eq),
+                filter("errors_only", "errors > 0", Flag),
+                filter("since", "start_ns", AtLeast),
+                filter("until", "start_ns", AtMost),
+            ],
+            order: "start_ns DESC, trace_id",
+        },
+        post: None,
+    },
+    Shape {
+        name: "logs",
+        description: "Log records, newest first.",
+        args: &[
+            ArgSpec::integer("limit", "most rows", 100, 1, 1000),
+            ArgSpec::string("session_id", "only this session's records"),
+            ArgSpec::string("trace_id", "only this trace's records (hex)"),
+            ArgSpec::string("service", "only this service's records"),
+            ArgSpec::integer(
+                "min_severity",
+                "only records at or above this OTLP severity number (9 info, 13 warn, 17 error)",
+                0,
+                0,
+                24,
+            ),
+            ArgSpec::time("since", SINCE),
+            ArgSpec::time("until", UNTIL),
+        ],
+        columns: &[
+            col("time", "time_ns", Time),
+            col("severity_number", "severity_number", Int),
+            col("severity", "severity_text", Text),
+            col("body", "body", Text),
+            col("service", "service", Text),
+            col("trace_id", "trace_id", Text),
+            col("span_id", "span_id", Text),
+            col("session_id", "session_id", Text),
+            col("attributes", "attributes", Json),
+        ],
+        plan: Plan::Table {
+            from: "logs",
+            filters: &[
+                filter("session_id", "session_id", Eq),
+                filter("trace_id", "trace_id", Eq),
+                filter("service", "service", Eq),
+                filter("min_severity", "severity_number", AtLeast),
+                filter("since", "time_ns", AtLeast),
+                filter("until", "time_ns", AtMost),
+            ],
+            order: "time_ns DESC, id DESC",
+        },
+        post: None,
+    },
+    Shape {
+        name: "metrics",
+        description: "Metric data points, newest first.",
+        args: &[
+            ArgSpec::integer("limit", "most rows", 100, 1, 1000),
+            ArgSpec::string("name", "only this metric"),
+            ArgSpec::string("service", "only this service's points"),
+            ArgSpec::string("session_id", "only points whose attributes name this session"),
+            ArgSpec::time("since", SINCE),
+            ArgSpec::time("until", UNTIL),
+        ],
+        columns: &[
+            col("name", "name", Text),
+            col("kind", "kind", Text),
+            col("unit", "unit", Text),
+            col("service", "service", Text),
+            col("time", "time_ns", Time),
+            col("value", "value", Float),
+            col("count", "count", Int),
+            col("detail", "detail", Json),
+            col("attributes", "attributes", Json),
+        ],
+        plan: Plan::Table {
+            from: "metric_points",
+            filters: &[
+                filter("name", "name", Eq),
+                filter("service", "service", Eq),
+                filter("session_id", "session_id", Eq),
+                filter("since", "time_ns", AtLeast),
+                filter("until", "time_ns", AtMost),
+            ],
+            order: "time_ns DESC, id DESC",
+        },
+        post: None,
+    },
+    Shape {
+        name: "models",
+        description: "Tokens, calls and cost per model per UTC day (spans and events), newest day first.",
+        args: &[
+            ArgSpec::integer("days", "how many days back, today included", 30, 1, 3660),
+            ArgSpec::string("model", "only this model"),
+            ArgSpec::integer("limit", "most rows", 100, 1, 1000),
+        ],
+        columns: &[
+            col("day", "day", Text),
+            col("model", "model", Text),
+            col("calls", "calls", Int),
+            col("input_tokens", "input_tokens", Int),
+            col("output_tokens", "output_tokens", Int),
+            col("cost_usd", "cost_nanocents", CostUsd),
+        ],
+        plan: Plan::Table {
+            from: "usage_daily",
+            filters: &[filter("days", "day", DaysBack), filter("model", "model", Eq)],
+            order: "day DESC, cost_nanocents DESC, model",
+        },
+        post: None,
+    },
+    Shape {
+        name: "aggregates",
+        description: "Activity per UTC day: spans, errors, logs, metric points, events, runs, tokens, cost; newest first.",
+        args: &[
+            ArgSpec::integer("days", "how many days back, today included", 30, 1, 3660),
+            ArgSpec::integer("limit", "most rows", 366, 1, 3660),
+        ],
+        columns: &[
+            col("day", "day", Text),
+            col("spans", "spans", Int),
+            col("span_errors", "span_errors", Int),
+            col("logs", "logs", Int),
+            col("log_errors", "log_errors", Int),
+            col("metric_points", "metric_points", Int),
+            col("events", "events", Int),
+            col("runs", "runs", Int),
+            col("input_tokens", "input_tokens", Int),
+            col("output_tokens", "output_tokens", Int),
+            col("cost_usd", "cost_nanocents", CostUsd),
+        ],
+        plan: Plan::Table { from: "activity_daily", filters: &[filter("days", "day", DaysBack)], order: "day DESC" },
+        post: None,
+    },
+    Shape {
+        name: "health",
+        description: "Per service: when it was last heard from, its volume and error rate, and a verdict (ok, erroring, stale).",
+        args: &[
+            ArgSpec::integer("stale_after_secs", "silence after which a service is stale", 300, 10, 604_800),
+            ArgSpec::integer("limit", "most rows", 100, 1, 1000),
+        ],
+        columns: &[
+            col("service", "service", Text),
+            col("first_seen", "first_ns", Time),
+            col("last_seen", "last_ns", Time),
+            col("spans", "spans", Int),
+            col("errors", "errors", Int),
+            col("logs", "logs", Int),
+            col("log_errors", "log_errors", Int),
+            col("metric_points", "metric_points", Int),
+            col("error_rate", "CAST(errors AS DOUBLE PRECISION) / CASE WHEN spans > 0 THEN spans ELSE 1 END", Float),
+            col("status", "''", Text),
+            col("_last_ns", "last_ns", Int),
+        ],
+        plan: Plan::Table { from: "services", filters: &[], order: "last_ns DESC, service" },
+        post: Some(health_verdict),
+    },
+    Shape {
+        name: "transcript",
+        description: "One session in time order: its spans, events (and hosted turns) and log records, oldest first.",
+        args: &[
+            ArgSpec::required_string("session_id", "the session"),
+            ArgSpec::integer("limit", "most rows", 500, 1, 5000),
+            ArgSpec::time("since", SINCE),
+        ],
+        columns: &[
+            col("time", "t", Time),
+            col("source", "source", Text),
+            col("kind", "kind", Text),
+            col("role", "role", Text),
+            col("model", "model", Text),
+            col("text", "text", Text),
+            col("tool_name", "tool_name", Text),
+            col("input_tokens", "input_tokens", Int),
+            col("output_tokens", "output_tokens", Int),
+            col("cost_usd", "cost_nanocents", CostUsd),
+            col("trace_id", "trace_id", Text),
+            col("span_id", "span_id", Text),
+            col("run_id", "run_id", Text),
+            col("id", "id", Text),
+        ],
+        plan: Plan::Transcript,
+        post: None,
+    },
+];
+
+/// The health verdict: stale when silent longer than `stale_after_secs`, erroring when
+/// over 5% of its spans (or any of its logs) are errors, else ok.
+fn health_verdict(row: &mut serde_json::Map<String, serde_json::Value>, args: &super::args::Args, now_ns: i64) {
+    let last_ns = row.remove("_last_ns").and_then(|v| v.as_i64()).unwrap_or(0);
+    let stale_ns = args.integer("stale_after_secs").saturating_mul(1_000_000_000);
+    let count = |name: &str| row.get(name).and_then(serde_json::Value::as_i64).unwrap_or(0);
+    let verdict = if now_ns.saturating_sub(last_ns) > stale_ns {
+        "stale"
+    } else if count("errors") * 20 > count("spans") || count("log_errors") > 0 {
+        "erroring"
+    } else {
+        "ok"
+    };
+    row.insert("status".to_owned(), verdict.into());
+}
+
+/// A shape by name.
+pub fn shape(name: &str) -> Option<&'static Shape> {
+    SHAPES.iter().find(|s| s.name == name)
+}
+
+/// The names of every shape.
+pub fn names() -> Vec<&'static str> {
+    SHAPES.iter().map(|s| s.name).collect()
+}
+
+/// The columns a shape's rows show (internal ones start with `_`).
+pub fn visible(shape: &Shape) -> impl Iterator<Item = &Col> {
+    shape.columns.iter().filter(|c| !c.name.starts_with('_'))
+}
+
+/// The README's q/1 section, generated from the registry.
+pub fn markdown() -> String {
+    let mut out = String::from("| shape | arguments | row fields |\n| --- | --- | --- |\n");
+    for shape in SHAPES {
+        let args: Vec<String> = shape
+            .args
+            .iter()
+            .map(|a| {
+                let mut text = format!("`{}` {}", a.name, a.ty.name());
+                if a.required {
+                    text.push_str(", required");
+                }
+                if let (Some(default), Some((min, max))) = (a.default, a.range) {
+                    text.push_str(&format!(" (default {default}, clamped to {min}..{max})"));
+                }
+                text
+            })
+            .collect();
+        let columns: Vec<String> = visible(shape).map(|c| format!("`{}`", c.name)).collect();
+        out.push_str(&format!("| `{}` | {} | {} |\n", shape.name, args.join("; "), columns.join(", ")));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BEGIN: &str = "<!-- q/1 shapes: generated from server/src/query/registry.rs -->\n";
+    const END: &str = "<!-- end of q/1 shapes -->";
+
+    /// The README's q/1 table is the registry's. `ROOST_UPDATE_DOCS=1 cargo test` rewrites it.
+    #[test]
+    fn the_readme_documents_every_shape() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md");
+        let readme = std::fs::read_to_string(path).unwrap();
+        let (start, end) =
+            (readme.find(BEGIN).expect("README has the q/1 markers") + BEGIN.len(), readme.find(END).unwrap());
+        let expected = markdown();
+        if std::env::var_os("ROOST_UPDATE_DOCS").is_some() {
+            std::fs::write(path, format!("{}{expected}{}", &readme[..start], &readme[end..])).unwrap();
+            return;
+        }
+        assert_eq!(
+            &readme[start..end],
+            expected,
+            "README.md's q/1 table drifted; run ROOST_UPDATE_DOCS=1 cargo test -p roost-server"
+        );
+    }
+
+    #[test]
+    fn shapes_are_unique_and_every_table_shape_has_a_limit() {
+        let mut names = names();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), SHAPES.len());
+        for shape in SHAPES {
+            let limit = shape.args.iter().find(|a| a.name == "limit").expect(shape.name);
+            assert!(limit.range.is_some() && limit.default.is_some(), "{}", shape.name);
+        }
+    }
+}

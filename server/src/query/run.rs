@@ -1,0 +1,185 @@
+//! Running a shape: its SQL from the registry entry and the checked arguments, its rows as
+//! JSON objects.
+
+use serde_json::{Map, Value as Json};
+use sqlx::Row as _;
+
+use super::{
+    args::Args,
+    registry::{Col, ColKind, FilterKind, Plan, Shape},
+};
+use crate::{
+    Result,
+    store::{Store, on_reader},
+    telemetry::runs::nanocents_to_usd,
+    time::{rfc3339_ns, utc_day},
+};
+
+/// A value bound to a placeholder.
+#[derive(Debug, Clone)]
+enum Bind {
+    Text(String),
+    Int(i64),
+}
+
+/// SQL text with `$N` placeholders (valid on both backends) and their values.
+#[derive(Debug, Default)]
+struct Sql {
+    text: String,
+    binds: Vec<Bind>,
+}
+
+impl Sql {
+    fn bind(&mut self, value: Bind) -> String {
+        self.binds.push(value);
+        format!("${}", self.binds.len())
+    }
+}
+
+/// Runs a shape; its rows, newest (or, for transcripts, oldest) first.
+pub async fn run(store: &Store, shape: &Shape, args: &Args, now_ns: i64) -> Result<Vec<Map<String, Json>>> {
+    let sql = match shape.plan {
+        Plan::Table { from, filters, order } => table(shape, from, filters, order, args, now_ns),
+        Plan::Transcript => transcript(args),
+    };
+    let mut rows = fetch(store, sql, shape.columns).await?;
+    if let Some(post) = shape.post {
+        for row in &mut rows {
+            post(row, args, now_ns);
+        }
+    }
+    Ok(rows)
+}
+
+fn select_list(columns: &[Col]) -> String {
+    columns.iter().map(|c| format!("{} AS c_{}", c.sql, c.name.trim_start_matches('_'))).collect::<Vec<_>>().join(", ")
+}
+
+fn table(shape: &Shape, from: &str, filters: &[super::registry::Filter], order: &str, args: &Args, now_ns: i64) -> Sql {
+    let mut sql = Sql::default();
+    let mut conditions = Vec::new();
+    for filter in filters {
+        let condition = match filter.kind {
+            FilterKind::Eq => {
+                args.string(filter.arg).map(|v| format!("{} = {}", filter.sql, sql.bind(Bind::Text(v.to_owned()))))
+            }
+            FilterKind::AtLeast | FilterKind::AtMost => {
+                let op = if matches!(filter.kind, FilterKind::AtLeast) { ">=" } else { "<=" };
+                let value = args.time(filter.arg).or_else(|| {
+                    shape
+                        .args
+                        .iter()
+                        .any(|a| a.name == filter.arg && a.default.is_some())
+                        .then(|| args.integer(filter.arg))
+                });
+                value.map(|v| format!("{} {op} {}", filter.sql, sql.bind(Bind::Int(v))))
+            }
+            FilterKind::Flag => args.boolean(filter.arg).then(|| filter.sql.to_owned()),
+            FilterKind::DaysBack => {
+                let days = args.integer(filter.arg).max(1);
+                let first = utc_day(now_ns - (days - 1) * 86_400_000_000_000);
+                Some(format!("{} >= {}", filter.sql, sql.bind(Bind::Text(first))))
+            }
+        };
+        conditions.extend(condition);
+    }
+    let limit = sql.bind(Bind::Int(args.integer("limit")));
+    let mut text = format!("SELECT {} FROM {from}", select_list(shape.columns));
+    if !conditions.is_empty() {
+        text.push_str(" WHERE ");
+        text.push_str(&conditions.join(" AND "));
+    }
+    text.push_str(&format!(" ORDER BY {order} LIMIT {limit}"));
+    sql.text = text;
+    sql
+}
+
+/// A session's spans, events and logs, merged oldest first. Each part uses its table's
+/// (session_id, time) index.
+fn transcript(args: &Args) -> Sql {
+    let mut sql = Sql::default();
+    let session = sql.bind(Bind::Text(args.string("session_id").unwrap_or_default().to_owned()));
+    let since = args.time("since").map(|ns| sql.bind(Bind::Int(ns)));
+    let after = |column: &str| since.as_ref().map(|s| format!(" AND {column} >= {s}")).unwrap_or_default();
+    let limit = sql.bind(Bind::Int(args.integer("limit")));
+    sql.text = format!(
+        "SELECT t AS c_time, source AS c_source, kind AS c_kind, role AS c_role, model AS c_model, body AS c_text, \
+         tool_name AS c_tool_name, input_tokens AS c_input_tokens, output_tokens AS c_output_tokens, \
+         cost_nanocents AS c_cost_usd, trace_id AS c_trace_id, span_id AS c_span_id, run_id AS c_run_id, id AS c_id FROM ( \
+           SELECT start_ns AS t, 'span' AS source, COALESCE(operation, 'span') AS kind, '' AS role, \
+                  COALESCE(response_model, request_model, '') AS model, name AS body, '' AS tool_name, \
+                  COALESCE(input_tokens, 0) AS input_tokens, COALESCE(output_tokens, 0) AS output_tokens, \
+                  COALESCE(cost_nanocents, 0) AS cost_nanocents, trace_id, span_id, '' AS run_id, span_id AS id \
+             FROM spans WHERE session_id = {session}{spans_after} \
+           UNION ALL \
+           SELECT ts_ns, 'event', event_type, role, model, data, tool_name, input_tokens, output_tokens, cost_nanocents, \
+                  '', '', run_id, id \
+             FROM events WHERE session_id = {session}{events_after} \
+           UNION ALL \
+           SELECT time_ns, 'log', severity_text, '', '', body, '', 0, 0, 0, COALESCE(trace_id, ''), COALESCE(span_id, ''), \
+                  '', CAST(id AS TEXT) \
+             FROM logs WHERE session_id = {session}{logs_after} \
+         ) AS merged ORDER BY t, source, id LIMIT {limit}",
+        spans_after = after("start_ns"),
+        events_after = after("ts_ns"),
+        logs_after = after("time_ns"),
+    );
+    sql
+}
+
+async fn fetch(store: &Store, sql: Sql, columns: &'static [Col]) -> Result<Vec<Map<String, Json>>> {
+    let rows = on_reader!(store, |pool| {
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.text.clone()));
+        for bind in &sql.binds {
+            query = match bind {
+                Bind::Text(s) => query.bind(s.clone()),
+                Bind::Int(i) => query.bind(*i),
+            };
+        }
+        let rows = query.fetch_all(pool).await?;
+        rows.iter().map(|row| row_json(row, columns)).collect::<std::result::Result<Vec<_>, sqlx::Error>>()
+    })?;
+    Ok(rows)
+}
+
+/// Reads a row's columns by kind; implemented for both backends' rows by one body.
+trait JsonRow {
+    fn column_json(&self, index: usize, kind: ColKind) -> std::result::Result<Json, sqlx::Error>;
+}
+
+macro_rules! impl_json_row {
+    ($($row:ty),*) => {$(
+        impl JsonRow for $row {
+            fn column_json(&self, i: usize, kind: ColKind) -> std::result::Result<Json, sqlx::Error> {
+                Ok(match kind {
+                    ColKind::Text => self.try_get::<Option<String>, _>(i)?.map_or(Json::Null, Json::String),
+                    ColKind::Int => self.try_get::<Option<i64>, _>(i)?.map_or(Json::Null, Json::from),
+                    ColKind::Float => self.try_get::<Option<f64>, _>(i)?.map_or(Json::Null, float),
+                    ColKind::Time => self.try_get::<Option<i64>, _>(i)?.map_or(Json::Null, |ns| Json::String(rfc3339_ns(ns))),
+                    ColKind::CostUsd => self.try_get::<Option<i64>, _>(i)?.map_or(Json::Null, |n| float(nanocents_to_usd(n))),
+                    ColKind::DurationMs => self.try_get::<Option<i64>, _>(i)?.map_or(Json::Null, |ns| float(ns as f64 / 1e6)),
+                    ColKind::Json => self
+                        .try_get::<Option<String>, _>(i)?
+                        .map_or(Json::Null, |text| serde_json::from_str(&text).unwrap_or(Json::String(text))),
+                    ColKind::Status => self.try_get::<Option<i64>, _>(i)?.map_or(Json::Null, |code| {
+                        Json::from(match code {
+                            1 => "ok",
+                            2 => "error",
+                            _ => "unset",
+                        })
+                    }),
+                })
+            }
+        }
+    )*};
+}
+
+impl_json_row!(sqlx::sqlite::SqliteRow, sqlx::postgres::PgRow);
+
+fn row_json(row: &impl JsonRow, columns: &[Col]) -> std::result::Result<Map<String, Json>, sqlx::Error> {
+    columns.iter().enumerate().map(|(i, col)| Ok((col.name.to_owned(), row.column_json(i, col.kind)?))).collect()
+}
+
+fn float(value: f64) -> Json {
+    serde_json::Number::from_f64(value).map_or(Json::Null, Json::Number)
+}

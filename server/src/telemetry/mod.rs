@@ -1,0 +1,100 @@
+//! The observing half of roost: ingest of agent activity (OTLP traces, metrics and logs;
+//! custom runs and events; pushes from other nodes) into the telemetry store.
+//!
+//! Requests are converted to rows in their own task and committed in groups by one
+//! [`writer::Writer`]; a request is acknowledged only after its rows are committed. On a
+//! node that pushes to an upstream roost (`roost daemon --upstream`), each request is also
+//! stored in the outbox in the same transaction, so nothing acknowledged can miss the push.
+
+pub mod attributes;
+pub mod otlp;
+pub mod rows;
+pub mod runs;
+pub mod service;
+pub mod summaries;
+pub mod turns;
+pub mod writer;
+
+use std::sync::Arc;
+
+use opentelemetry_proto::tonic::collector::{
+    logs::v1::ExportLogsServiceRequest, metrics::v1::ExportMetricsServiceRequest, trace::v1::ExportTraceServiceRequest,
+};
+use prost::Message;
+use roost_proto::ApiError;
+use tokio::task::JoinHandle;
+
+use crate::{billing::metering::PriceBook, store::Store};
+use otlp::Rejected;
+use rows::Batch;
+use writer::{OutboxItem, Writer, Written};
+
+/// The ingest core, shared by the OTLP services, the ingest service and node push.
+pub struct Telemetry {
+    pub(crate) store: Store,
+    pub(crate) writer: Writer,
+    pub(crate) prices: PriceBook,
+    /// Whether ingested requests are also kept in the outbox for an upstream.
+    outbox: bool,
+    writer_task: std::sync::Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Telemetry {
+    /// Ingest into `store`, pricing GenAI usage with `prices`; `outbox` keeps every
+    /// request for a push upstream.
+    pub fn new(store: Store, prices: PriceBook, outbox: bool) -> Arc<Self> {
+        let (writer, task) = Writer::start(store.clone());
+        Arc::new(Self { store, writer, prices, outbox, writer_task: std::sync::Mutex::new(Some(task)) })
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The price book.
+    pub fn prices(&self) -> &PriceBook {
+        &self.prices
+    }
+
+    /// Writes a batch of local ingest (and the request for the outbox, when pushing).
+    pub(crate) async fn ingest(
+        &self,
+        batch: Batch,
+        kind: &'static str,
+        request: &impl Message,
+    ) -> Result<Written, ApiError> {
+        let outbox = self.outbox.then(|| OutboxItem { kind, payload: request.encode_to_vec() });
+        self.writer.write(batch, outbox, None).await
+    }
+
+    /// Stores an OTLP traces request; the spans it rejected.
+    pub async fn export_traces(&self, request: &ExportTraceServiceRequest) -> Result<Rejected, ApiError> {
+        let (batch, rejected) = otlp::traces::convert(request, &self.prices);
+        self.ingest(batch, "otlp_traces", request).await?;
+        Ok(rejected)
+    }
+
+    /// Stores an OTLP logs request; the records it rejected.
+    pub async fn export_logs(&self, request: &ExportLogsServiceRequest) -> Result<Rejected, ApiError> {
+        let (batch, rejected) = otlp::logs::convert(request, &self.prices);
+        self.ingest(batch, "otlp_logs", request).await?;
+        Ok(rejected)
+    }
+
+    /// Stores an OTLP metrics request; the data points it rejected.
+    pub async fn export_metrics(&self, request: &ExportMetricsServiceRequest) -> Result<Rejected, ApiError> {
+        let (batch, rejected) = otlp::metrics::convert(request);
+        self.ingest(batch, "otlp_metrics", request).await?;
+        Ok(rejected)
+    }
+
+    /// Writes what is queued and stops the writer.
+    pub async fn shutdown(&self) {
+        self.writer.flush().await;
+        let task = self.writer_task.lock().ok().and_then(|mut t| t.take());
+        if let Some(task) = task {
+            task.abort();
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! OTLP metrics → one row per data point.
+
+use opentelemetry_proto::tonic::{
+    collector::metrics::v1::ExportMetricsServiceRequest,
+    common::v1::KeyValue,
+    metrics::v1::{metric::Data, number_data_point::Value as Number},
+};
+use serde_json::json;
+
+use super::{Rejected, Resources, ns};
+use crate::telemetry::{
+    attributes::{string, to_json_text},
+    rows::{Batch, MetricRow},
+};
+
+/// The data points of a request; a metric without data is rejected.
+pub fn convert(request: &ExportMetricsServiceRequest) -> (Batch, Rejected) {
+    let mut batch = Batch::default();
+    let mut rejected = Rejected::default();
+    let mut resources = Resources::default();
+    for resource_metrics in &request.resource_metrics {
+        let resource = resource_metrics.resource.as_ref().map(|r| r.attributes.as_slice()).unwrap_or_default();
+        let resource_index = resources.intern(&mut batch, resource);
+        for scope_metrics in &resource_metrics.scope_metrics {
+            for metric in &scope_metrics.metrics {
+                let point = |kind: &'static str, attrs: &[KeyValue], time: u64, start: u64| MetricRow {
+                    name: metric.name.clone(),
+                    kind,
+                    unit: metric.unit.clone(),
+                    resource: resource_index,
+                    time_ns: ns(time),
+                    start_ns: ns(start),
+                    value: None,
+                    count: None,
+                    detail: None,
+                    attributes: to_json_text(attrs),
+                    session_id: string(attrs, "session.id").or_else(|| string(resource, "session.id")),
+                };
+                match &metric.data {
+                    Some(Data::Gauge(gauge)) => {
+                        for p in &gauge.data_points {
+                            let row = point("gauge", &p.attributes, p.time_unix_nano, p.start_time_unix_nano);
+                            batch.metrics.push(MetricRow { value: number(p.value), ..row });
+                        }
+                    }
+                    Some(Data::Sum(sum)) => {
+                        for p in &sum.data_points {
+                            let row = point("sum", &p.attributes, p.time_unix_nano, p.start_time_unix_nano);
+                            let detail =
+                                json!({"monotonic": sum.is_monotonic, "temporality": sum.aggregation_temporality});
+                            batch.metrics.push(MetricRow {
+                                value: number(p.value),
+                                detail: Some(detail.to_string()),
+                                ..row
+                            });
+                        }
+                    }
+                    Some(Data::Histogram(histogram)) => {
+                        for p in &histogram.data_points {
+                            let row = point("histogram", &p.attributes, p.time_unix_nano, p.start_time_unix_nano);
+                            let detail = json!({"bounds": p.explicit_bounds, "counts": p.bucket_counts, "min": p.min, "max": p.max});
+                            batch.metrics.push(MetricRow {
+                                value: p.sum,
+                                count: Some(p.count as i64),
+                                detail: Some(detail.to_string()),
+                                ..row
+                            });
+                        }
+                    }
+                    Some(Data::ExponentialHistogram(histogram)) => {
+                        for p in &histogram.data_points {
+                            let row =
+                                point("exponential_histogram", &p.attributes, p.time_unix_nano, p.start_time_unix_nano);
+                            let buckets = |b: &Option<_>| {
+                                b.as_ref().map(|b: &opentelemetry_proto::tonic::metrics::v1::exponential_histogram_data_point::Buckets| {
+                                    json!({"offset": b.offset, "counts": b.bucket_counts})
+                                })
+                            };
+                            let detail = json!({
+                                "scale": p.scale, "zero_count": p.zero_count, "positive": buckets(&p.positive),
+                                "negative": buckets(&p.negative), "min": p.min, "max": p.max,
+                            });
+                            batch.metrics.push(MetricRow {
+                                value: p.sum,
+                                count: Some(p.count as i64),
+                                detail: Some(detail.to_string()),
+                                ..row
+                            });
+                        }
+                    }
+                    Some(Data::Summary(summary)) => {
+                        for p in &summary.data_points {
+                            let row = point("summary", &p.attributes, p.time_unix_nano, p.start_time_unix_nano);
+                            let quantiles: Vec<_> = p
+                                .quantile_values
+                                .iter()
+                                .map(|q| json!({"quantile": q.quantile, "value": q.value}))
+                                .collect();
+                            batch.metrics.push(MetricRow {
+                                value: Some(p.sum),
+                                count: Some(p.count as i64),
+                                detail: Some(json!({ "quantiles": quantiles }).to_string()),
+                                ..row
+                            });
+                        }
+                    }
+                    None => rejected.add(|| format!("metric {:?} has no data", metric.name)),
+                }
+            }
+        }
+    }
+    (batch, rejected)
+}
+
+fn number(value: Option<Number>) -> Option<f64> {
+    match value? {
+        Number::AsDouble(d) => d.is_finite().then_some(d),
+        Number::AsInt(i) => Some(i as f64),
+    }
+}

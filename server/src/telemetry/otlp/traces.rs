@@ -1,0 +1,68 @@
+//! OTLP traces → span rows.
+
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+
+use super::{Rejected, Resources, id_hex, ns};
+use crate::{
+    billing::metering::PriceBook,
+    telemetry::{
+        attributes::{gen_ai, to_json_text},
+        rows::{Batch, SpanEventRow, SpanRow},
+    },
+};
+
+/// The spans of a request; spans with a missing or malformed trace or span id are
+/// rejected.
+pub fn convert(request: &ExportTraceServiceRequest, prices: &PriceBook) -> (Batch, Rejected) {
+    let mut batch = Batch::default();
+    let mut rejected = Rejected::default();
+    let mut resources = Resources::default();
+    for resource_spans in &request.resource_spans {
+        let resource = resource_spans.resource.as_ref().map(|r| r.attributes.as_slice()).unwrap_or_default();
+        let resource_index = resources.intern(&mut batch, resource);
+        for scope_spans in &resource_spans.scope_spans {
+            let scope = scope_spans.scope.as_ref().map(|s| s.name.clone()).unwrap_or_default();
+            for span in &scope_spans.spans {
+                let (Some(trace_id), Some(span_id)) = (id_hex(&span.trace_id, 16), id_hex(&span.span_id, 8)) else {
+                    rejected
+                        .add(|| format!("span {:?}: trace_id must be 16 bytes and span_id 8, not all zero", span.name));
+                    continue;
+                };
+                let parent_span_id = if span.parent_span_id.is_empty() {
+                    String::new()
+                } else if let Some(parent) = id_hex(&span.parent_span_id, 8) {
+                    parent
+                } else {
+                    rejected.add(|| format!("span {:?}: parent_span_id must be 8 bytes", span.name));
+                    continue;
+                };
+                let status = span.status.as_ref();
+                batch.spans.push(SpanRow {
+                    trace_id,
+                    span_id,
+                    parent_span_id,
+                    name: span.name.clone(),
+                    kind: span.kind,
+                    start_ns: ns(span.start_time_unix_nano),
+                    end_ns: ns(span.end_time_unix_nano.max(span.start_time_unix_nano)),
+                    status_code: status.map_or(0, |s| s.code),
+                    status_message: status.map(|s| s.message.clone()).unwrap_or_default(),
+                    resource: resource_index,
+                    scope: scope.clone(),
+                    gen_ai: gen_ai(&span.attributes, resource, prices),
+                    attributes: to_json_text(&span.attributes),
+                    events: span
+                        .events
+                        .iter()
+                        .map(|e| SpanEventRow {
+                            time_ns: ns(e.time_unix_nano),
+                            name: e.name.clone(),
+                            attributes: to_json_text(&e.attributes),
+                        })
+                        .collect(),
+                });
+            }
+        }
+    }
+    (batch, rejected)
+}

@@ -1,0 +1,246 @@
+//! What one ingest request becomes: rows for the telemetry store, ready to insert.
+//!
+//! Converting happens in the request's own task (in parallel across requests); the writer
+//! only inserts. Each row carries its GenAI fields already pulled out and priced.
+
+/// A resource (the `service.name` and other attributes shared by a request's items),
+/// stored once per distinct attribute set.
+#[derive(Debug, Clone)]
+pub struct ResourceRow {
+    /// Hash of the attributes, to find it again.
+    pub hash: String,
+    /// `service.name`, or "unknown_service".
+    pub service: String,
+    /// Attributes as a JSON object.
+    pub attributes: String,
+}
+
+/// The GenAI semantic-convention fields of a span, log or event.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GenAi {
+    /// `session.id`, else `gen_ai.conversation.id`.
+    pub session_id: Option<String>,
+    /// `gen_ai.agent.id`, else `roost.instance.id` (hosted agents' runtimes).
+    pub agent_id: Option<String>,
+    /// `gen_ai.operation.name`.
+    pub operation: Option<String>,
+    /// `gen_ai.system` (or `gen_ai.provider.name`).
+    pub system: Option<String>,
+    /// `gen_ai.request.model`.
+    pub request_model: Option<String>,
+    /// `gen_ai.response.model`.
+    pub response_model: Option<String>,
+    /// `gen_ai.usage.input_tokens`.
+    pub input_tokens: Option<i64>,
+    /// `gen_ai.usage.output_tokens`.
+    pub output_tokens: Option<i64>,
+    /// Cost of those tokens at the model's price (nanocents), when the model is priced.
+    pub cost_nanocents: Option<i64>,
+}
+
+impl GenAi {
+    /// The model that answered, else the one asked for.
+    pub fn model(&self) -> Option<&str> {
+        self.response_model.as_deref().or(self.request_model.as_deref())
+    }
+}
+
+/// A span.
+#[derive(Debug, Clone)]
+pub struct SpanRow {
+    /// Hex, 32 characters.
+    pub trace_id: String,
+    /// Hex, 16 characters.
+    pub span_id: String,
+    /// Hex, or "" for a root span.
+    pub parent_span_id: String,
+    /// Operation name.
+    pub name: String,
+    /// OTLP span kind number.
+    pub kind: i32,
+    /// Start (ns).
+    pub start_ns: i64,
+    /// End (ns).
+    pub end_ns: i64,
+    /// OTLP status code: 0 unset, 1 ok, 2 error.
+    pub status_code: i32,
+    /// Status message.
+    pub status_message: String,
+    /// Index into the batch's resources.
+    pub resource: usize,
+    /// Instrumentation scope name.
+    pub scope: String,
+    /// GenAI fields.
+    pub gen_ai: GenAi,
+    /// Span attributes as a JSON object.
+    pub attributes: String,
+    /// The span's events.
+    pub events: Vec<SpanEventRow>,
+}
+
+/// An event of a span.
+#[derive(Debug, Clone)]
+pub struct SpanEventRow {
+    /// When (ns).
+    pub time_ns: i64,
+    /// Its name.
+    pub name: String,
+    /// Attributes as a JSON object.
+    pub attributes: String,
+}
+
+/// A log record.
+#[derive(Debug, Clone)]
+pub struct LogRow {
+    /// When it happened (ns; the observed time when unset).
+    pub time_ns: i64,
+    /// When the collector saw it (ns).
+    pub observed_ns: i64,
+    /// OTLP severity number (9 info, 13 warn, 17 error...).
+    pub severity_number: i32,
+    /// Severity text.
+    pub severity_text: String,
+    /// The body, as text (JSON for structured bodies).
+    pub body: String,
+    /// Index into the batch's resources.
+    pub resource: usize,
+    /// Trace it belongs to, hex.
+    pub trace_id: Option<String>,
+    /// Span it belongs to, hex.
+    pub span_id: Option<String>,
+    /// Its session.
+    pub session_id: Option<String>,
+    /// Attributes as a JSON object.
+    pub attributes: String,
+}
+
+/// One data point of a metric.
+#[derive(Debug, Clone)]
+pub struct MetricRow {
+    /// Metric name.
+    pub name: String,
+    /// "gauge", "sum", "histogram", "exponential_histogram" or "summary".
+    pub kind: &'static str,
+    /// Unit.
+    pub unit: String,
+    /// Index into the batch's resources.
+    pub resource: usize,
+    /// When (ns).
+    pub time_ns: i64,
+    /// Start of the aggregation interval (ns), 0 if none.
+    pub start_ns: i64,
+    /// The value (gauges, sums) or the sum (histograms, summaries).
+    pub value: Option<f64>,
+    /// How many measurements (histograms, summaries).
+    pub count: Option<i64>,
+    /// Buckets, quantiles, min and max, as JSON.
+    pub detail: Option<String>,
+    /// Attributes as a JSON object.
+    pub attributes: String,
+    /// Its session, if an attribute names one.
+    pub session_id: Option<String>,
+}
+
+/// A new custom run.
+#[derive(Debug, Clone)]
+pub struct RunRow {
+    /// Run id.
+    pub id: String,
+    /// Runtime that produced it.
+    pub runtime: String,
+    /// Its session (the run id by default).
+    pub session_id: String,
+    /// Its agent.
+    pub agent_id: String,
+    /// Metadata as a JSON object.
+    pub metadata: String,
+    /// When it started (ns).
+    pub started_ns: i64,
+}
+
+/// An event of a custom run (or a hosted agent's turn).
+#[derive(Debug, Clone)]
+pub struct EventRow {
+    /// The run it belongs to.
+    pub run_id: String,
+    /// Idempotency key within the run.
+    pub id: String,
+    /// When (ns).
+    pub ts_ns: i64,
+    /// What happened.
+    pub event_type: String,
+    /// Its session.
+    pub session_id: String,
+    /// Its agent.
+    pub agent_id: String,
+    /// Tool name.
+    pub tool_name: String,
+    /// Model.
+    pub model: String,
+    /// Speaker role.
+    pub role: String,
+    /// Prompt tokens.
+    pub input_tokens: i64,
+    /// Completion tokens.
+    pub output_tokens: i64,
+    /// Cost at the model's price (nanocents; 0 when unpriced).
+    pub cost_nanocents: i64,
+    /// Anything else, as JSON.
+    pub data: String,
+}
+
+/// The end of a custom run.
+#[derive(Debug, Clone)]
+pub struct RunEnd {
+    /// The run.
+    pub run_id: String,
+    /// "completed", "failed" or "cancelled".
+    pub status: String,
+    /// When (ns).
+    pub ended_ns: i64,
+}
+
+/// Everything one request adds, written in one transaction with the others of its group.
+#[derive(Debug, Clone, Default)]
+pub struct Batch {
+    /// Resources the rows refer to by index.
+    pub resources: Vec<ResourceRow>,
+    /// Spans.
+    pub spans: Vec<SpanRow>,
+    /// Log records.
+    pub logs: Vec<LogRow>,
+    /// Metric points.
+    pub metrics: Vec<MetricRow>,
+    /// New runs.
+    pub runs: Vec<RunRow>,
+    /// Run events.
+    pub events: Vec<EventRow>,
+    /// Ended runs.
+    pub run_ends: Vec<RunEnd>,
+    /// The node that pushed this ('' for local ingest).
+    pub node_id: String,
+}
+
+impl Batch {
+    /// Adds another batch's rows (its resource indices shifted past this one's).
+    pub fn append(&mut self, mut other: Batch) {
+        let offset = self.resources.len();
+        self.resources.append(&mut other.resources);
+        self.spans.extend(other.spans.into_iter().map(|s| SpanRow { resource: s.resource + offset, ..s }));
+        self.logs.extend(other.logs.into_iter().map(|l| LogRow { resource: l.resource + offset, ..l }));
+        self.metrics.extend(other.metrics.into_iter().map(|m| MetricRow { resource: m.resource + offset, ..m }));
+        self.runs.append(&mut other.runs);
+        self.events.append(&mut other.events);
+        self.run_ends.append(&mut other.run_ends);
+    }
+
+    /// True when there is nothing to write.
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+            && self.logs.is_empty()
+            && self.metrics.is_empty()
+            && self.runs.is_empty()
+            && self.events.is_empty()
+            && self.run_ends.is_empty()
+    }
+}

@@ -1,0 +1,129 @@
+//! The gRPC face of ingest: OpenTelemetry's collector services (traces, logs, metrics) and
+//! roost's `IngestService`. The OTLP/HTTP and REST routes of the gateway call these.
+
+use std::sync::Arc;
+
+use opentelemetry_proto::tonic::collector::{
+    logs::v1::{
+        ExportLogsPartialSuccess, ExportLogsServiceRequest, ExportLogsServiceResponse, logs_service_server::LogsService,
+    },
+    metrics::v1::{
+        ExportMetricsPartialSuccess, ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+        metrics_service_server::MetricsService,
+    },
+    trace::v1::{
+        ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
+        trace_service_server::TraceService,
+    },
+};
+use roost_proto::v1::{
+    AddRunEventsRequest, AddRunEventsResponse, CreateRunRequest, CreateRunResponse, EndRunRequest, EndRunResponse,
+    GetRunRequest, GetRunResponse, HeartbeatRequest, HeartbeatResponse, PushBatchRequest, PushBatchResponse,
+    ingest_service_server::IngestService,
+};
+use tonic::{Request, Response, Status};
+
+use super::Telemetry;
+use crate::auth::Authenticator;
+
+/// The OTLP collector services over the ingest core.
+pub struct OtlpCore {
+    telemetry: Arc<Telemetry>,
+}
+
+impl OtlpCore {
+    /// The collector services for `telemetry`.
+    pub fn new(telemetry: Arc<Telemetry>) -> Self {
+        Self { telemetry }
+    }
+}
+
+#[tonic::async_trait]
+impl TraceService for OtlpCore {
+    async fn export(
+        &self,
+        req: Request<ExportTraceServiceRequest>,
+    ) -> Result<Response<ExportTraceServiceResponse>, Status> {
+        let rejected = self.telemetry.export_traces(req.get_ref()).await?;
+        let partial_success = (rejected.count > 0)
+            .then_some(ExportTracePartialSuccess { rejected_spans: rejected.count, error_message: rejected.message });
+        Ok(Response::new(ExportTraceServiceResponse { partial_success }))
+    }
+}
+
+#[tonic::async_trait]
+impl LogsService for OtlpCore {
+    async fn export(
+        &self,
+        req: Request<ExportLogsServiceRequest>,
+    ) -> Result<Response<ExportLogsServiceResponse>, Status> {
+        let rejected = self.telemetry.export_logs(req.get_ref()).await?;
+        let partial_success = (rejected.count > 0).then_some(ExportLogsPartialSuccess {
+            rejected_log_records: rejected.count,
+            error_message: rejected.message,
+        });
+        Ok(Response::new(ExportLogsServiceResponse { partial_success }))
+    }
+}
+
+#[tonic::async_trait]
+impl MetricsService for OtlpCore {
+    async fn export(
+        &self,
+        req: Request<ExportMetricsServiceRequest>,
+    ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
+        let rejected = self.telemetry.export_metrics(req.get_ref()).await?;
+        let partial_success = (rejected.count > 0).then_some(ExportMetricsPartialSuccess {
+            rejected_data_points: rejected.count,
+            error_message: rejected.message,
+        });
+        Ok(Response::new(ExportMetricsServiceResponse { partial_success }))
+    }
+}
+
+/// `IngestService` over the ingest core.
+pub struct IngestCore {
+    telemetry: Arc<Telemetry>,
+    auth: Arc<Authenticator>,
+}
+
+impl IngestCore {
+    /// The ingest service for `telemetry`; nodes authenticate with account keys.
+    pub fn new(telemetry: Arc<Telemetry>, auth: Arc<Authenticator>) -> Self {
+        Self { telemetry, auth }
+    }
+}
+
+#[tonic::async_trait]
+impl IngestService for IngestCore {
+    async fn create_run(&self, req: Request<CreateRunRequest>) -> Result<Response<CreateRunResponse>, Status> {
+        let run_id = self.telemetry.create_run(req.into_inner()).await?;
+        Ok(Response::new(CreateRunResponse { ok: true, run_id }))
+    }
+
+    async fn add_run_events(
+        &self,
+        req: Request<AddRunEventsRequest>,
+    ) -> Result<Response<AddRunEventsResponse>, Status> {
+        Ok(Response::new(self.telemetry.add_events(req.into_inner()).await?))
+    }
+
+    async fn end_run(&self, req: Request<EndRunRequest>) -> Result<Response<EndRunResponse>, Status> {
+        Ok(Response::new(self.telemetry.end_run(req.into_inner()).await?))
+    }
+
+    async fn get_run(&self, req: Request<GetRunRequest>) -> Result<Response<GetRunResponse>, Status> {
+        let run = self.telemetry.run(&req.get_ref().run_id).await?;
+        Ok(Response::new(GetRunResponse { run: Some(run.into()) }))
+    }
+
+    async fn heartbeat(&self, req: Request<HeartbeatRequest>) -> Result<Response<HeartbeatResponse>, Status> {
+        let account = self.auth.account_of(&req).await?;
+        Ok(Response::new(self.telemetry.heartbeat(&account, req.into_inner()).await?))
+    }
+
+    async fn push_batch(&self, req: Request<PushBatchRequest>) -> Result<Response<PushBatchResponse>, Status> {
+        let account = self.auth.account_of(&req).await?;
+        Ok(Response::new(self.telemetry.push_batch(&account, req.into_inner()).await?))
+    }
+}

@@ -1,0 +1,391 @@
+//! The summaries q/1 reads instead of raw rows: sessions, traces, services, daily usage
+//! per model and daily activity, plus each run's counters. Deltas are gathered in memory
+//! for a write group, then applied with one upsert per table.
+
+use std::collections::HashMap;
+
+use super::rows::{EventRow, LogRow, MetricRow, SpanRow};
+use crate::{Result, store::impl_for_connections, time::utc_day};
+
+/// OTLP severity number from which a log record counts as an error.
+const ERROR_SEVERITY: i32 = 17;
+/// OTLP span status code for errors.
+const STATUS_ERROR: i32 = 2;
+
+#[derive(Debug, Clone, Default)]
+struct SessionDelta {
+    agent_id: String,
+    service: String,
+    first_ns: i64,
+    last_ns: i64,
+    spans: i64,
+    events: i64,
+    logs: i64,
+    errors: i64,
+    input_tokens: i64,
+    output_tokens: i64,
+    cost: i64,
+    last_model: String,
+    last_model_ns: i64,
+}
+
+#[derive(Debug, Clone, Default)]
+struct TraceDelta {
+    start_ns: i64,
+    end_ns: i64,
+    spans: i64,
+    errors: i64,
+    root_name: String,
+    service: String,
+    session_id: String,
+    input_tokens: i64,
+    output_tokens: i64,
+    cost: i64,
+}
+
+#[derive(Debug, Clone, Default)]
+struct ServiceDelta {
+    first_ns: i64,
+    last_ns: i64,
+    spans: i64,
+    errors: i64,
+    logs: i64,
+    log_errors: i64,
+    metric_points: i64,
+}
+
+#[derive(Debug, Clone, Default)]
+struct UsageDelta {
+    calls: i64,
+    input_tokens: i64,
+    output_tokens: i64,
+    cost: i64,
+}
+
+#[derive(Debug, Clone, Default)]
+struct ActivityDelta {
+    spans: i64,
+    span_errors: i64,
+    logs: i64,
+    log_errors: i64,
+    metric_points: i64,
+    events: i64,
+    runs: i64,
+    input_tokens: i64,
+    output_tokens: i64,
+    cost: i64,
+}
+
+#[derive(Debug, Clone, Default)]
+struct RunDelta {
+    events: i64,
+    input_tokens: i64,
+    output_tokens: i64,
+    cost: i64,
+}
+
+/// Summary deltas of one write group.
+#[derive(Debug, Default)]
+pub struct Summaries {
+    sessions: HashMap<String, SessionDelta>,
+    traces: HashMap<String, TraceDelta>,
+    services: HashMap<String, ServiceDelta>,
+    usage: HashMap<(String, String), UsageDelta>,
+    activity: HashMap<String, ActivityDelta>,
+    runs: HashMap<String, RunDelta>,
+}
+
+fn widen(first: &mut i64, last: &mut i64, seen: bool, start: i64, end: i64) {
+    if seen {
+        *first = (*first).min(start);
+        *last = (*last).max(end);
+    } else {
+        (*first, *last) = (start, end);
+    }
+}
+
+impl Summaries {
+    fn session(&mut self, id: &str, start: i64, end: i64) -> &mut SessionDelta {
+        let seen = self.sessions.contains_key(id);
+        let delta = self.sessions.entry(id.to_owned()).or_default();
+        widen(&mut delta.first_ns, &mut delta.last_ns, seen, start, end);
+        delta
+    }
+
+    fn service(&mut self, name: &str, start: i64, end: i64) -> &mut ServiceDelta {
+        let seen = self.services.contains_key(name);
+        let delta = self.services.entry(name.to_owned()).or_default();
+        widen(&mut delta.first_ns, &mut delta.last_ns, seen, start, end);
+        delta
+    }
+
+    fn usage(&mut self, ns: i64, model: &str, input: i64, output: i64, cost: i64, call: bool) {
+        let usage = self.usage.entry((utc_day(ns), model.to_owned())).or_default();
+        usage.calls += i64::from(call);
+        usage.input_tokens += input;
+        usage.output_tokens += output;
+        usage.cost += cost;
+    }
+
+    fn activity(&mut self, ns: i64) -> &mut ActivityDelta {
+        self.activity.entry(utc_day(ns)).or_default()
+    }
+
+    /// Counts a newly stored span.
+    pub fn span(&mut self, span: &SpanRow, service: &str) {
+        let error = i64::from(span.status_code == STATUS_ERROR);
+        let g = &span.gen_ai;
+        let (input, output, cost) =
+            (g.input_tokens.unwrap_or(0), g.output_tokens.unwrap_or(0), g.cost_nanocents.unwrap_or(0));
+        let model = g.model().unwrap_or_default();
+
+        let trace_seen = self.traces.contains_key(&span.trace_id);
+        let trace = self.traces.entry(span.trace_id.clone()).or_default();
+        widen(&mut trace.start_ns, &mut trace.end_ns, trace_seen, span.start_ns, span.end_ns);
+        trace.spans += 1;
+        trace.errors += error;
+        trace.input_tokens += input;
+        trace.output_tokens += output;
+        trace.cost += cost;
+        if span.parent_span_id.is_empty() {
+            trace.root_name.clone_from(&span.name);
+            trace.service = service.to_owned();
+        } else if trace.service.is_empty() {
+            trace.service = service.to_owned();
+        }
+        if let Some(session) = &g.session_id {
+            trace.session_id.clone_from(session);
+            let delta = self.session(session, span.start_ns, span.end_ns);
+            delta.spans += 1;
+            delta.errors += error;
+            delta.input_tokens += input;
+            delta.output_tokens += output;
+            delta.cost += cost;
+            delta.service = service.to_owned();
+            if let Some(agent) = &g.agent_id {
+                delta.agent_id.clone_from(agent);
+            }
+            if !model.is_empty() && span.end_ns >= delta.last_model_ns {
+                (delta.last_model, delta.last_model_ns) = (model.to_owned(), span.end_ns);
+            }
+        }
+        let svc = self.service(service, span.start_ns, span.end_ns);
+        svc.spans += 1;
+        svc.errors += error;
+        if g.model().is_some() || input > 0 || output > 0 {
+            self.usage(span.start_ns, model, input, output, cost, g.model().is_some());
+        }
+        let day = self.activity(span.start_ns);
+        day.spans += 1;
+        day.span_errors += error;
+        day.input_tokens += input;
+        day.output_tokens += output;
+        day.cost += cost;
+    }
+
+    /// Counts a stored log record.
+    pub fn log(&mut self, log: &LogRow, service: &str) {
+        let error = i64::from(log.severity_number >= ERROR_SEVERITY);
+        if let Some(session) = &log.session_id {
+            let delta = self.session(session, log.time_ns, log.time_ns);
+            delta.logs += 1;
+            delta.errors += error;
+        }
+        let svc = self.service(service, log.time_ns, log.time_ns);
+        svc.logs += 1;
+        svc.log_errors += error;
+        let day = self.activity(log.time_ns);
+        day.logs += 1;
+        day.log_errors += error;
+    }
+
+    /// Counts a stored metric point.
+    pub fn metric(&mut self, point: &MetricRow, service: &str) {
+        self.service(service, point.time_ns, point.time_ns).metric_points += 1;
+        self.activity(point.time_ns).metric_points += 1;
+    }
+
+    /// Counts a new run.
+    pub fn run(&mut self, started_ns: i64) {
+        self.activity(started_ns).runs += 1;
+    }
+
+    /// Counts a newly stored event.
+    pub fn event(&mut self, event: &EventRow) {
+        let (input, output, cost) = (event.input_tokens, event.output_tokens, event.cost_nanocents);
+        let delta = self.session(&event.session_id, event.ts_ns, event.ts_ns);
+        delta.events += 1;
+        delta.input_tokens += input;
+        delta.output_tokens += output;
+        delta.cost += cost;
+        if !event.agent_id.is_empty() {
+            delta.agent_id.clone_from(&event.agent_id);
+        }
+        if !event.model.is_empty() && event.ts_ns >= delta.last_model_ns {
+            (delta.last_model, delta.last_model_ns) = (event.model.clone(), event.ts_ns);
+        }
+        let run = self.runs.entry(event.run_id.clone()).or_default();
+        run.events += 1;
+        run.input_tokens += input;
+        run.output_tokens += output;
+        run.cost += cost;
+        if !event.model.is_empty() || input > 0 || output > 0 {
+            self.usage(event.ts_ns, &event.model, input, output, cost, !event.model.is_empty());
+        }
+        let day = self.activity(event.ts_ns);
+        day.events += 1;
+        day.input_tokens += input;
+        day.output_tokens += output;
+        day.cost += cost;
+    }
+}
+
+/// How a backend spells the two-argument minimum and maximum.
+pub(crate) trait Dialect {
+    /// `MIN` (SQLite) or `LEAST` (PostgreSQL).
+    const LEAST: &'static str;
+    /// `MAX` (SQLite) or `GREATEST` (PostgreSQL).
+    const GREATEST: &'static str;
+}
+
+impl Dialect for sqlx::SqliteConnection {
+    const LEAST: &'static str = "MIN";
+    const GREATEST: &'static str = "MAX";
+}
+
+impl Dialect for sqlx::PgConnection {
+    const LEAST: &'static str = "LEAST";
+    const GREATEST: &'static str = "GREATEST";
+}
+
+/// Applying summary deltas inside the write transaction.
+pub(crate) trait SummaryTx {
+    /// One upsert per summary table.
+    async fn apply_summaries(&mut self, summaries: &Summaries) -> Result<()>;
+}
+
+impl_for_connections! {
+    impl SummaryTx {
+        async fn apply_summaries(&mut self, s: &Summaries) -> Result<()> {
+            let (least, greatest) = (Self::LEAST, Self::GREATEST);
+            if !s.sessions.is_empty() {
+                let mut q = sqlx::QueryBuilder::new(
+                    "INSERT INTO sessions (session_id, agent_id, service, first_ns, last_ns, spans, events, logs, errors, \
+                     input_tokens, output_tokens, cost_nanocents, last_model) ",
+                );
+                q.push_values(&s.sessions, |mut row, (id, d)| {
+                    row.push_bind(id).push_bind(&d.agent_id).push_bind(&d.service).push_bind(d.first_ns).push_bind(d.last_ns)
+                        .push_bind(d.spans).push_bind(d.events).push_bind(d.logs).push_bind(d.errors).push_bind(d.input_tokens)
+                        .push_bind(d.output_tokens).push_bind(d.cost).push_bind(&d.last_model);
+                });
+                q.push(format!(
+                    " ON CONFLICT (session_id) DO UPDATE SET \
+                     agent_id = CASE WHEN excluded.agent_id <> '' THEN excluded.agent_id ELSE sessions.agent_id END, \
+                     service = CASE WHEN excluded.service <> '' THEN excluded.service ELSE sessions.service END, \
+                     last_model = CASE WHEN excluded.last_model <> '' AND excluded.last_ns >= sessions.last_ns \
+                         THEN excluded.last_model ELSE sessions.last_model END, \
+                     first_ns = {least}(sessions.first_ns, excluded.first_ns), \
+                     last_ns = {greatest}(sessions.last_ns, excluded.last_ns), \
+                     spans = sessions.spans + excluded.spans, events = sessions.events + excluded.events, \
+                     logs = sessions.logs + excluded.logs, errors = sessions.errors + excluded.errors, \
+                     input_tokens = sessions.input_tokens + excluded.input_tokens, \
+                     output_tokens = sessions.output_tokens + excluded.output_tokens, \
+                     cost_nanocents = sessions.cost_nanocents + excluded.cost_nanocents"
+                ));
+                q.build().execute(&mut *self).await?;
+            }
+            if !s.traces.is_empty() {
+                let mut q = sqlx::QueryBuilder::new(
+                    "INSERT INTO traces (trace_id, start_ns, end_ns, spans, errors, root_name, service, session_id, \
+                     input_tokens, output_tokens, cost_nanocents) ",
+                );
+                q.push_values(&s.traces, |mut row, (id, d)| {
+                    row.push_bind(id).push_bind(d.start_ns).push_bind(d.end_ns).push_bind(d.spans).push_bind(d.errors)
+                        .push_bind(&d.root_name).push_bind(&d.service).push_bind(&d.session_id).push_bind(d.input_tokens)
+                        .push_bind(d.output_tokens).push_bind(d.cost);
+                });
+                q.push(format!(
+                    " ON CONFLICT (trace_id) DO UPDATE SET \
+                     root_name = CASE WHEN excluded.root_name <> '' THEN excluded.root_name ELSE traces.root_name END, \
+                     service = CASE WHEN excluded.root_name <> '' OR traces.service = '' THEN excluded.service ELSE traces.service END, \
+                     session_id = CASE WHEN excluded.session_id <> '' THEN excluded.session_id ELSE traces.session_id END, \
+                     start_ns = {least}(traces.start_ns, excluded.start_ns), end_ns = {greatest}(traces.end_ns, excluded.end_ns), \
+                     spans = traces.spans + excluded.spans, errors = traces.errors + excluded.errors, \
+                     input_tokens = traces.input_tokens + excluded.input_tokens, \
+                     output_tokens = traces.output_tokens + excluded.output_tokens, \
+                     cost_nanocents = traces.cost_nanocents + excluded.cost_nanocents"
+                ));
+                q.build().execute(&mut *self).await?;
+            }
+            if !s.services.is_empty() {
+                let mut q = sqlx::QueryBuilder::new(
+                    "INSERT INTO services (service, first_ns, last_ns, spans, errors, logs, log_errors, metric_points) ",
+                );
+                q.push_values(&s.services, |mut row, (name, d)| {
+                    row.push_bind(name).push_bind(d.first_ns).push_bind(d.last_ns).push_bind(d.spans).push_bind(d.errors)
+                        .push_bind(d.logs).push_bind(d.log_errors).push_bind(d.metric_points);
+                });
+                q.push(format!(
+                    " ON CONFLICT (service) DO UPDATE SET \
+                     first_ns = {least}(services.first_ns, excluded.first_ns), last_ns = {greatest}(services.last_ns, excluded.last_ns), \
+                     spans = services.spans + excluded.spans, errors = services.errors + excluded.errors, \
+                     logs = services.logs + excluded.logs, log_errors = services.log_errors + excluded.log_errors, \
+                     metric_points = services.metric_points + excluded.metric_points"
+                ));
+                q.build().execute(&mut *self).await?;
+            }
+            if !s.usage.is_empty() {
+                let mut q = sqlx::QueryBuilder::new(
+                    "INSERT INTO usage_daily (day, model, calls, input_tokens, output_tokens, cost_nanocents) ",
+                );
+                q.push_values(&s.usage, |mut row, ((day, model), d)| {
+                    row.push_bind(day).push_bind(model).push_bind(d.calls).push_bind(d.input_tokens)
+                        .push_bind(d.output_tokens).push_bind(d.cost);
+                });
+                q.push(
+                    " ON CONFLICT (day, model) DO UPDATE SET calls = usage_daily.calls + excluded.calls, \
+                     input_tokens = usage_daily.input_tokens + excluded.input_tokens, \
+                     output_tokens = usage_daily.output_tokens + excluded.output_tokens, \
+                     cost_nanocents = usage_daily.cost_nanocents + excluded.cost_nanocents",
+                );
+                q.build().execute(&mut *self).await?;
+            }
+            if !s.activity.is_empty() {
+                let mut q = sqlx::QueryBuilder::new(
+                    "INSERT INTO activity_daily (day, spans, span_errors, logs, log_errors, metric_points, events, runs, \
+                     input_tokens, output_tokens, cost_nanocents) ",
+                );
+                q.push_values(&s.activity, |mut row, (day, d)| {
+                    row.push_bind(day).push_bind(d.spans).push_bind(d.span_errors).push_bind(d.logs).push_bind(d.log_errors)
+                        .push_bind(d.metric_points).push_bind(d.events).push_bind(d.runs).push_bind(d.input_tokens)
+                        .push_bind(d.output_tokens).push_bind(d.cost);
+                });
+                q.push(
+                    " ON CONFLICT (day) DO UPDATE SET spans = activity_daily.spans + excluded.spans, \
+                     span_errors = activity_daily.span_errors + excluded.span_errors, logs = activity_daily.logs + excluded.logs, \
+                     log_errors = activity_daily.log_errors + excluded.log_errors, \
+                     metric_points = activity_daily.metric_points + excluded.metric_points, \
+                     events = activity_daily.events + excluded.events, runs = activity_daily.runs + excluded.runs, \
+                     input_tokens = activity_daily.input_tokens + excluded.input_tokens, \
+                     output_tokens = activity_daily.output_tokens + excluded.output_tokens, \
+                     cost_nanocents = activity_daily.cost_nanocents + excluded.cost_nanocents",
+                );
+                q.build().execute(&mut *self).await?;
+            }
+            for (run_id, d) in &s.runs {
+                sqlx::query(
+                    "UPDATE runs SET events = events + $2, input_tokens = input_tokens + $3, \
+                     output_tokens = output_tokens + $4, cost_nanocents = cost_nanocents + $5 WHERE id = $1",
+                )
+                .bind(run_id)
+                .bind(d.events)
+                .bind(d.input_tokens)
+                .bind(d.output_tokens)
+                .bind(d.cost)
+                .execute(&mut *self)
+                .await?;
+            }
+            Ok(())
+        }
+    }
+}

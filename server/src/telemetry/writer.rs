@@ -1,0 +1,426 @@
+//! The telemetry writer: one task that commits ingested batches in groups.
+//!
+//! Every ingest request hands its [`Batch`] to the writer and waits: it is acknowledged
+//! (the OTLP response, the events' ids) only once the group holding it has committed.
+//! Grouping is what makes ingest fast: one transaction (one fsync) for all the requests
+//! that arrived while the previous group was being written. If a group fails, each of its
+//! requests is retried alone, so one bad request cannot fail the others.
+//!
+//! Spans are stored once per (trace_id, span_id) and events once per (run_id, id): a
+//! resent request (an exporter retry, a node re-pushing) adds nothing. Summaries count
+//! only what was actually stored.
+
+use std::collections::{HashMap, HashSet};
+
+use roost_proto::{ApiError, ErrorReason};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{error, warn};
+
+use super::{
+    rows::{Batch, EventRow, SpanRow},
+    summaries::{Summaries, SummaryTx},
+};
+use crate::{
+    Error, Result,
+    store::{BeginWrite, Store, impl_for_connections, on_writer},
+    time::now_ms,
+};
+
+/// Requests per group at most.
+const MAX_JOBS: usize = 64;
+/// Rows per group at most (a group stops growing once past it).
+const MAX_ROWS: usize = 50_000;
+/// Rows per INSERT statement (24 parameters each stays under SQLite's 32,766).
+const ROWS_PER_INSERT: usize = 1_000;
+/// Requests waiting for the writer before ingest calls wait too (backpressure).
+const QUEUE: usize = 256;
+
+/// A request to push upstream later (daemon role), stored with the batch.
+#[derive(Debug, Clone)]
+pub struct OutboxItem {
+    /// What the payload is ("otlp_traces", "run_events", ...).
+    pub kind: &'static str,
+    /// The request, protobuf-encoded.
+    pub payload: Vec<u8>,
+}
+
+/// How far a node's pushed items have been applied (central role).
+#[derive(Debug, Clone)]
+pub struct NodeCursor {
+    /// The node.
+    pub node_id: String,
+    /// Its highest item applied with this batch.
+    pub applied_through: i64,
+}
+
+/// What writing a batch stored.
+#[derive(Debug, Clone, Default)]
+pub struct Written {
+    /// Spans stored (not counting ones already there).
+    pub spans: usize,
+    /// For each event of the batch, in order: whether it was new.
+    pub new_events: Vec<bool>,
+}
+
+struct Job {
+    batch: Batch,
+    outbox: Option<OutboxItem>,
+    cursor: Option<NodeCursor>,
+    ack: oneshot::Sender<Result<Written, ApiError>>,
+}
+
+impl Job {
+    fn rows(&self) -> usize {
+        let b = &self.batch;
+        b.spans.len() + b.logs.len() + b.metrics.len() + b.events.len() + b.runs.len() + 1
+    }
+}
+
+/// The handle batches are written through.
+#[derive(Clone)]
+pub struct Writer {
+    jobs: mpsc::Sender<Job>,
+}
+
+impl Writer {
+    /// Starts the writer task; it ends after writing what is queued once every handle is
+    /// dropped.
+    pub fn start(store: Store) -> (Self, tokio::task::JoinHandle<()>) {
+        let (jobs, rx) = mpsc::channel(QUEUE);
+        (Self { jobs }, tokio::spawn(write_loop(store, rx)))
+    }
+
+    /// Writes a batch (with an outbox item or a node cursor, if given) and returns once it
+    /// is committed.
+    pub async fn write(
+        &self,
+        batch: Batch,
+        outbox: Option<OutboxItem>,
+        cursor: Option<NodeCursor>,
+    ) -> Result<Written, ApiError> {
+        if batch.is_empty() && outbox.is_none() && cursor.is_none() {
+            return Ok(Written::default());
+        }
+        self.submit(batch, outbox, cursor).await
+    }
+
+    /// Returns once everything handed to the writer before this call is committed.
+    pub async fn flush(&self) {
+        let _ = self.submit(Batch::default(), None, None).await;
+    }
+
+    async fn submit(
+        &self,
+        batch: Batch,
+        outbox: Option<OutboxItem>,
+        cursor: Option<NodeCursor>,
+    ) -> Result<Written, ApiError> {
+        let (ack, done) = oneshot::channel();
+        let stopped = || ApiError::new(ErrorReason::Unavailable, "roost is shutting down; retry");
+        self.jobs.send(Job { batch, outbox, cursor, ack }).await.map_err(|_| stopped())?;
+        done.await.map_err(|_| stopped())?
+    }
+}
+
+/// Resource ids already in the store, by hash (only ids of committed rows are kept).
+type ResourceCache = HashMap<String, i64>;
+
+async fn write_loop(store: Store, mut jobs: mpsc::Receiver<Job>) {
+    let mut cache = ResourceCache::new();
+    while let Some(first) = jobs.recv().await {
+        let mut rows = first.rows();
+        let mut group = vec![first];
+        while group.len() < MAX_JOBS && rows < MAX_ROWS {
+            match jobs.try_recv() {
+                Ok(job) => {
+                    rows += job.rows();
+                    group.push(job);
+                }
+                Err(_) => break,
+            }
+        }
+        match write_group(&store, &group, &mut cache).await {
+            Ok(written) => {
+                for (job, written) in group.into_iter().zip(written) {
+                    let _ = job.ack.send(Ok(written));
+                }
+            }
+            Err(err) if group.len() > 1 => {
+                warn!(error = %err, requests = group.len(), "ingest group failed; writing its requests one by one");
+                for job in group {
+                    let result = write_group(&store, std::slice::from_ref(&job), &mut cache).await;
+                    let _ = job.ack.send(result.map(|mut w| w.remove(0)).map_err(|e| failure(&e)));
+                }
+            }
+            Err(err) => {
+                for job in group {
+                    let _ = job.ack.send(Err(failure(&err)));
+                }
+            }
+        }
+    }
+}
+
+fn failure(err: &Error) -> ApiError {
+    error!(error = %err, "ingest write failed");
+    err.to_api()
+}
+
+/// One transaction for a group of requests.
+async fn write_group(store: &Store, group: &[Job], cache: &mut ResourceCache) -> Result<Vec<Written>> {
+    let now_ns = now_ms() * 1_000_000;
+    let (written, new_resources) = on_writer!(store, |pool| {
+        let mut tx = pool.begin_write().await?;
+        let mut summaries = Summaries::default();
+        let mut new_resources = Vec::new();
+        let mut written = Vec::with_capacity(group.len());
+        for job in group {
+            let ids = tx.resource_ids(&job.batch, cache, &mut new_resources, now_ns).await?;
+            written.push(tx.write_batch(&job.batch, &ids, &mut summaries).await?);
+            if let Some(item) = &job.outbox {
+                tx.insert_outbox(item, now_ns).await?;
+            }
+            if let Some(cursor) = &job.cursor {
+                tx.advance_cursor(cursor).await?;
+            }
+        }
+        tx.apply_summaries(&summaries).await?;
+        tx.commit().await?;
+        Ok::<_, Error>((written, new_resources))
+    })?;
+    cache.extend(new_resources);
+    Ok(written)
+}
+
+/// Row statements inside the write transaction.
+trait IngestTx {
+    /// The store ids of a batch's resources, inserting new ones.
+    async fn resource_ids(
+        &mut self,
+        batch: &Batch,
+        cache: &ResourceCache,
+        new: &mut Vec<(String, i64)>,
+        now_ns: i64,
+    ) -> Result<Vec<i64>>;
+    /// Every row of the batch; counts what was stored into `summaries`.
+    async fn write_batch(&mut self, batch: &Batch, resource_ids: &[i64], summaries: &mut Summaries) -> Result<Written>;
+    /// Spans of `batch` not stored before; returns the keys of the new ones.
+    async fn insert_spans(
+        &mut self,
+        spans: &[&SpanRow],
+        batch: &Batch,
+        resource_ids: &[i64],
+    ) -> Result<HashSet<(String, String)>>;
+    /// Events not stored before; returns the (run_id, id) of the new ones.
+    async fn insert_events(&mut self, events: &[EventRow], node_id: &str) -> Result<HashSet<(String, String)>>;
+    /// Stores an outbox item.
+    async fn insert_outbox(&mut self, item: &OutboxItem, now_ns: i64) -> Result<()>;
+    /// Records how far a node's items are applied.
+    async fn advance_cursor(&mut self, cursor: &NodeCursor) -> Result<()>;
+}
+
+impl_for_connections! {
+    impl IngestTx {
+        async fn resource_ids(
+            &mut self,
+            batch: &Batch,
+            cache: &ResourceCache,
+            new: &mut Vec<(String, i64)>,
+            now_ns: i64,
+        ) -> Result<Vec<i64>> {
+            let mut ids = Vec::with_capacity(batch.resources.len());
+            for resource in &batch.resources {
+                let known = cache.get(&resource.hash).copied().or_else(|| new.iter().find(|(h, _)| *h == resource.hash).map(|(_, id)| *id));
+                if let Some(id) = known {
+                    ids.push(id);
+                    continue;
+                }
+                sqlx::query(
+                    "INSERT INTO resources (hash, service, attributes, first_ns) VALUES ($1, $2, $3, $4) ON CONFLICT (hash) DO NOTHING",
+                )
+                .bind(&resource.hash)
+                .bind(&resource.service)
+                .bind(&resource.attributes)
+                .bind(now_ns)
+                .execute(&mut *self)
+                .await?;
+                let id: i64 = sqlx::query_scalar("SELECT id FROM resources WHERE hash = $1")
+                    .bind(&resource.hash)
+                    .fetch_one(&mut *self)
+                    .await?;
+                new.push((resource.hash.clone(), id));
+                ids.push(id);
+            }
+            Ok(ids)
+        }
+
+        async fn write_batch(&mut self, batch: &Batch, resource_ids: &[i64], summaries: &mut Summaries) -> Result<Written> {
+            let service = |index: usize| batch.resources.get(index).map_or("unknown_service", |r| r.service.as_str());
+            let mut written = Written::default();
+
+            // Spans: the first copy of each key within the batch, then whatever the store
+            // did not have.
+            let mut seen = HashSet::with_capacity(batch.spans.len());
+            let unique: Vec<&SpanRow> =
+                batch.spans.iter().filter(|s| seen.insert((s.trace_id.as_str(), s.span_id.as_str()))).collect();
+            let mut stored = Vec::with_capacity(unique.len());
+            for chunk in unique.chunks(ROWS_PER_INSERT) {
+                let new = self.insert_spans(chunk, batch, resource_ids).await?;
+                stored.extend(chunk.iter().filter(|s| new.contains(&(s.trace_id.clone(), s.span_id.clone()))).copied());
+            }
+            written.spans = stored.len();
+            let span_events: Vec<_> = stored.iter().flat_map(|s| s.events.iter().map(move |e| (*s, e))).collect();
+            for chunk in span_events.chunks(ROWS_PER_INSERT) {
+                let mut q = sqlx::QueryBuilder::new("INSERT INTO span_events (trace_id, span_id, time_ns, name, attributes) ");
+                q.push_values(chunk, |mut row, (span, event)| {
+                    row.push_bind(&span.trace_id).push_bind(&span.span_id).push_bind(event.time_ns).push_bind(&event.name)
+                        .push_bind(&event.attributes);
+                });
+                q.build().execute(&mut *self).await?;
+            }
+            for span in &stored {
+                summaries.span(span, service(span.resource));
+            }
+
+            for chunk in batch.logs.chunks(ROWS_PER_INSERT) {
+                let mut q = sqlx::QueryBuilder::new(
+                    "INSERT INTO logs (time_ns, observed_ns, severity_number, severity_text, body, service, resource_id, \
+                     trace_id, span_id, session_id, attributes, node_id) ",
+                );
+                q.push_values(chunk, |mut row, log| {
+                    row.push_bind(log.time_ns).push_bind(log.observed_ns).push_bind(log.severity_number)
+                        .push_bind(&log.severity_text).push_bind(&log.body).push_bind(service(log.resource))
+                        .push_bind(resource_ids.get(log.resource).copied().unwrap_or_default()).push_bind(&log.trace_id)
+                        .push_bind(&log.span_id).push_bind(&log.session_id).push_bind(&log.attributes)
+                        .push_bind(&batch.node_id);
+                });
+                q.build().execute(&mut *self).await?;
+            }
+            for log in &batch.logs {
+                summaries.log(log, service(log.resource));
+            }
+
+            for chunk in batch.metrics.chunks(ROWS_PER_INSERT) {
+                let mut q = sqlx::QueryBuilder::new(
+                    "INSERT INTO metric_points (name, kind, unit, service, resource_id, time_ns, start_ns, value, count, \
+                     detail, attributes, session_id, node_id) ",
+                );
+                q.push_values(chunk, |mut row, point| {
+                    row.push_bind(&point.name).push_bind(point.kind).push_bind(&point.unit).push_bind(service(point.resource))
+                        .push_bind(resource_ids.get(point.resource).copied().unwrap_or_default()).push_bind(point.time_ns)
+                        .push_bind(point.start_ns).push_bind(point.value).push_bind(point.count).push_bind(&point.detail)
+                        .push_bind(&point.attributes).push_bind(&point.session_id).push_bind(&batch.node_id);
+                });
+                q.build().execute(&mut *self).await?;
+            }
+            for point in &batch.metrics {
+                summaries.metric(point, service(point.resource));
+            }
+
+            for run in &batch.runs {
+                let inserted = sqlx::query(
+                    "INSERT INTO runs (id, runtime, session_id, agent_id, metadata, status, started_ns, node_id) \
+                     VALUES ($1, $2, $3, $4, $5, 'running', $6, $7) ON CONFLICT (id) DO NOTHING",
+                )
+                .bind(&run.id)
+                .bind(&run.runtime)
+                .bind(&run.session_id)
+                .bind(&run.agent_id)
+                .bind(&run.metadata)
+                .bind(run.started_ns)
+                .bind(&batch.node_id)
+                .execute(&mut *self)
+                .await?
+                .rows_affected();
+                if inserted > 0 {
+                    summaries.run(run.started_ns);
+                }
+            }
+
+            let mut new_events = HashSet::new();
+            for chunk in batch.events.chunks(ROWS_PER_INSERT) {
+                new_events.extend(self.insert_events(chunk, &batch.node_id).await?);
+            }
+            // Within one batch, only the first copy of an id counts as new.
+            let mut counted = HashSet::new();
+            written.new_events = batch
+                .events
+                .iter()
+                .map(|e| {
+                    let key = (e.run_id.clone(), e.id.clone());
+                    let new = new_events.contains(&key) && counted.insert(key);
+                    if new {
+                        summaries.event(e);
+                    }
+                    new
+                })
+                .collect();
+
+            for end in &batch.run_ends {
+                sqlx::query("UPDATE runs SET status = $2, ended_ns = $3 WHERE id = $1 AND ended_ns IS NULL")
+                    .bind(&end.run_id)
+                    .bind(&end.status)
+                    .bind(end.ended_ns)
+                    .execute(&mut *self)
+                    .await?;
+            }
+            Ok(written)
+        }
+
+        async fn insert_spans(&mut self, spans: &[&SpanRow], batch: &Batch, resource_ids: &[i64]) -> Result<HashSet<(String, String)>> {
+            let service = |index: usize| batch.resources.get(index).map_or("unknown_service", |r| r.service.as_str());
+            let mut q = sqlx::QueryBuilder::new(
+                "INSERT INTO spans (trace_id, span_id, parent_span_id, name, kind, start_ns, end_ns, status_code, \
+                 status_message, service, resource_id, scope, session_id, agent_id, operation, gen_ai_system, \
+                 request_model, response_model, input_tokens, output_tokens, cost_nanocents, attributes, node_id) ",
+            );
+            q.push_values(spans, |mut row, span| {
+                let g = &span.gen_ai;
+                row.push_bind(&span.trace_id).push_bind(&span.span_id).push_bind(&span.parent_span_id).push_bind(&span.name)
+                    .push_bind(span.kind).push_bind(span.start_ns).push_bind(span.end_ns).push_bind(span.status_code)
+                    .push_bind(&span.status_message).push_bind(service(span.resource)).push_bind(resource_ids.get(span.resource).copied().unwrap_or_default())
+                    .push_bind(&span.scope).push_bind(&g.session_id).push_bind(&g.agent_id).push_bind(&g.operation)
+                    .push_bind(&g.system).push_bind(&g.request_model).push_bind(&g.response_model).push_bind(g.input_tokens)
+                    .push_bind(g.output_tokens).push_bind(g.cost_nanocents).push_bind(&span.attributes).push_bind(&batch.node_id);
+            });
+            q.push(" ON CONFLICT (trace_id, span_id) DO NOTHING RETURNING trace_id, span_id");
+            let rows: Vec<(String, String)> = q.build_query_as().fetch_all(&mut *self).await?;
+            Ok(rows.into_iter().collect())
+        }
+
+        async fn insert_events(&mut self, events: &[EventRow], node_id: &str) -> Result<HashSet<(String, String)>> {
+            let mut q = sqlx::QueryBuilder::new(
+                "INSERT INTO events (run_id, id, ts_ns, event_type, session_id, agent_id, tool_name, model, role, \
+                 input_tokens, output_tokens, cost_nanocents, data, node_id) ",
+            );
+            q.push_values(events, |mut row, e| {
+                row.push_bind(&e.run_id).push_bind(&e.id).push_bind(e.ts_ns).push_bind(&e.event_type).push_bind(&e.session_id)
+                    .push_bind(&e.agent_id).push_bind(&e.tool_name).push_bind(&e.model).push_bind(&e.role)
+                    .push_bind(e.input_tokens).push_bind(e.output_tokens).push_bind(e.cost_nanocents).push_bind(&e.data)
+                    .push_bind(node_id);
+            });
+            q.push(" ON CONFLICT (run_id, id) DO NOTHING RETURNING run_id, id");
+            let rows: Vec<(String, String)> = q.build_query_as().fetch_all(&mut *self).await?;
+            Ok(rows.into_iter().collect())
+        }
+
+        async fn insert_outbox(&mut self, item: &OutboxItem, now_ns: i64) -> Result<()> {
+            sqlx::query("INSERT INTO outbox (kind, payload, created_ns) VALUES ($1, $2, $3)")
+                .bind(item.kind)
+                .bind(&item.payload)
+                .bind(now_ns)
+                .execute(&mut *self)
+                .await?;
+            Ok(())
+        }
+
+        async fn advance_cursor(&mut self, cursor: &NodeCursor) -> Result<()> {
+            sqlx::query("UPDATE nodes SET applied_through = $2 WHERE node_id = $1 AND applied_through < $2")
+                .bind(&cursor.node_id)
+                .bind(cursor.applied_through)
+                .execute(&mut *self)
+                .await?;
+            Ok(())
+        }
+    }
+}

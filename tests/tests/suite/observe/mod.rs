@@ -1,0 +1,22 @@
+//! The observing half end to end: OTLP ingest over every wire, custom runs and events,
+//! q/1, and node push.
+
+mod hosted;
+mod node;
+mod otlp;
+mod query;
+mod runs;
+
+use roost_tests::Api;
+use serde_json::{Map, Value, json};
+
+/// Runs a q/1 shape over REST; its rows.
+pub async fn q1(api: &Api, shape: &str, args: Value) -> Vec<Map<String, Value>> {
+    let reply = api.post("/api/local/query", json!({"shape": shape, "args": args})).await.ok();
+    assert_eq!(reply["contract"], "q/1", "{reply}");
+    assert_eq!(reply["shape"], shape);
+    let rows: Vec<Map<String, Value>> =
+        reply["rows"].as_array().unwrap().iter().map(|r| r.as_object().unwrap().clone()).collect();
+    assert_eq!(reply["count"], rows.len());
+    rows
+}
