@@ -8,6 +8,7 @@ use crate::{
     agents::HostingConfig,
     node::pusher::PushConfig,
     store::{DatabaseUrl, StoreOptions},
+    telemetry::retention::RetentionConfig,
 };
 
 /// Everything the server needs to start.
@@ -26,6 +27,8 @@ pub struct ServeConfig {
     /// How long in-flight requests may run after a shutdown signal before their
     /// connections are closed.
     pub shutdown_grace: Duration,
+    /// Bounds of the raw telemetry.
+    pub retention: RetentionConfig,
     /// Push everything ingested to an upstream roost (the daemon role), if set.
     pub push: Option<PushConfig>,
     /// More addresses serving the same endpoints, such as OTLP's conventional 4317 (gRPC)
@@ -43,6 +46,7 @@ impl ServeConfig {
             gateway: GatewayOptions::default(),
             hosting: HostingConfig::default(),
             shutdown_grace: Duration::from_secs(30),
+            retention: RetentionConfig::default(),
             push: None,
             extra_addrs: Vec::new(),
         }

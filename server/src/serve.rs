@@ -21,7 +21,7 @@ use crate::{
     store::Store,
     system::SystemCore,
     telemetry::{
-        Telemetry,
+        Telemetry, retention,
         service::{IngestCore, OtlpCore},
         turns::TurnEvents,
     },
@@ -50,6 +50,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     let workers = CancellationToken::new();
     let renewals = tokio::spawn(renewal::run(hosting.clone(), workers.clone()));
 
+    let retention = tokio::spawn(retention::run(store.clone(), config.retention.clone(), workers.clone()));
     let pusher = config.push.clone().map(|push| tokio::spawn(pusher::run(store.clone(), push, workers.clone())));
 
     let auth = Arc::new(Authenticator::new(store.clone(), &config.data_dir));
@@ -117,6 +118,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     servers.abort_all();
     workers.cancel();
     let _ = renewals.await;
+    let _ = retention.await;
     if let Some(pusher) = pusher {
         let _ = pusher.await;
     }

@@ -14,6 +14,7 @@ use crate::{
     runtimes::{Catalogue, assistant::Upstream},
     serve,
     shutdown::cancel_on_signal,
+    telemetry::retention::RetentionConfig,
 };
 
 /// Flags of `roost serve`.
@@ -56,6 +57,15 @@ pub struct ServeArgs {
     /// Also serve on this address, for OTLP exporters' default HTTP port (e.g. 127.0.0.1:4318).
     #[arg(long, env = "ROOST_OTLP_HTTP_ADDR", value_name = "ADDR")]
     otlp_http_addr: Option<String>,
+    /// Delete observed telemetry older than this many days (0 keeps it forever).
+    #[arg(long, env = "ROOST_RETENTION_DAYS", default_value_t = 30)]
+    retention_days: u64,
+    /// Keep the store under this many MiB by deleting the oldest telemetry (0: no bound).
+    #[arg(long, env = "ROOST_RETENTION_MAX_MB", default_value_t = 0)]
+    retention_max_mb: u64,
+    /// Seconds between retention passes.
+    #[arg(long, env = "ROOST_RETENTION_CHECK_SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    retention_check_secs: u64,
     /// OpenAI-compatible base URL byok assistant agents call with their own key.
     #[arg(long, env = "ROOST_BYOK_UPSTREAM_URL", value_name = "URL", default_value = "https://api.openai.com/v1")]
     byok_upstream_url: String,
@@ -81,6 +91,11 @@ impl ServeArgs {
             .clone()
             .map(|base_url| Upstream { base_url, api_key: self.model_upstream_key.clone() });
         hosting.byok_upstream_url.clone_from(&self.byok_upstream_url);
+        config.retention = RetentionConfig {
+            max_age: (self.retention_days > 0).then(|| Duration::from_secs(self.retention_days.saturating_mul(86_400))),
+            max_bytes: (self.retention_max_mb > 0).then(|| self.retention_max_mb.saturating_mul(1024 * 1024)),
+            every: Duration::from_secs(self.retention_check_secs),
+        };
         config.extra_addrs = self.otlp_grpc_addr.iter().chain(&self.otlp_http_addr).cloned().collect();
         Ok(config)
     }

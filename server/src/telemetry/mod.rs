@@ -8,6 +8,7 @@
 
 pub mod attributes;
 pub mod otlp;
+pub mod retention;
 pub mod rows;
 pub mod runs;
 pub mod service;

@@ -5,6 +5,7 @@ mod hosted;
 mod node;
 mod otlp;
 mod query;
+mod retention;
 mod runs;
 
 use roost_tests::Api;
