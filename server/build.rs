@@ -1,5 +1,6 @@
 //! Records what `POST /api/version` reports about the build: the git commit, the build time
-//! and the target. Reruns only when HEAD moves, so ordinary rebuilds stay incremental.
+//! and the target. Reruns only when HEAD or the migrations move, so ordinary rebuilds stay
+//! incremental.
 
 use std::{
     env,
@@ -16,6 +17,10 @@ fn main() {
             println!("cargo:rerun-if-changed={}", git_dir.join(watched).display());
         }
     }
+    // `sqlx::migrate!` embeds the migration files, but with any rerun-if-changed line here
+    // cargo stops noticing a new file in the directory; watching it makes a new migration
+    // rebuild the crate.
+    println!("cargo:rerun-if-changed=migrations");
     println!("cargo:rerun-if-env-changed=ROOST_GIT_COMMIT");
     println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");
 

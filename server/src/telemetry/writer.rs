@@ -369,22 +369,38 @@ impl_for_connections! {
 
         async fn insert_spans(&mut self, spans: &[&SpanRow], batch: &Batch, resource_ids: &[i64]) -> Result<HashSet<(String, String)>> {
             let service = |index: usize| batch.resources.get(index).map_or("unknown_service", |r| r.service.as_str());
-            let mut q = sqlx::QueryBuilder::new(
-                "INSERT INTO spans (trace_id, span_id, parent_span_id, name, kind, start_ns, end_ns, status_code, \
-                 status_message, service, resource_id, scope, session_id, agent_id, operation, gen_ai_system, \
-                 request_model, response_model, input_tokens, output_tokens, cost_nanocents, attributes, node_id) ",
-            );
-            q.push_values(spans, |mut row, span| {
-                let g = &span.gen_ai;
-                row.push_bind(&span.trace_id).push_bind(&span.span_id).push_bind(&span.parent_span_id).push_bind(&span.name)
-                    .push_bind(span.kind).push_bind(span.start_ns).push_bind(span.end_ns).push_bind(span.status_code)
-                    .push_bind(&span.status_message).push_bind(service(span.resource)).push_bind(resource_ids.get(span.resource).copied().unwrap_or_default())
-                    .push_bind(&span.scope).push_bind(&g.session_id).push_bind(&g.agent_id).push_bind(&g.operation)
-                    .push_bind(&g.system).push_bind(&g.request_model).push_bind(&g.response_model).push_bind(g.input_tokens)
-                    .push_bind(g.output_tokens).push_bind(g.cost_nanocents).push_bind(&span.attributes).push_bind(&batch.node_id);
-            });
-            q.push(" ON CONFLICT (trace_id, span_id) DO NOTHING RETURNING trace_id, span_id");
+            let build = || {
+                let mut q = sqlx::QueryBuilder::new(
+                    "INSERT INTO spans (trace_id, span_id, parent_span_id, name, kind, start_ns, end_ns, status_code, \
+                     status_message, service, resource_id, scope, session_id, agent_id, operation, gen_ai_system, \
+                     request_model, response_model, input_tokens, output_tokens, cost_nanocents, attributes, node_id) ",
+                );
+                q.push_values(spans, |mut row, span| {
+                    let g = &span.gen_ai;
+                    row.push_bind(&span.trace_id).push_bind(&span.span_id).push_bind(&span.parent_span_id).push_bind(&span.name)
+                        .push_bind(span.kind).push_bind(span.start_ns).push_bind(span.end_ns).push_bind(span.status_code)
+                        .push_bind(&span.status_message).push_bind(service(span.resource)).push_bind(resource_ids.get(span.resource).copied().unwrap_or_default())
+                        .push_bind(&span.scope).push_bind(&g.session_id).push_bind(&g.agent_id).push_bind(&g.operation)
+                        .push_bind(&g.system).push_bind(&g.request_model).push_bind(&g.response_model).push_bind(g.input_tokens)
+                        .push_bind(g.output_tokens).push_bind(g.cost_nanocents).push_bind(&span.attributes).push_bind(&batch.node_id);
+                });
+                q.push(" ON CONFLICT (trace_id, span_id) DO NOTHING");
+                q
+            };
+            // Usually every span is new: insert without RETURNING (no rows to send back),
+            // and only when the count says some were already stored (an exporter's retry),
+            // undo it and insert again with RETURNING to learn which.
+            sqlx::query("SAVEPOINT spans").execute(&mut *self).await?;
+            let inserted = build().build().execute(&mut *self).await?.rows_affected();
+            if inserted as usize == spans.len() {
+                sqlx::query("RELEASE SAVEPOINT spans").execute(&mut *self).await?;
+                return Ok(spans.iter().map(|s| (s.trace_id.clone(), s.span_id.clone())).collect());
+            }
+            sqlx::query("ROLLBACK TO SAVEPOINT spans").execute(&mut *self).await?;
+            let mut q = build();
+            q.push(" RETURNING trace_id, span_id");
             let rows: Vec<(String, String)> = q.build_query_as().fetch_all(&mut *self).await?;
+            sqlx::query("RELEASE SAVEPOINT spans").execute(&mut *self).await?;
             Ok(rows.into_iter().collect())
         }
 

@@ -1,0 +1,216 @@
+//! Observing benchmarks (DESIGN.md targets: OTLP/HTTP protobuf span ingest on SQLite,
+//! acknowledged = committed, ≥ 100,000 spans/s; q/1 `sessions`, `spans` and `traces` with
+//! 1M spans stored, p99 < 20 ms).
+//!
+//! `cargo bench -p roost-tests --bench observe` runs the real server in this process
+//! (release build) and posts pre-encoded OTLP/HTTP protobuf requests from concurrent
+//! clients; a request counts once its 200 (sent after commit) arrives. Then it times q/1
+//! queries over REST against what was stored.
+//!
+//! Knobs (environment): ROOST_BENCH_SPANS (1000000), ROOST_BENCH_SPANS_PER_REQUEST (500),
+//! ROOST_BENCH_CONCURRENCY (8), ROOST_BENCH_QUERIES (200), ROOST_BENCH_BACKEND
+//! (sqlite|postgres).
+
+// Benchmark code: a failed unwrap is a broken run.
+#![allow(clippy::unwrap_used)]
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use opentelemetry_proto::tonic::{
+    collector::trace::v1::ExportTraceServiceRequest,
+    common::v1::{AnyValue, KeyValue, any_value::Value},
+    resource::v1::Resource,
+    trace::v1::{ResourceSpans, ScopeSpans, Span, Status},
+};
+use prost::Message;
+use roost_tests::{Backend, TestServer};
+use serde_json::{Value as Json, json};
+
+fn knob(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    runtime.block_on(run());
+}
+
+const SESSIONS: u64 = 2_000;
+const SERVICES: u64 = 10;
+
+fn string(key: &str, value: String) -> KeyValue {
+    KeyValue { key: key.into(), value: Some(AnyValue { value: Some(Value::StringValue(value)) }), ..Default::default() }
+}
+
+fn int(key: &str, value: i64) -> KeyValue {
+    KeyValue { key: key.into(), value: Some(AnyValue { value: Some(Value::IntValue(value)) }), ..Default::default() }
+}
+
+/// Request `n`: `per_request` spans in traces of 5 spans, the first of each an LLM call.
+fn request(n: usize, per_request: usize, start_ns: u64) -> Vec<u8> {
+    let service = n as u64 % SERVICES;
+    let spans = (0..per_request)
+        .map(|i| {
+            let global = (n * per_request + i) as u64;
+            let trace = global / 5;
+            let session = trace % SESSIONS;
+            let mut trace_id = [0u8; 16];
+            trace_id[..8].copy_from_slice(&trace.to_be_bytes());
+            trace_id[8] = 1;
+            let root = global.is_multiple_of(5);
+            let mut attributes = vec![string("session.id", format!("session-{session}"))];
+            if root {
+                attributes.extend([
+                    string("gen_ai.operation.name", "chat".into()),
+                    string("gen_ai.system", "openai".into()),
+                    string("gen_ai.request.model", "gpt-4o-mini".into()),
+                    int("gen_ai.usage.input_tokens", 800),
+                    int("gen_ai.usage.output_tokens", 200),
+                ]);
+            } else {
+                attributes.push(string("tool.name", format!("tool-{}", global % 7)));
+            }
+            let start = start_ns + global * 1_000;
+            Span {
+                trace_id: trace_id.to_vec(),
+                span_id: (global + 1).to_be_bytes().to_vec(),
+                parent_span_id: if root { Vec::new() } else { (trace * 5 + 1).to_be_bytes().to_vec() },
+                name: if root { "chat gpt-4o-mini".into() } else { "tool call".into() },
+                kind: 1,
+                start_time_unix_nano: start,
+                end_time_unix_nano: start + 250_000,
+                attributes,
+                status: global.is_multiple_of(97).then(|| Status { code: 2, message: "failed".into() }),
+                ..Default::default()
+            }
+        })
+        .collect();
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource {
+                attributes: vec![string("service.name", format!("svc-{service}"))],
+                ..Default::default()
+            }),
+            scope_spans: vec![ScopeSpans { spans, ..Default::default() }],
+            ..Default::default()
+        }],
+    }
+    .encode_to_vec()
+}
+
+async fn run() {
+    let backend = match std::env::var("ROOST_BENCH_BACKEND").as_deref() {
+        Ok("postgres") => Backend::Postgres,
+        _ => Backend::Sqlite,
+    };
+    let total = knob("ROOST_BENCH_SPANS", 1_000_000);
+    let per_request = knob("ROOST_BENCH_SPANS_PER_REQUEST", 500);
+    let concurrency = knob("ROOST_BENCH_CONCURRENCY", 8);
+    let queries = knob("ROOST_BENCH_QUERIES", 200);
+    let server = TestServer::start(backend).await;
+    let requests = total / per_request;
+    println!(
+        "backend {}, {requests} requests of {per_request} spans, {concurrency} concurrent clients",
+        backend.name()
+    );
+
+    let start_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+        - 3_600_000_000_000;
+    let bodies: Arc<Vec<Vec<u8>>> = Arc::new((0..requests).map(|n| request(n, per_request, start_ns)).collect());
+    let bytes: usize = bodies.iter().map(Vec::len).sum();
+    println!("encoded {:.1} MB of OTLP protobuf", bytes as f64 / 1e6);
+
+    let next = Arc::new(AtomicUsize::new(0));
+    let url = server.url("/v1/traces");
+    let started = Instant::now();
+    let workers: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let (bodies, next, url, http) = (bodies.clone(), next.clone(), url.clone(), server.http.clone());
+            tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                loop {
+                    let n = next.fetch_add(1, Ordering::Relaxed);
+                    if n >= bodies.len() {
+                        return latencies;
+                    }
+                    let sent = Instant::now();
+                    let resp = http
+                        .post(&url)
+                        .header("content-type", "application/x-protobuf")
+                        .body(bodies[n].clone())
+                        .send()
+                        .await
+                        .unwrap();
+                    assert_eq!(resp.status(), 200);
+                    let _ = resp.bytes().await.unwrap();
+                    latencies.push(sent.elapsed());
+                }
+            })
+        })
+        .collect();
+    let mut latencies = Vec::new();
+    for worker in workers {
+        latencies.extend(worker.await.unwrap());
+    }
+    let elapsed = started.elapsed();
+    println!(
+        "ingest: {} spans in {:.2} s = {:.0} spans/s (acknowledged after commit); per request {}",
+        requests * per_request,
+        elapsed.as_secs_f64(),
+        (requests * per_request) as f64 / elapsed.as_secs_f64(),
+        percentiles(&mut latencies)
+    );
+    let stored = server.api(None).post("/api/local/query", json!({"shape": "aggregates"})).await.ok();
+    let spans: i64 = stored["rows"].as_array().unwrap().iter().map(|d| d["spans"].as_i64().unwrap()).sum();
+    assert_eq!(spans as usize, requests * per_request, "every acknowledged span is stored");
+    println!("resident memory after ingest: {:.0} MiB (server and clients)", rss_mib());
+
+    let api = server.api(None);
+    let cases: Vec<(&str, Json)> = vec![
+        ("sessions", json!({})),
+        ("sessions", json!({"limit": 500})),
+        ("sessions", json!({"service": "svc-3"})),
+        ("spans", json!({})),
+        ("spans", json!({"limit": 1000})),
+        ("spans", json!({"session_id": "session-42"})),
+        ("spans", json!({"trace_id": "00000000000003e80100000000000000"})),
+        ("spans", json!({"service": "svc-7"})),
+        ("spans", json!({"errors_only": true})),
+        ("traces", json!({})),
+        ("traces", json!({"session_id": "session-42"})),
+        ("traces", json!({"service": "svc-2", "limit": 200})),
+    ];
+    for (shape, args) in cases {
+        let mut samples = Vec::with_capacity(queries);
+        let mut rows = 0;
+        for _ in 0..queries {
+            let sent = Instant::now();
+            let reply = api.post("/api/local/query", json!({"shape": shape, "args": args})).await.ok();
+            samples.push(sent.elapsed());
+            rows = reply["count"].as_i64().unwrap();
+        }
+        println!("q/1 {shape} {args}: {} ({rows} rows)", percentiles(&mut samples));
+    }
+}
+
+fn percentiles(samples: &mut [Duration]) -> String {
+    samples.sort_unstable();
+    let at = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize].as_secs_f64() * 1000.0;
+    format!("p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms", at(0.5), at(0.99), at(1.0))
+}
+
+fn rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0.0);
+    kib / 1024.0
+}
