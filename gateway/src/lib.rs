@@ -5,6 +5,7 @@
 //! The JSON bodies are the `roost.v1` messages themselves (they derive serde), and every
 //! error is the `{"error", "code"}` body of the shared error table.
 
+pub mod access;
 mod call;
 mod codec;
 mod error;
@@ -24,6 +25,7 @@ use roost_proto::v1::{
     query_service_server::QueryService, system_service_server::SystemService,
 };
 
+pub use access::AccessPolicy;
 pub use call::Call;
 pub use error::HttpError;
 pub use extract::{InstanceId, JsonBody, LimitQuery};

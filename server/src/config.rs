@@ -2,7 +2,7 @@
 
 use std::{path::PathBuf, time::Duration};
 
-use roost_gateway::GatewayOptions;
+use roost_gateway::{AccessPolicy, GatewayOptions};
 
 use crate::{
     agents::HostingConfig,
@@ -34,6 +34,9 @@ pub struct ServeConfig {
     /// More addresses serving the same endpoints, such as OTLP's conventional 4317 (gRPC)
     /// and 4318 (HTTP).
     pub extra_addrs: Vec<String>,
+    /// Who may call the dashboard side (`SERVICE_API_TOKENS`). The ingest token for hosted
+    /// runtimes is generated at start; one set here is replaced.
+    pub access: AccessPolicy,
 }
 
 impl ServeConfig {
@@ -49,6 +52,7 @@ impl ServeConfig {
             retention: RetentionConfig::default(),
             push: None,
             extra_addrs: Vec::new(),
+            access: AccessPolicy::default(),
         }
     }
 }

@@ -18,6 +18,7 @@ use crate::{
     grpc::{self, Services},
     node::pusher,
     query::QueryCore,
+    runtimes::process::OtlpExport,
     store::Store,
     system::SystemCore,
     telemetry::{
@@ -43,8 +44,13 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     let telemetry = Telemetry::new(store.clone(), config.hosting.prices.clone(), config.push.is_some());
     let (turn_events, turn_events_task) = TurnEvents::start(telemetry.clone());
     // Process runtimes send their telemetry back here.
-    let own_url = format!("http://{}", reachable(addr));
-    let hosting = Hosting::new(store.clone(), config.hosting.clone(), &config.data_dir, own_url, Some(turn_events))
+    let mut access = config.access.clone();
+    access.ingest_token = Some(crate::ids::random_base32(32));
+    let otlp = OtlpExport {
+        endpoint: format!("http://{}", reachable(addr)),
+        token: access.ingest_token.clone().unwrap_or_default(),
+    };
+    let hosting = Hosting::new(store.clone(), config.hosting.clone(), &config.data_dir, otlp, Some(turn_events))
         .context("preparing the runtimes directory")?;
     hosting.restore().await.context("restoring hosted agents")?;
     let workers = CancellationToken::new();
@@ -74,7 +80,9 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         options: Arc::new(config.gateway.clone()),
     };
     let (router, _health) = grpc::add_services(roost_gateway::router(core), &services).await?;
-    let app = router.layer(TraceLayer::new_for_http());
+    let app = router
+        .layer(axum::middleware::from_fn_with_state(Arc::new(access), roost_gateway::access::enforce))
+        .layer(TraceLayer::new_for_http());
 
     let mut listeners = vec![listener];
     for extra in &config.extra_addrs {

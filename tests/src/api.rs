@@ -14,6 +14,11 @@ pub struct Reply {
 }
 
 impl Reply {
+    /// The answer to a request built by hand (custom headers, another base URL).
+    pub async fn of(request: reqwest::RequestBuilder) -> Self {
+        reply(request.send().await).await
+    }
+
     /// The body of a 2xx answer; panics with the answer otherwise.
     #[track_caller]
     pub fn ok(self) -> Value {

@@ -43,8 +43,10 @@ pub type WithKey = InterceptedService<Channel, BearerKey>;
 /// `127.0.0.1:0`. Stops (and drops its data) when dropped; [`TestServer::stop`] stops it
 /// gracefully and reports how serving ended.
 pub struct TestServer {
-    /// Where it listens.
+    /// Where it is reached on loopback.
     pub addr: SocketAddr,
+    /// The address its listener is bound to (`addr`, or a wildcard one: [`TestServer::start_public`]).
+    pub bound: SocketAddr,
     /// An HTTP client for REST and SSE calls.
     pub http: reqwest::Client,
     /// The server's configuration, as started.
@@ -76,7 +78,30 @@ impl TestServer {
             }
         };
         configure(&mut config);
-        Self::launch(config, database, data_dir, None).await
+        Self::launch(config, database, data_dir, "127.0.0.1:0".parse().expect("address")).await
+    }
+
+    /// Like [`TestServer::start_with`], but listening on every interface, so a test can
+    /// also reach it from a non-loopback address ([`TestServer::public_url`]).
+    pub async fn start_public(backend: Backend, configure: impl FnOnce(&mut ServeConfig)) -> Self {
+        let mut server = Self::start_with(backend, configure).await;
+        let (config, database, data_dir) = (server.config.clone(), server._database.take(), server.data_dir.take());
+        server.shutdown.cancel();
+        if let Some(task) = server.task.take() {
+            let _ = task.await;
+        }
+        Self::launch(config, database, data_dir.expect("data dir"), "0.0.0.0:0".parse().expect("address")).await
+    }
+
+    /// `path` on this machine's first non-loopback address (a server from
+    /// [`TestServer::start_public`]); panics when the machine has none.
+    pub fn public_url(&self, path: &str) -> String {
+        // Connecting a UDP socket sends nothing; it only picks the outgoing interface.
+        let socket = std::net::UdpSocket::bind("0.0.0.0:0").expect("udp socket");
+        socket.connect("192.0.2.1:9").expect("a route off loopback");
+        let ip = socket.local_addr().expect("local address").ip();
+        assert!(!ip.is_loopback(), "this machine has no non-loopback address");
+        format!("http://{ip}:{}{path}", self.bound.port())
     }
 
     /// Stops roost gracefully and starts it again on the same port, data directory and
@@ -97,26 +122,26 @@ impl TestServer {
             .expect("served");
         let output = while_down.await;
         let (config, database, data_dir) = (self.config.clone(), self._database.take(), self.data_dir.take());
-        (Self::launch(config, database, data_dir.expect("data dir"), Some(self.addr)).await, output)
+        (Self::launch(config, database, data_dir.expect("data dir"), self.bound).await, output)
     }
 
-    async fn launch(
-        config: ServeConfig,
-        database: Option<TestDatabase>,
-        data_dir: TempDir,
-        addr: Option<SocketAddr>,
-    ) -> Self {
+    async fn launch(config: ServeConfig, database: Option<TestDatabase>, data_dir: TempDir, bind: SocketAddr) -> Self {
         // RUST_LOG=… shows the server's log in a test's output.
         if std::env::var_os("RUST_LOG").is_some() {
             roost_server::logging::init(roost_server::logging::LogFormat::Text);
         }
-        let bind = addr.map_or_else(|| "127.0.0.1:0".to_owned(), |a| a.to_string());
-        let listener = TcpListener::bind(&bind).await.expect("bind the test listener");
-        let addr = listener.local_addr().expect("local addr");
+        let listener = TcpListener::bind(bind).await.expect("bind the test listener");
+        let bound = listener.local_addr().expect("local addr");
+        let addr = if bound.ip().is_unspecified() {
+            SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), bound.port())
+        } else {
+            bound
+        };
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(roost_server::serve::run(config.clone(), listener, shutdown.clone()));
         let server = Self {
             addr,
+            bound,
             http: reqwest::Client::builder().timeout(Duration::from_secs(60)).build().expect("reqwest client"),
             config,
             shutdown,

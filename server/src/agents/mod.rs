@@ -81,20 +81,20 @@ pub struct Hosting {
 
 impl Hosting {
     /// The core over `store`. Process runtimes find roost's example runtime in
-    /// `<data_dir>/runtimes` and send telemetry to `otlp_endpoint` (roost itself).
+    /// `<data_dir>/runtimes` and send telemetry to `otlp` (roost itself).
     ///
     /// Turns are reported to `turn_events` as observed activity, when given.
     pub fn new(
         store: Store,
         config: HostingConfig,
         data_dir: &Path,
-        otlp_endpoint: String,
+        otlp: process::OtlpExport,
         turn_events: Option<TurnEvents>,
     ) -> std::io::Result<Arc<Self>> {
         let runtimes_dir = data_dir.join("runtimes");
         process::ProcessDriver::install_example(&runtimes_dir)?;
         let drivers = Drivers {
-            process: process::ProcessDriver::new(runtimes_dir, otlp_endpoint, config.boot_timeout),
+            process: process::ProcessDriver::new(runtimes_dir, otlp, config.boot_timeout),
             assistant: assistant::AssistantDriver::new(
                 store.clone(),
                 config.model_upstream.clone(),

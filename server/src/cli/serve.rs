@@ -69,6 +69,11 @@ pub struct ServeArgs {
     /// OpenAI-compatible base URL byok assistant agents call with their own key.
     #[arg(long, env = "ROOST_BYOK_UPSTREAM_URL", value_name = "URL", default_value = "https://api.openai.com/v1")]
     byok_upstream_url: String,
+    /// Comma-separated tokens; when set, every dashboard call (query, feature, stream,
+    /// ingest and control routes) needs `Authorization: Bearer <token>` (`?token=` on SSE
+    /// paths). Unset, only loopback clients are served.
+    #[arg(long, env = "SERVICE_API_TOKENS", value_name = "TOKENS", value_delimiter = ',', hide_env_values = true)]
+    api_tokens: Vec<String>,
 }
 
 impl ServeArgs {
@@ -96,6 +101,8 @@ impl ServeArgs {
             max_bytes: (self.retention_max_mb > 0).then(|| self.retention_max_mb.saturating_mul(1024 * 1024)),
             every: Duration::from_secs(self.retention_check_secs),
         };
+        config.access.api_tokens =
+            self.api_tokens.iter().map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()).collect();
         config.extra_addrs = self.otlp_grpc_addr.iter().chain(&self.otlp_http_addr).cloned().collect();
         Ok(config)
     }

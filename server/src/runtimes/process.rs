@@ -44,21 +44,31 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 /// How many of a child's last stderr lines a boot failure quotes.
 const STDERR_TAIL: usize = 8;
 
+/// Where process runtimes send their OTLP telemetry: roost itself.
+#[derive(Debug, Clone)]
+pub struct OtlpExport {
+    /// roost's base URL (`OTEL_EXPORTER_OTLP_ENDPOINT`).
+    pub endpoint: String,
+    /// The ingest token the access policy accepts on the OTLP paths only, so the children
+    /// can send telemetry when `SERVICE_API_TOKENS` is set without holding a dashboard token.
+    pub token: String,
+}
+
 /// Starts process machines.
 pub struct ProcessDriver {
     runtimes_dir: PathBuf,
-    otlp_endpoint: String,
+    otlp: OtlpExport,
     boot_timeout: Duration,
     client: reqwest::Client,
 }
 
 impl ProcessDriver {
     /// A driver whose commands may use `{runtimes_dir}`, whose children send telemetry to
-    /// `otlp_endpoint`, and whose boots fail after `boot_timeout`.
-    pub fn new(runtimes_dir: PathBuf, otlp_endpoint: String, boot_timeout: Duration) -> Self {
+    /// `otlp`, and whose boots fail after `boot_timeout`.
+    pub fn new(runtimes_dir: PathBuf, otlp: OtlpExport, boot_timeout: Duration) -> Self {
         // Children are on loopback: never route to them through a proxy from the environment.
         let client = reqwest::Client::builder().no_proxy().build().unwrap_or_default();
-        Self { runtimes_dir, otlp_endpoint, boot_timeout, client }
+        Self { runtimes_dir, otlp, boot_timeout, client }
     }
 
     /// Writes the example runtime into the runtimes directory (only when it changed, so a
@@ -120,7 +130,9 @@ impl ProcessDriver {
             ("MODEL_MODE", spec.model_mode.as_str().to_owned()),
             ("MODEL", spec.model.clone()),
             ("ROOST_INSTANCE_ID", spec.instance_id.clone()),
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", self.otlp_endpoint.clone()),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", self.otlp.endpoint.clone()),
+            // The OTLP exporter header syntax: key=value, the value percent-encoded.
+            ("OTEL_EXPORTER_OTLP_HEADERS", format!("authorization=Bearer%20{}", self.otlp.token)),
             ("OTEL_SERVICE_NAME", spec.runtime.id.clone()),
             (
                 "OTEL_RESOURCE_ATTRIBUTES",

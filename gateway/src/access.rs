@@ -1,0 +1,274 @@
+//! Who may call the dashboard side of roost (DESIGN.md, "Observing": access).
+//!
+//! One policy for the whole port, gRPC included, keyed by path:
+//! - open: `/healthz`, `/skill.md`, grpc.health and reflection;
+//! - the hosted-agent API (`/api/provision`, `/api/instances…`, `/api/account…`, `/mcp`,
+//!   `AgentService`, `AccountService`) and node push (`/ingest/*`, `IngestService`'s
+//!   `Heartbeat`/`PushBatch`) check their own keys in the core;
+//! - everything else is the dashboard: the query API, feature APIs, streams, ingest,
+//!   control and update routes, and any path added later (deny by default).
+//!
+//! Dashboard calls: with `SERVICE_API_TOKENS` unset, only loopback peers are served (the
+//! peer address of the TCP connection; `X-Forwarded-For` is never trusted, so behind a
+//! reverse proxy set tokens). With tokens set, the call needs `Authorization: Bearer
+//! <token>`, or `?token=` on the SSE paths (EventSource cannot send headers). Mutating calls
+//! (anything but GET/HEAD/OPTIONS) also need `Origin`, else `Referer`, when present, to name
+//! the host the request was sent to: a page on another site cannot drive roost through a
+//! browser that happens to be on the same machine.
+//!
+//! Hosted process runtimes send their OTLP telemetry back to roost; they get an internal
+//! ingest token (never a dashboard token), accepted on the OTLP paths only.
+
+use std::{net::SocketAddr, sync::Arc};
+
+use axum::{
+    body::Body,
+    extract::{ConnectInfo, Request, State},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+use http::{HeaderMap, Method, header};
+use roost_proto::{ApiError, ErrorReason};
+
+use crate::HttpError;
+
+/// The SSE paths, where a token may also come as `?token=`.
+pub const STREAM_PATHS: [&str; 3] = ["/api/brain-stream", "/api/health-stream", "/api/logs"];
+
+/// Who may call the dashboard.
+#[derive(Debug, Clone, Default)]
+pub struct AccessPolicy {
+    /// `SERVICE_API_TOKENS`: when non-empty, dashboard calls need one of them.
+    pub api_tokens: Vec<String>,
+    /// Accepted on the OTLP ingest paths only: what hosted runtimes present.
+    pub ingest_token: Option<String>,
+}
+
+/// How a path is guarded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Guard {
+    /// Anyone.
+    Open,
+    /// The core checks an account key or node token itself.
+    OwnKeys,
+    /// A dashboard call: token or loopback, and the origin check when mutating.
+    Dashboard,
+}
+
+/// The guard of a request path.
+pub fn guard(path: &str) -> Guard {
+    const OPEN: [&str; 2] = ["/healthz", "/skill.md"];
+    const OPEN_PREFIXES: [&str; 2] = ["/grpc.health.v1.", "/grpc.reflection."];
+    const OWN_KEYS: [&str; 3] = ["/api/runtimes", "/api/provision", "/mcp"];
+    const OWN_KEYS_PREFIXES: [&str; 8] = [
+        "/api/instances",
+        "/api/account",
+        "/mcp/",
+        "/ingest/",
+        "/roost.v1.AgentService/",
+        "/roost.v1.AccountService/",
+        "/roost.v1.IngestService/Heartbeat",
+        "/roost.v1.IngestService/PushBatch",
+    ];
+    if OPEN.contains(&path) || OPEN_PREFIXES.iter().any(|p| path.starts_with(p)) {
+        Guard::Open
+    } else if OWN_KEYS.contains(&path) || OWN_KEYS_PREFIXES.iter().any(|p| path.starts_with(p)) {
+        Guard::OwnKeys
+    } else {
+        Guard::Dashboard
+    }
+}
+
+/// Whether `path` takes OTLP ingest (HTTP or gRPC).
+fn is_otlp(path: &str) -> bool {
+    matches!(path, "/v1/traces" | "/v1/metrics" | "/v1/logs") || path.starts_with("/opentelemetry.proto.collector.")
+}
+
+impl AccessPolicy {
+    /// Checks a request; `Err` is the refusal to send.
+    pub fn check(
+        &self,
+        method: &Method,
+        path: &str,
+        query: Option<&str>,
+        headers: &HeaderMap,
+        peer: Option<SocketAddr>,
+    ) -> Result<(), ApiError> {
+        if guard(path) != Guard::Dashboard {
+            return Ok(());
+        }
+        let presented =
+            bearer(headers).or_else(|| STREAM_PATHS.contains(&path).then(|| query.and_then(token_param)).flatten());
+        if self.api_tokens.is_empty() {
+            let loopback = peer.is_some_and(|p| p.ip().to_canonical().is_loopback());
+            let runtime = is_otlp(path) && presented.is_some() && matches(presented, self.ingest_token.iter());
+            if !loopback && !runtime {
+                return Err(ApiError::unauthenticated(
+                    "the dashboard API answers loopback clients only; set SERVICE_API_TOKENS to allow others",
+                ));
+            }
+        } else {
+            let ingest = is_otlp(path).then_some(self.ingest_token.iter()).into_iter().flatten();
+            if !matches(presented, self.api_tokens.iter().chain(ingest)) {
+                let why = if presented.is_some() { "wrong token" } else { "missing token" };
+                let how = if STREAM_PATHS.contains(&path) {
+                    "Authorization: Bearer <token> or ?token=<token>"
+                } else {
+                    "Authorization: Bearer <token>"
+                };
+                return Err(ApiError::unauthenticated(format!("{why}: dashboard calls need {how}")));
+            }
+        }
+        if !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
+            check_origin(headers)?;
+        }
+        Ok(())
+    }
+}
+
+/// The `Authorization: Bearer` token, if any.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// `token=` of a query string, taken as is: tokens should be URL-safe.
+fn token_param(query: &str) -> Option<&str> {
+    query.split('&').find_map(|pair| pair.strip_prefix("token="))
+}
+
+/// Whether `presented` is one of `tokens`, comparing in constant time per token.
+fn matches<'a>(presented: Option<&str>, tokens: impl Iterator<Item = &'a String>) -> bool {
+    let Some(presented) = presented else { return false };
+    let mut found = false;
+    for token in tokens {
+        found |= constant_time_eq(presented.as_bytes(), token.as_bytes());
+    }
+    found
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// `Origin` (else `Referer`), when present, must name the host the request was sent to.
+fn check_origin(headers: &HeaderMap) -> Result<(), ApiError> {
+    let source = headers
+        .get(header::ORIGIN)
+        .map(|v| ("Origin", v))
+        .or_else(|| headers.get(header::REFERER).map(|v| ("Referer", v)));
+    let Some((name, value)) = source else { return Ok(()) };
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default();
+    let origin_host = value.to_str().ok().and_then(authority);
+    if host.is_empty() || origin_host.is_none_or(|o| !o.eq_ignore_ascii_case(host)) {
+        return Err(ApiError::new(
+            ErrorReason::CrossOrigin,
+            format!("{name} {} does not match the host {host}", value.to_str().unwrap_or("(not text)")),
+        ));
+    }
+    Ok(())
+}
+
+/// The `host[:port]` of an absolute URL.
+fn authority(url: &str) -> Option<&str> {
+    let rest = url.split_once("://")?.1;
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    Some(&rest[..end]).filter(|a| !a.is_empty())
+}
+
+/// The middleware: refuses what the policy refuses, with the error table's status and
+/// `{"error", "code"}` body, or a gRPC status for gRPC calls.
+pub async fn enforce(State(policy): State<Arc<AccessPolicy>>, request: Request, next: Next) -> Response {
+    let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
+    let uri = request.uri();
+    // HTTP/2 requests carry the host in the URI's authority, not a Host header.
+    let mut headers = request.headers().clone();
+    if !headers.contains_key(header::HOST)
+        && let Some(authority) = uri.authority().and_then(|a| http::HeaderValue::from_str(a.as_str()).ok())
+    {
+        headers.insert(header::HOST, authority);
+    }
+    match policy.check(request.method(), uri.path(), uri.query(), &headers, peer) {
+        Ok(()) => next.run(request).await,
+        Err(err) if is_grpc(&headers) => err.to_status().into_http::<Body>().into_response(),
+        Err(err) => HttpError(err).into_response(),
+    }
+}
+
+fn is_grpc(headers: &HeaderMap) -> bool {
+    headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|ct| ct.starts_with("application/grpc"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(tokens: &[&str]) -> AccessPolicy {
+        AccessPolicy { api_tokens: tokens.iter().map(|t| (*t).to_owned()).collect(), ingest_token: Some("rt".into()) }
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        pairs.iter().map(|(k, v)| (http::HeaderName::from_static(k), v.parse().unwrap())).collect()
+    }
+
+    const LOCAL: Option<SocketAddr> = Some(SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 5));
+    const REMOTE: Option<SocketAddr> =
+        Some(SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 9)), 5));
+
+    #[test]
+    fn paths_are_classified_deny_by_default() {
+        assert_eq!(guard("/healthz"), Guard::Open);
+        assert_eq!(guard("/api/instances/abc/pause"), Guard::OwnKeys);
+        assert_eq!(guard("/roost.v1.IngestService/PushBatch"), Guard::OwnKeys);
+        assert_eq!(guard("/roost.v1.IngestService/CreateRun"), Guard::Dashboard);
+        assert_eq!(guard("/api/local/query"), Guard::Dashboard);
+        assert_eq!(guard("/something/new"), Guard::Dashboard);
+    }
+
+    #[test]
+    fn without_tokens_only_loopback_is_served() {
+        let p = policy(&[]);
+        assert!(p.check(&Method::GET, "/api/usage", None, &HeaderMap::new(), LOCAL).is_ok());
+        let mapped = Some("[::ffff:127.0.0.1]:5".parse().unwrap());
+        assert!(p.check(&Method::GET, "/api/usage", None, &HeaderMap::new(), mapped).is_ok());
+        let err = p.check(&Method::GET, "/api/usage", None, &HeaderMap::new(), REMOTE).unwrap_err();
+        assert_eq!(err.reason(), ErrorReason::Unauthenticated);
+        assert!(p.check(&Method::GET, "/api/instances", None, &HeaderMap::new(), REMOTE).is_ok());
+        // The runtime's ingest token works on OTLP paths only.
+        let rt = headers(&[("authorization", "Bearer rt")]);
+        assert!(p.check(&Method::POST, "/v1/traces", None, &rt, REMOTE).is_ok());
+        assert!(p.check(&Method::POST, "/api/local/query", None, &rt, REMOTE).is_err());
+    }
+
+    #[test]
+    fn with_tokens_every_dashboard_call_needs_one() {
+        let p = policy(&["a", "b"]);
+        let good = headers(&[("authorization", "Bearer b")]);
+        let bad = headers(&[("authorization", "Bearer c")]);
+        assert!(p.check(&Method::GET, "/api/usage", None, &good, REMOTE).is_ok());
+        assert!(p.check(&Method::GET, "/api/usage", None, &HeaderMap::new(), LOCAL).is_err());
+        assert!(p.check(&Method::GET, "/api/usage", None, &bad, LOCAL).is_err());
+        assert!(p.check(&Method::GET, "/api/logs", Some("level=warn&token=a"), &HeaderMap::new(), REMOTE).is_ok());
+        assert!(p.check(&Method::GET, "/api/usage", Some("token=a"), &HeaderMap::new(), REMOTE).is_err());
+        assert!(p.check(&Method::POST, "/v1/logs", None, &headers(&[("authorization", "Bearer rt")]), REMOTE).is_ok());
+    }
+
+    #[test]
+    fn mutating_calls_need_a_matching_origin_when_one_is_sent() {
+        let p = policy(&[]);
+        let same = headers(&[("host", "127.0.0.1:8900"), ("origin", "http://127.0.0.1:8900")]);
+        let referer = headers(&[("host", "127.0.0.1:8900"), ("referer", "http://127.0.0.1:8900/usage?x=1")]);
+        let foreign = headers(&[("host", "127.0.0.1:8900"), ("origin", "https://evil.example")]);
+        let null = headers(&[("host", "127.0.0.1:8900"), ("origin", "null")]);
+        assert!(p.check(&Method::POST, "/api/alerts", None, &same, LOCAL).is_ok());
+        assert!(p.check(&Method::POST, "/api/alerts", None, &referer, LOCAL).is_ok());
+        assert!(p.check(&Method::POST, "/api/alerts", None, &headers(&[("host", "h")]), LOCAL).is_ok());
+        for refused in [&foreign, &null] {
+            let err = p.check(&Method::POST, "/api/alerts", None, refused, LOCAL).unwrap_err();
+            assert_eq!(err.reason(), ErrorReason::CrossOrigin);
+        }
+        // Reads are not origin-checked.
+        assert!(p.check(&Method::GET, "/api/alerts", None, &foreign, LOCAL).is_ok());
+    }
+}
