@@ -12,6 +12,7 @@ mod error;
 mod extract;
 mod fallback;
 mod routes;
+pub mod streams;
 
 use std::sync::Arc;
 
@@ -21,8 +22,8 @@ use opentelemetry_proto::tonic::collector::{
     trace::v1::trace_service_server::TraceService,
 };
 use roost_proto::v1::{
-    account_service_server::AccountService, agent_service_server::AgentService, ingest_service_server::IngestService,
-    query_service_server::QueryService, system_service_server::SystemService,
+    account_service_server::AccountService, agent_service_server::AgentService, feature_service_server::FeatureService,
+    ingest_service_server::IngestService, query_service_server::QueryService, system_service_server::SystemService,
 };
 
 pub use access::AccessPolicy;
@@ -50,6 +51,10 @@ pub struct Core {
     pub ingest: Arc<dyn IngestService>,
     /// q/1.
     pub query: Arc<dyn QueryService>,
+    /// Live streams (SSE).
+    pub streams: Arc<streams::DynStreamService>,
+    /// Feature APIs of the dashboard's pages.
+    pub features: Arc<dyn FeatureService>,
     /// Limits the gateway enforces.
     pub options: Arc<GatewayOptions>,
 }
@@ -61,11 +66,17 @@ pub struct GatewayOptions {
     pub max_json_body_bytes: usize,
     /// Largest OTLP or node-push body, before and after decompression (413 above).
     pub max_otlp_body_bytes: usize,
+    /// How often an idle SSE stream sends a keepalive comment.
+    pub sse_keepalive: std::time::Duration,
 }
 
 impl Default for GatewayOptions {
     fn default() -> Self {
-        Self { max_json_body_bytes: 1024 * 1024, max_otlp_body_bytes: 32 * 1024 * 1024 }
+        Self {
+            max_json_body_bytes: 1024 * 1024,
+            max_otlp_body_bytes: 32 * 1024 * 1024,
+            sse_keepalive: std::time::Duration::from_secs(15),
+        }
     }
 }
 
@@ -79,6 +90,8 @@ pub fn router(core: Core) -> Router {
         .merge(routes::otlp::routes())
         .merge(routes::ingest::routes())
         .merge(routes::query::routes())
+        .merge(routes::streams::routes())
+        .merge(routes::features::routes())
         .fallback(fallback::not_found)
         .method_not_allowed_fallback(fallback::method_not_allowed)
         .with_state(core)

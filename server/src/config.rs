@@ -8,6 +8,7 @@ use crate::{
     agents::HostingConfig,
     node::pusher::PushConfig,
     store::{DatabaseUrl, StoreOptions},
+    streams::StreamLimits,
     telemetry::retention::RetentionConfig,
 };
 
@@ -37,6 +38,8 @@ pub struct ServeConfig {
     /// Who may call the dashboard side (`SERVICE_API_TOKENS`). The ingest token for hosted
     /// runtimes is generated at start; one set here is replaced.
     pub access: AccessPolicy,
+    /// Client caps of the live streams.
+    pub streams: StreamLimits,
 }
 
 impl ServeConfig {
@@ -53,6 +56,7 @@ impl ServeConfig {
             push: None,
             extra_addrs: Vec::new(),
             access: AccessPolicy::default(),
+            streams: StreamLimits::default(),
         }
     }
 }

@@ -9,7 +9,8 @@ use opentelemetry_proto::tonic::collector::{
 };
 use roost_proto::v1::{
     account_service_server::AccountServiceServer, agent_service_server::AgentServiceServer,
-    ingest_service_server::IngestServiceServer, query_service_server::QueryServiceServer,
+    feature_service_server::FeatureServiceServer, ingest_service_server::IngestServiceServer,
+    query_service_server::QueryServiceServer, stream_service_server::StreamServiceServer,
     system_service_server::SystemServiceServer,
 };
 use tonic::{codec::CompressionEncoding, service::Routes};
@@ -20,7 +21,9 @@ use tower::Layer;
 use crate::{
     accounts::service::AccountCore,
     agents::service::AgentCore,
+    features::service::FeatureCore,
     query::QueryCore,
+    streams::service::StreamCore,
     system::SystemCore,
     telemetry::service::{IngestCore, OtlpCore},
 };
@@ -43,6 +46,10 @@ pub struct Services {
     pub ingest: Arc<IngestCore>,
     /// q/1.
     pub query: Arc<QueryCore>,
+    /// Live streams.
+    pub streams: Arc<StreamCore>,
+    /// Feature APIs.
+    pub features: Arc<FeatureCore>,
 }
 
 /// Adds every gRPC service to `router`, which keeps its own routes and fallback.
@@ -55,6 +62,8 @@ pub async fn add_services(router: axum::Router, services: &Services) -> anyhow::
     reporter.set_serving::<AccountServiceServer<AccountCore>>().await;
     reporter.set_serving::<IngestServiceServer<IngestCore>>().await;
     reporter.set_serving::<QueryServiceServer<QueryCore>>().await;
+    reporter.set_serving::<StreamServiceServer<StreamCore>>().await;
+    reporter.set_serving::<FeatureServiceServer<FeatureCore>>().await;
     reporter.set_serving::<TraceServiceServer<OtlpCore>>().await;
     reporter.set_serving::<LogsServiceServer<OtlpCore>>().await;
     reporter.set_serving::<MetricsServiceServer<OtlpCore>>().await;
@@ -65,6 +74,8 @@ pub async fn add_services(router: axum::Router, services: &Services) -> anyhow::
         .add_service(web(AccountServiceServer::from_arc(services.accounts.clone())))
         .add_service(web(IngestServiceServer::from_arc(services.ingest.clone())))
         .add_service(web(QueryServiceServer::from_arc(services.query.clone())))
+        .add_service(web(StreamServiceServer::from_arc(services.streams.clone())))
+        .add_service(web(FeatureServiceServer::from_arc(services.features.clone())))
         .add_service(web(TraceServiceServer::from_arc(services.otlp.clone())
             .accept_compressed(CompressionEncoding::Gzip)
             .max_decoding_message_size(MAX_OTLP_MESSAGE)))

@@ -1,8 +1,11 @@
-//! Structured logs on stderr, filtered by `RUST_LOG` (default `info`).
+//! Structured logs on stderr, filtered by `RUST_LOG` (default `info`), and roost's own
+//! lines at info and above on the log stream (`/api/logs`) whatever `RUST_LOG` says.
 
 use std::io::IsTerminal;
 
-use tracing_subscriber::{EnvFilter, layer::SubscriberExt, util::SubscriberInitExt};
+use tracing_subscriber::{EnvFilter, Layer as _, filter::LevelFilter, layer::SubscriberExt, util::SubscriberInitExt};
+
+use crate::streams::own_logs::OwnLogs;
 
 /// How log lines look.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -16,10 +19,16 @@ pub enum LogFormat {
 /// Installs the global subscriber. Safe to call twice (the second call does nothing).
 pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let registry = tracing_subscriber::registry().with(filter);
+    let registry = tracing_subscriber::registry().with(OwnLogs.with_filter(LevelFilter::INFO));
     let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let _ = match format {
-        LogFormat::Text => registry.with(fmt.with_ansi(std::io::stderr().is_terminal())).try_init(),
-        LogFormat::Json => registry.with(fmt.json()).try_init(),
+        LogFormat::Text => registry.with(fmt.with_ansi(std::io::stderr().is_terminal()).with_filter(filter)).try_init(),
+        LogFormat::Json => registry.with(fmt.json().with_filter(filter)).try_init(),
     };
+}
+
+/// Installs a subscriber that only feeds the log stream (tests that do not want stderr
+/// output). Does nothing when a subscriber is already installed.
+pub fn init_stream_only() {
+    let _ = tracing_subscriber::registry().with(OwnLogs.with_filter(LevelFilter::INFO)).try_init();
 }

@@ -15,11 +15,17 @@ use crate::{
     agents::{Hosting, service::AgentCore},
     auth::Authenticator,
     billing::renewal,
+    features::{
+        health::{self, HealthChecks},
+        service::FeatureCore,
+        workers::Workers,
+    },
     grpc::{self, Services},
     node::pusher,
     query::QueryCore,
     runtimes::process::OtlpExport,
     store::Store,
+    streams::{Live, own_logs, service::StreamCore},
     system::SystemCore,
     telemetry::{
         Telemetry, retention,
@@ -41,7 +47,9 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         .await
         .with_context(|| format!("opening the store at {}", config.database_url))?;
 
-    let telemetry = Telemetry::new(store.clone(), config.hosting.prices.clone(), config.push.is_some());
+    let live = Live::new(config.streams);
+    own_logs::attach(&live.logs);
+    let telemetry = Telemetry::new(store.clone(), config.hosting.prices.clone(), config.push.is_some(), live.clone());
     let (turn_events, turn_events_task) = TurnEvents::start(telemetry.clone());
     // Process runtimes send their telemetry back here.
     let mut access = config.access.clone();
@@ -58,6 +66,20 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
 
     let retention = tokio::spawn(retention::run(store.clone(), config.retention.clone(), workers.clone()));
     let pusher = config.push.clone().map(|push| tokio::spawn(pusher::run(store.clone(), push, workers.clone())));
+    let checks = HealthChecks {
+        store: store.clone(),
+        telemetry: telemetry.clone(),
+        data_dir: config.data_dir.clone(),
+        workers: Arc::new(Workers::default()),
+    };
+    let health_task = tokio::spawn(health::run(checks.clone(), live.clone(), workers.clone()));
+    checks.workers.add("billing renewal", renewals.abort_handle());
+    checks.workers.add("retention", retention.abort_handle());
+    checks.workers.add("turn events", turn_events_task.abort_handle());
+    checks.workers.add("health", health_task.abort_handle());
+    if let Some(pusher) = &pusher {
+        checks.workers.add("upstream push", pusher.abort_handle());
+    }
 
     let auth = Arc::new(Authenticator::new(store.clone(), &config.data_dir));
     let services = Services {
@@ -67,6 +89,8 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         otlp: Arc::new(OtlpCore::new(telemetry.clone())),
         ingest: Arc::new(IngestCore::new(telemetry.clone(), auth)),
         query: Arc::new(QueryCore::new(store.clone())),
+        streams: Arc::new(StreamCore::new(live.clone())),
+        features: Arc::new(FeatureCore::new(checks)),
     };
     let core = roost_gateway::Core {
         system: services.system.clone(),
@@ -77,6 +101,8 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         logs: services.otlp.clone(),
         ingest: services.ingest.clone(),
         query: services.query.clone(),
+        streams: services.streams.clone(),
+        features: services.features.clone(),
         options: Arc::new(config.gateway.clone()),
     };
     let (router, _health) = grpc::add_services(roost_gateway::router(core), &services).await?;
@@ -127,6 +153,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     workers.cancel();
     let _ = renewals.await;
     let _ = retention.await;
+    let _ = health_task.await;
     if let Some(pusher) = pusher {
         let _ = pusher.await;
     }

@@ -41,9 +41,14 @@ pub fn utc_day(ns: i64) -> String {
     format!("{year:04}-{month:02}-{day:02}")
 }
 
+/// Unix nanoseconds as a protobuf timestamp.
+pub fn timestamp_ns(ns: i64) -> Timestamp {
+    Timestamp { seconds: ns.div_euclid(1_000_000_000), nanos: ns.rem_euclid(1_000_000_000) as i32 }
+}
+
 /// Unix nanoseconds as an RFC 3339 timestamp in UTC.
 pub fn rfc3339_ns(ns: i64) -> String {
-    Timestamp { seconds: ns.div_euclid(1_000_000_000), nanos: ns.rem_euclid(1_000_000_000) as i32 }.to_string()
+    timestamp_ns(ns).to_string()
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use std::{
         Arc,
         atomic::{AtomicUsize, Ordering},
     },
-    time::{Duration, Instant},
+    time::Instant,
 };
 
 use opentelemetry_proto::tonic::{
@@ -29,7 +29,7 @@ use opentelemetry_proto::tonic::{
     trace::v1::{ResourceSpans, ScopeSpans, Span, Status},
 };
 use prost::Message;
-use roost_tests::{Backend, TestServer};
+use roost_tests::{Backend, TestServer, bench::percentiles};
 use serde_json::{Value as Json, json};
 
 fn knob(name: &str, default: usize) -> usize {
@@ -197,12 +197,6 @@ async fn run() {
         }
         println!("q/1 {shape} {args}: {} ({rows} rows)", percentiles(&mut samples));
     }
-}
-
-fn percentiles(samples: &mut [Duration]) -> String {
-    samples.sort_unstable();
-    let at = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize].as_secs_f64() * 1000.0;
-    format!("p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms", at(0.5), at(0.99), at(1.0))
 }
 
 fn rss_mib() -> f64 {

@@ -11,12 +11,15 @@
 //! rather than skipping them.
 
 mod api;
+pub mod bench;
 mod postgres;
 mod server;
+mod sse;
 
 pub use api::{Api, Reply};
 pub use postgres::TestDatabase;
 pub use server::{TestAccount, TestServer};
+pub use sse::{SseClient, SseItem};
 
 /// The databases roost runs on; every storage and end-to-end test runs on both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

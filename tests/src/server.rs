@@ -127,8 +127,11 @@ impl TestServer {
 
     async fn launch(config: ServeConfig, database: Option<TestDatabase>, data_dir: TempDir, bind: SocketAddr) -> Self {
         // RUST_LOG=… shows the server's log in a test's output.
+        // Otherwise roost's own lines only feed the log stream.
         if std::env::var_os("RUST_LOG").is_some() {
             roost_server::logging::init(roost_server::logging::LogFormat::Text);
+        } else {
+            roost_server::logging::init_stream_only();
         }
         let listener = TcpListener::bind(bind).await.expect("bind the test listener");
         let bound = listener.local_addr().expect("local addr");

@@ -2,7 +2,9 @@
 
 pub(crate) mod accounts;
 pub(crate) mod agents;
+pub(crate) mod features;
 pub(crate) mod ingest;
 pub(crate) mod otlp;
 pub(crate) mod query;
+pub(crate) mod streams;
 pub(crate) mod system;

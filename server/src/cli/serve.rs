@@ -14,6 +14,7 @@ use crate::{
     runtimes::{Catalogue, assistant::Upstream},
     serve,
     shutdown::cancel_on_signal,
+    streams::StreamLimits,
     telemetry::retention::RetentionConfig,
 };
 
@@ -74,6 +75,15 @@ pub struct ServeArgs {
     /// paths). Unset, only loopback clients are served.
     #[arg(long, env = "SERVICE_API_TOKENS", value_name = "TOKENS", value_delimiter = ',', hide_env_values = true)]
     api_tokens: Vec<String>,
+    /// Concurrent `/api/logs` clients; more get 429.
+    #[arg(long, env = "ROOST_MAX_LOG_STREAM_CLIENTS", default_value_t = 10)]
+    max_log_stream_clients: usize,
+    /// Concurrent `/api/health-stream` clients; more get 429.
+    #[arg(long, env = "ROOST_MAX_HEALTH_STREAM_CLIENTS", default_value_t = 10)]
+    max_health_stream_clients: usize,
+    /// Concurrent `/api/brain-stream` clients; more get 429.
+    #[arg(long, env = "ROOST_MAX_BRAIN_STREAM_CLIENTS", default_value_t = 10)]
+    max_brain_stream_clients: usize,
 }
 
 impl ServeArgs {
@@ -103,6 +113,11 @@ impl ServeArgs {
         };
         config.access.api_tokens =
             self.api_tokens.iter().map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()).collect();
+        config.streams = StreamLimits {
+            brain_clients: self.max_brain_stream_clients,
+            health_clients: self.max_health_stream_clients,
+            log_clients: self.max_log_stream_clients,
+        };
         config.extra_addrs = self.otlp_grpc_addr.iter().chain(&self.otlp_http_addr).cloned().collect();
         Ok(config)
     }

@@ -25,7 +25,7 @@ use prost::Message;
 use roost_proto::ApiError;
 use tokio::task::JoinHandle;
 
-use crate::{billing::metering::PriceBook, store::Store};
+use crate::{billing::metering::PriceBook, store::Store, streams::Live};
 use otlp::Rejected;
 use rows::Batch;
 use writer::{OutboxItem, Writer, Written};
@@ -41,16 +41,21 @@ pub struct Telemetry {
 }
 
 impl Telemetry {
-    /// Ingest into `store`, pricing GenAI usage with `prices`; `outbox` keeps every
-    /// request for a push upstream.
-    pub fn new(store: Store, prices: PriceBook, outbox: bool) -> Arc<Self> {
-        let (writer, task) = Writer::start(store.clone());
+    /// Ingest into `store`, pricing GenAI usage with `prices` and publishing what is
+    /// stored on `live`; `outbox` keeps every request for a push upstream.
+    pub fn new(store: Store, prices: PriceBook, outbox: bool, live: Arc<Live>) -> Arc<Self> {
+        let (writer, task) = Writer::start(store.clone(), live);
         Arc::new(Self { store, writer, prices, outbox, writer_task: std::sync::Mutex::new(Some(task)) })
     }
 
     /// The store.
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// Requests waiting for the writer, and how many may wait before ingest waits too.
+    pub fn backlog(&self) -> (usize, usize) {
+        self.writer.backlog()
     }
 
     /// The price book.

@@ -10,7 +10,10 @@
 //! resent request (an exporter retry, a node re-pushing) adds nothing. Summaries count
 //! only what was actually stored.
 
-use std::collections::{HashMap, HashSet};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+};
 
 use roost_proto::{ApiError, ErrorReason};
 use tokio::sync::{mpsc, oneshot};
@@ -23,6 +26,7 @@ use super::{
 use crate::{
     Error, Result,
     store::{BeginWrite, Store, impl_for_connections, on_writer},
+    streams::Live,
     time::now_ms,
 };
 
@@ -58,12 +62,14 @@ pub struct NodeCursor {
 pub struct Written {
     /// Spans stored (not counting ones already there).
     pub spans: usize,
+    /// Which: indices into the batch's spans.
+    pub new_spans: Vec<usize>,
     /// For each event of the batch, in order: whether it was new.
     pub new_events: Vec<bool>,
 }
 
 struct Job {
-    batch: Batch,
+    batch: Arc<Batch>,
     outbox: Option<OutboxItem>,
     cursor: Option<NodeCursor>,
     ack: oneshot::Sender<Result<Written, ApiError>>,
@@ -80,18 +86,20 @@ impl Job {
 #[derive(Clone)]
 pub struct Writer {
     jobs: mpsc::Sender<Job>,
+    live: Arc<Live>,
 }
 
 impl Writer {
     /// Starts the writer task; it ends after writing what is queued once every handle is
-    /// dropped.
-    pub fn start(store: Store) -> (Self, tokio::task::JoinHandle<()>) {
+    /// dropped. What is committed is published on `live`.
+    pub fn start(store: Store, live: Arc<Live>) -> (Self, tokio::task::JoinHandle<()>) {
         let (jobs, rx) = mpsc::channel(QUEUE);
-        (Self { jobs }, tokio::spawn(write_loop(store, rx)))
+        (Self { jobs, live }, tokio::spawn(write_loop(store, rx)))
     }
 
     /// Writes a batch (with an outbox item or a node cursor, if given) and returns once it
-    /// is committed.
+    /// is committed, after publishing what it stored on the live streams (in the caller's
+    /// task, so the writer never spends its time on them).
     pub async fn write(
         &self,
         batch: Batch,
@@ -101,17 +109,25 @@ impl Writer {
         if batch.is_empty() && outbox.is_none() && cursor.is_none() {
             return Ok(Written::default());
         }
-        self.submit(batch, outbox, cursor).await
+        let batch = Arc::new(batch);
+        let written = self.submit(batch.clone(), outbox, cursor).await?;
+        self.live.publish(&batch, &written.new_spans, &written.new_events);
+        Ok(written)
+    }
+
+    /// Requests waiting for the writer (the ingest health check's lag).
+    pub fn backlog(&self) -> (usize, usize) {
+        (self.jobs.max_capacity() - self.jobs.capacity(), self.jobs.max_capacity())
     }
 
     /// Returns once everything handed to the writer before this call is committed.
     pub async fn flush(&self) {
-        let _ = self.submit(Batch::default(), None, None).await;
+        let _ = self.submit(Arc::default(), None, None).await;
     }
 
     async fn submit(
         &self,
-        batch: Batch,
+        batch: Arc<Batch>,
         outbox: Option<OutboxItem>,
         cursor: Option<NodeCursor>,
     ) -> Result<Written, ApiError> {
@@ -120,6 +136,14 @@ impl Writer {
         self.jobs.send(Job { batch, outbox, cursor, ack }).await.map_err(|_| stopped())?;
         done.await.map_err(|_| stopped())?
     }
+}
+
+/// Which spans of an insert were new.
+enum NewSpans {
+    /// Every one (the common case: no set to build).
+    All,
+    /// These (trace_id, span_id) keys.
+    Some(HashSet<(String, String)>),
 }
 
 /// Resource ids already in the store, by hash (only ids of committed rows are kept).
@@ -204,13 +228,8 @@ trait IngestTx {
     ) -> Result<Vec<i64>>;
     /// Every row of the batch; counts what was stored into `summaries`.
     async fn write_batch(&mut self, batch: &Batch, resource_ids: &[i64], summaries: &mut Summaries) -> Result<Written>;
-    /// Spans of `batch` not stored before; returns the keys of the new ones.
-    async fn insert_spans(
-        &mut self,
-        spans: &[&SpanRow],
-        batch: &Batch,
-        resource_ids: &[i64],
-    ) -> Result<HashSet<(String, String)>>;
+    /// Spans of `batch` not stored before; returns which were new.
+    async fn insert_spans(&mut self, spans: &[&SpanRow], batch: &Batch, resource_ids: &[i64]) -> Result<NewSpans>;
     /// Events not stored before; returns the (run_id, id) of the new ones.
     async fn insert_events(&mut self, events: &[EventRow], node_id: &str) -> Result<HashSet<(String, String)>>;
     /// Stores an outbox item.
@@ -261,14 +280,24 @@ impl_for_connections! {
             // Spans: the first copy of each key within the batch, then whatever the store
             // did not have.
             let mut seen = HashSet::with_capacity(batch.spans.len());
-            let unique: Vec<&SpanRow> =
-                batch.spans.iter().filter(|s| seen.insert((s.trace_id.as_str(), s.span_id.as_str()))).collect();
+            let unique: Vec<usize> = (0..batch.spans.len())
+                .filter(|&i| seen.insert((batch.spans[i].trace_id.as_str(), batch.spans[i].span_id.as_str())))
+                .collect();
             let mut stored = Vec::with_capacity(unique.len());
             for chunk in unique.chunks(ROWS_PER_INSERT) {
-                let new = self.insert_spans(chunk, batch, resource_ids).await?;
-                stored.extend(chunk.iter().filter(|s| new.contains(&(s.trace_id.clone(), s.span_id.clone()))).copied());
+                let rows: Vec<&SpanRow> = chunk.iter().map(|&i| &batch.spans[i]).collect();
+                match self.insert_spans(&rows, batch, resource_ids).await? {
+                    NewSpans::All => stored.extend_from_slice(chunk),
+                    NewSpans::Some(new) => stored.extend(chunk.iter().filter(|&&i| {
+                        let span = &batch.spans[i];
+                        new.contains(&(span.trace_id.clone(), span.span_id.clone()))
+                    })),
+                }
             }
             written.spans = stored.len();
+            let stored_rows: Vec<&SpanRow> = stored.iter().map(|&i| &batch.spans[i]).collect();
+            written.new_spans = stored;
+            let stored = stored_rows;
             let span_events: Vec<_> = stored.iter().flat_map(|s| s.events.iter().map(move |e| (*s, e))).collect();
             for chunk in span_events.chunks(ROWS_PER_INSERT) {
                 let mut q = sqlx::QueryBuilder::new("INSERT INTO span_events (trace_id, span_id, time_ns, name, attributes) ");
@@ -367,7 +396,7 @@ impl_for_connections! {
             Ok(written)
         }
 
-        async fn insert_spans(&mut self, spans: &[&SpanRow], batch: &Batch, resource_ids: &[i64]) -> Result<HashSet<(String, String)>> {
+        async fn insert_spans(&mut self, spans: &[&SpanRow], batch: &Batch, resource_ids: &[i64]) -> Result<NewSpans> {
             let service = |index: usize| batch.resources.get(index).map_or("unknown_service", |r| r.service.as_str());
             let build = || {
                 let mut q = sqlx::QueryBuilder::new(
@@ -394,14 +423,14 @@ impl_for_connections! {
             let inserted = build().build().execute(&mut *self).await?.rows_affected();
             if inserted as usize == spans.len() {
                 sqlx::query("RELEASE SAVEPOINT spans").execute(&mut *self).await?;
-                return Ok(spans.iter().map(|s| (s.trace_id.clone(), s.span_id.clone())).collect());
+                return Ok(NewSpans::All);
             }
             sqlx::query("ROLLBACK TO SAVEPOINT spans").execute(&mut *self).await?;
             let mut q = build();
             q.push(" RETURNING trace_id, span_id");
             let rows: Vec<(String, String)> = q.build_query_as().fetch_all(&mut *self).await?;
             sqlx::query("RELEASE SAVEPOINT spans").execute(&mut *self).await?;
-            Ok(rows.into_iter().collect())
+            Ok(NewSpans::Some(rows.into_iter().collect()))
         }
 
         async fn insert_events(&mut self, events: &[EventRow], node_id: &str) -> Result<HashSet<(String, String)>> {

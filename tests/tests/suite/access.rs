@@ -3,7 +3,7 @@
 //! store, so these run on SQLite only.
 
 use roost_proto::v1::{ListSessionsRequest, query_service_client::QueryServiceClient};
-use roost_tests::{Backend, Reply, TestServer};
+use roost_tests::{Backend, Reply, SseClient, TestServer};
 use serde_json::json;
 
 fn with_tokens(tokens: &[&str]) -> impl FnOnce(&mut roost_server::ServeConfig) {
@@ -40,8 +40,11 @@ async fn with_tokens_every_dashboard_call_needs_one() {
     Reply::of(http.get(server.url("/api/local/sessions")).bearer_auth("nope")).await.err(401, "unauthenticated");
     Reply::of(http.get(server.url("/api/local/sessions")).bearer_auth("tok-b")).await.ok();
     Reply::of(http.get(server.public_url("/api/local/sessions")).bearer_auth("tok-a")).await.ok();
-    // ?token= is for the SSE paths only.
+    // ?token= is for the SSE paths only (EventSource cannot send headers).
     Reply::of(http.get(server.url("/api/local/sessions?token=tok-a"))).await.err(401, "unauthenticated");
+    SseClient::open(http.get(server.public_url("/api/brain-stream?token=tok-a"))).await.unwrap();
+    let (status, body) = SseClient::open(http.get(server.url("/api/brain-stream?token=wrong"))).await.unwrap_err();
+    assert_eq!((status, body["code"].as_str()), (401, Some("unauthenticated")), "{body}");
     Reply::of(http.get(server.url("/healthz"))).await.ok();
 
     // gRPC: the same rule, as a gRPC status.

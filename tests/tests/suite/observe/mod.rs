@@ -7,6 +7,7 @@ mod otlp;
 mod query;
 mod retention;
 mod runs;
+mod streams;
 
 use roost_tests::Api;
 use serde_json::{Map, Value, json};

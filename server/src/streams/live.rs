@@ -1,0 +1,158 @@
+//! The three hubs of one server, and what committed ingest becomes on them.
+
+use std::sync::Arc;
+
+use roost_proto::v1::{BrainEvent, HealthReport, LogLine};
+
+use super::hub::Hub;
+use crate::{
+    telemetry::{
+        rows::{Batch, EventRow, LogRow, SpanRow},
+        runs::nanocents_to_usd,
+        turns::detail,
+    },
+    time::timestamp_ns,
+};
+
+/// Items each stream keeps for resuming clients.
+const BRAIN_BUFFER: usize = 4096;
+const LOG_BUFFER: usize = 4096;
+const HEALTH_BUFFER: usize = 64;
+
+/// Client caps (`--max-*-stream-clients`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamLimits {
+    /// Brain-stream clients at once.
+    pub brain_clients: usize,
+    /// Health-stream clients at once.
+    pub health_clients: usize,
+    /// Log-stream clients at once.
+    pub log_clients: usize,
+}
+
+impl Default for StreamLimits {
+    fn default() -> Self {
+        Self { brain_clients: 10, health_clients: 10, log_clients: 10 }
+    }
+}
+
+/// The live streams of one server.
+pub struct Live {
+    /// Agent activity.
+    pub brain: Arc<Hub<BrainEvent>>,
+    /// Health reports.
+    pub health: Arc<Hub<HealthReport>>,
+    /// Log lines.
+    pub logs: Arc<Hub<LogLine>>,
+}
+
+impl Live {
+    /// Empty hubs with these caps.
+    pub fn new(limits: StreamLimits) -> Arc<Self> {
+        Arc::new(Self {
+            brain: Arc::new(Hub::new(BRAIN_BUFFER, limits.brain_clients)),
+            health: Arc::new(Hub::new(HEALTH_BUFFER, limits.health_clients)),
+            logs: Arc::new(Hub::new(LOG_BUFFER, limits.log_clients)),
+        })
+    }
+
+    /// Publishes what a committed batch stored: the spans at `new_spans` (indices into
+    /// `batch.spans`), the events flagged new, every log record.
+    pub fn publish(&self, batch: &Batch, new_spans: &[usize], new_events: &[bool]) {
+        let service = |index: usize| batch.resources.get(index).map_or("unknown_service", |r| r.service.as_str());
+        let spans = new_spans.iter().filter_map(|&i| batch.spans.get(i)).map(|s| span_event(s, service(s.resource)));
+        let events = batch.events.iter().zip(new_events).filter(|(_, new)| **new).map(|(e, _)| run_event(e));
+        let activity: Vec<BrainEvent> = spans.chain(events).collect();
+        if !activity.is_empty() {
+            self.brain.publish_all(activity);
+        }
+        if !batch.logs.is_empty() {
+            self.logs.publish_all(batch.logs.iter().map(|l| log_line(l, service(l.resource))));
+        }
+    }
+}
+
+fn span_event(span: &SpanRow, service: &str) -> BrainEvent {
+    let g = &span.gen_ai;
+    BrainEvent {
+        kind: "span".into(),
+        time: Some(timestamp_ns(span.start_ns)),
+        session_id: g.session_id.clone().unwrap_or_default(),
+        agent_id: g.agent_id.clone().unwrap_or_default(),
+        service: service.to_owned(),
+        title: span.name.clone(),
+        detail: detail(&span.attributes),
+        model: g.model().unwrap_or_default().to_owned(),
+        input_tokens: g.input_tokens.unwrap_or_default(),
+        output_tokens: g.output_tokens.unwrap_or_default(),
+        cost_usd: nanocents_to_usd(g.cost_nanocents.unwrap_or_default()),
+        trace_id: span.trace_id.clone(),
+        span_id: span.span_id.clone(),
+        run_id: String::new(),
+        status: match span.status_code {
+            1 => "ok",
+            2 => "error",
+            _ => "",
+        }
+        .into(),
+        tool_name: String::new(),
+    }
+}
+
+fn run_event(event: &EventRow) -> BrainEvent {
+    // Hosted agents' turns are events of type "turn" outside any run.
+    let kind = if event.run_id.is_empty() && event.event_type == "turn" { "turn" } else { "event" };
+    BrainEvent {
+        kind: kind.into(),
+        time: Some(timestamp_ns(event.ts_ns)),
+        session_id: event.session_id.clone(),
+        agent_id: event.agent_id.clone(),
+        service: String::new(),
+        title: event.event_type.clone(),
+        detail: detail(&event.data),
+        model: event.model.clone(),
+        input_tokens: event.input_tokens,
+        output_tokens: event.output_tokens,
+        cost_usd: nanocents_to_usd(event.cost_nanocents),
+        trace_id: String::new(),
+        span_id: String::new(),
+        run_id: event.run_id.clone(),
+        status: String::new(),
+        tool_name: event.tool_name.clone(),
+    }
+}
+
+/// An OTLP severity number as a level name.
+pub fn severity_level(number: i32) -> &'static str {
+    match number {
+        1..=4 => "trace",
+        5..=8 => "debug",
+        13..=16 => "warn",
+        17..=24 => "error",
+        _ => "info",
+    }
+}
+
+/// The rank of a level name, for the stream's minimum-level filter; `None` if unknown.
+pub fn level_rank(level: &str) -> Option<u8> {
+    Some(match level.to_ascii_lowercase().as_str() {
+        "trace" => 0,
+        "debug" => 1,
+        "info" | "" => 2,
+        "warn" | "warning" => 3,
+        "error" => 4,
+        _ => return None,
+    })
+}
+
+fn log_line(log: &LogRow, service: &str) -> LogLine {
+    LogLine {
+        time: Some(timestamp_ns(log.time_ns)),
+        level: severity_level(log.severity_number).into(),
+        source: "ingest".into(),
+        service: service.to_owned(),
+        message: log.body.clone(),
+        session_id: log.session_id.clone().unwrap_or_default(),
+        trace_id: log.trace_id.clone().unwrap_or_default(),
+    }
+}

@@ -1,0 +1,10 @@
+//! Live streams (DESIGN.md "Streams"): the brain stream of agent activity, the health
+//! stream and the log stream, each a [`hub::Hub`] the ingest path publishes into after
+//! commit and the `StreamService` rpcs (and the SSE routes over them) read from.
+
+pub mod hub;
+pub mod live;
+pub mod own_logs;
+pub mod service;
+
+pub use live::{Live, StreamLimits};
