@@ -9,7 +9,7 @@ mod retention;
 mod runs;
 mod streams;
 
-use roost_tests::Api;
+use roost_tests::{Api, TestServer};
 use serde_json::{Map, Value, json};
 
 /// Runs a q/1 shape over REST; its rows.
@@ -21,4 +21,9 @@ pub async fn q1(api: &Api, shape: &str, args: Value) -> Vec<Map<String, Value>> 
         reply["rows"].as_array().unwrap().iter().map(|r| r.as_object().unwrap().clone()).collect();
     assert_eq!(reply["count"], rows.len());
     rows
+}
+
+/// POSTs an OTLP/HTTP body of `content_type` to `path` (`/v1/traces`, ...).
+pub async fn post_otlp(server: &TestServer, path: &str, content_type: &str, body: Vec<u8>) -> reqwest::Response {
+    server.http.post(server.url(path)).header("content-type", content_type).body(body).send().await.unwrap()
 }
