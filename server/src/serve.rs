@@ -90,7 +90,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         ingest: Arc::new(IngestCore::new(telemetry.clone(), auth)),
         query: Arc::new(QueryCore::new(store.clone())),
         streams: Arc::new(StreamCore::new(live.clone())),
-        features: Arc::new(FeatureCore::new(checks)),
+        features: Arc::new(FeatureCore::new(store.clone(), checks)),
     };
     let core = roost_gateway::Core {
         system: services.system.clone(),

@@ -6,4 +6,5 @@
 
 pub mod health;
 pub mod service;
+pub mod usage;
 pub mod workers;
