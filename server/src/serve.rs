@@ -16,6 +16,7 @@ use crate::{
     auth::Authenticator,
     billing::renewal,
     features::{
+        crons::Crons,
         health::{self, HealthChecks},
         service::FeatureCore,
         workers::Workers,
@@ -66,6 +67,8 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
 
     let retention = tokio::spawn(retention::run(store.clone(), config.retention.clone(), workers.clone()));
     let pusher = config.push.clone().map(|push| tokio::spawn(pusher::run(store.clone(), push, workers.clone())));
+    let crons = Crons::new(store.clone(), hosting.clone());
+    let crons_task = tokio::spawn(crons.clone().run(workers.clone()));
     let checks = HealthChecks {
         store: store.clone(),
         telemetry: telemetry.clone(),
@@ -77,6 +80,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     checks.workers.add("retention", retention.abort_handle());
     checks.workers.add("turn events", turn_events_task.abort_handle());
     checks.workers.add("health", health_task.abort_handle());
+    checks.workers.add("crons", crons_task.abort_handle());
     if let Some(pusher) = &pusher {
         checks.workers.add("upstream push", pusher.abort_handle());
     }
@@ -90,7 +94,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         ingest: Arc::new(IngestCore::new(telemetry.clone(), auth)),
         query: Arc::new(QueryCore::new(store.clone())),
         streams: Arc::new(StreamCore::new(live.clone())),
-        features: Arc::new(FeatureCore::new(store.clone(), checks)),
+        features: Arc::new(FeatureCore::new(store.clone(), checks, crons)),
     };
     let core = roost_gateway::Core {
         system: services.system.clone(),
@@ -154,6 +158,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     let _ = renewals.await;
     let _ = retention.await;
     let _ = health_task.await;
+    let _ = crons_task.await;
     if let Some(pusher) = pusher {
         let _ = pusher.await;
     }

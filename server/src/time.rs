@@ -27,18 +27,22 @@ mod tests {
 
 /// The UTC calendar day of a Unix time in nanoseconds, as `YYYY-MM-DD`.
 pub fn utc_day(ns: i64) -> String {
-    // Days since the epoch to a civil date (Howard Hinnant's algorithm).
-    let days = ns.div_euclid(86_400_000_000_000);
+    let (year, month, day) = civil(ns.div_euclid(86_400_000_000_000));
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// (year, month 1–12, day 1–31) of a day number since 1970-01-01 (Howard Hinnant's
+/// algorithm).
+pub fn civil(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
     let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
     let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
     let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
 }
 
 /// Unix nanoseconds as a protobuf timestamp.

@@ -66,6 +66,11 @@ impl Api {
         reply(self.request(reqwest::Method::GET, path).send().await).await
     }
 
+    /// DELETE `path`.
+    pub async fn delete_path(&self, path: &str) -> Reply {
+        reply(self.request(reqwest::Method::DELETE, path).send().await).await
+    }
+
     /// POST `path` with a JSON body.
     pub async fn post(&self, path: &str, body: Value) -> Reply {
         reply(self.request(reqwest::Method::POST, path).json(&body).send().await).await

@@ -2,18 +2,78 @@
 
 use axum::{
     Json, Router,
-    extract::{Query, State},
-    routing::get,
+    extract::{Path, Query, State},
+    http::StatusCode,
+    routing::{get, post},
 };
 use roost_proto::{
     ErrorReason,
-    v1::{GetHealthReportRequest, GetUsageRequest, GetUsageResponse, HealthReport},
+    v1::{
+        CreateCronRequest, Cron, DeleteCronRequest, DeleteCronResponse, GetCronRequest, GetCronResponse,
+        GetHealthReportRequest, GetUsageRequest, GetUsageResponse, HealthReport, KillCronRequest, ListCronsRequest,
+        ListCronsResponse, UpdateCronRequest,
+    },
 };
 
-use crate::{Call, Core, HttpError};
+use crate::{Call, Core, HttpError, JsonBody};
 
 pub(crate) fn routes() -> Router<Core> {
-    Router::new().route("/api/health", get(health)).route("/api/usage", get(usage))
+    Router::new()
+        .route("/api/health", get(health))
+        .route("/api/usage", get(usage))
+        .route("/api/crons", get(list_crons).post(create_cron))
+        .route("/api/crons/{id}", get(get_cron).post(update_cron).delete(delete_cron))
+        .route("/api/crons/{id}/kill", post(kill_cron))
+}
+
+/// `{crons: [...]}`, newest first.
+async fn list_crons(State(core): State<Core>, call: Call) -> Result<Json<ListCronsResponse>, HttpError> {
+    Ok(Json(core.features.list_crons(call.request(ListCronsRequest {})).await?.into_inner()))
+}
+
+/// 201 with the cron.
+async fn create_cron(
+    State(core): State<Core>,
+    call: Call,
+    JsonBody(req): JsonBody<CreateCronRequest>,
+) -> Result<(StatusCode, Json<Cron>), HttpError> {
+    let cron = core.features.create_cron(call.request(req)).await?.into_inner().cron;
+    Ok((StatusCode::CREATED, Json(cron.unwrap_or_default())))
+}
+
+/// `{cron, runs}`.
+async fn get_cron(
+    State(core): State<Core>,
+    Path(id): Path<String>,
+    call: Call,
+) -> Result<Json<GetCronResponse>, HttpError> {
+    Ok(Json(core.features.get_cron(call.request(GetCronRequest { id })).await?.into_inner()))
+}
+
+/// The changed cron; the body's fields are those of `UpdateCronRequest` (the id is the
+/// path's).
+async fn update_cron(
+    State(core): State<Core>,
+    Path(id): Path<String>,
+    call: Call,
+    JsonBody(req): JsonBody<UpdateCronRequest>,
+) -> Result<Json<Cron>, HttpError> {
+    let cron = core.features.update_cron(call.request(UpdateCronRequest { id, ..req })).await?.into_inner().cron;
+    Ok(Json(cron.unwrap_or_default()))
+}
+
+async fn delete_cron(
+    State(core): State<Core>,
+    Path(id): Path<String>,
+    call: Call,
+) -> Result<Json<DeleteCronResponse>, HttpError> {
+    Ok(Json(core.features.delete_cron(call.request(DeleteCronRequest { id })).await?.into_inner()))
+}
+
+/// The control endpoint: the cron stops running (kept, with its history).
+async fn kill_cron(State(core): State<Core>, Path(id): Path<String>, call: Call) -> Result<Json<Cron>, HttpError> {
+    let cron = core.features.kill_cron(call.request(KillCronRequest { id })).await?.into_inner().cron;
+    Ok(Json(cron.unwrap_or_default()))
 }
 
 /// `?days=` of the usage page.

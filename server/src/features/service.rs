@@ -1,25 +1,30 @@
 //! `FeatureService`: the dashboard pages' answers.
 
+use std::sync::Arc;
+
 use roost_proto::v1::{
-    GetHealthReportRequest, GetHealthReportResponse, GetUsageRequest, GetUsageResponse,
+    CreateCronRequest, CreateCronResponse, DeleteCronRequest, DeleteCronResponse, GetCronRequest, GetCronResponse,
+    GetHealthReportRequest, GetHealthReportResponse, GetUsageRequest, GetUsageResponse, KillCronRequest,
+    KillCronResponse, ListCronsRequest, ListCronsResponse, UpdateCronRequest, UpdateCronResponse,
     feature_service_server::FeatureService,
 };
 use tonic::{Request, Response, Status};
 use tracing::warn;
 
-use super::{health::HealthChecks, usage};
+use super::{crons::Crons, health::HealthChecks, usage};
 use crate::{Result, store::Store};
 
 /// The feature APIs of one server.
 pub struct FeatureCore {
     store: Store,
     health: HealthChecks,
+    crons: Arc<Crons>,
 }
 
 impl FeatureCore {
-    /// Features over `store`, with these health checks.
-    pub fn new(store: Store, health: HealthChecks) -> Self {
-        Self { store, health }
+    /// Features over `store`, with these health checks and crons.
+    pub fn new(store: Store, health: HealthChecks, crons: Arc<Crons>) -> Self {
+        Self { store, health, crons }
     }
 }
 
@@ -53,5 +58,37 @@ impl FeatureService for FeatureCore {
         };
         let page = usage::usage_page(&self.store, days).await;
         Ok(Response::new(or_warning("usage", page, |p, w| p.warning = w)))
+    }
+
+    async fn list_crons(&self, _req: Request<ListCronsRequest>) -> Result<Response<ListCronsResponse>, Status> {
+        Ok(Response::new(ListCronsResponse { crons: self.crons.list().await? }))
+    }
+
+    async fn create_cron(&self, req: Request<CreateCronRequest>) -> Result<Response<CreateCronResponse>, Status> {
+        let req = req.into_inner();
+        let enabled = req.enabled.unwrap_or(true);
+        let cron = self.crons.create(&req.instance_id, &req.name, &req.schedule, &req.message, enabled).await?;
+        Ok(Response::new(CreateCronResponse { cron: Some(cron) }))
+    }
+
+    async fn get_cron(&self, req: Request<GetCronRequest>) -> Result<Response<GetCronResponse>, Status> {
+        let (cron, runs) = self.crons.get(&req.get_ref().id).await?;
+        Ok(Response::new(GetCronResponse { cron: Some(cron), runs }))
+    }
+
+    async fn update_cron(&self, req: Request<UpdateCronRequest>) -> Result<Response<UpdateCronResponse>, Status> {
+        let r = req.into_inner();
+        let cron =
+            self.crons.update(&r.id, r.name.as_deref(), r.schedule.as_deref(), r.message.as_deref(), r.enabled).await?;
+        Ok(Response::new(UpdateCronResponse { cron: Some(cron) }))
+    }
+
+    async fn delete_cron(&self, req: Request<DeleteCronRequest>) -> Result<Response<DeleteCronResponse>, Status> {
+        self.crons.delete(&req.get_ref().id).await?;
+        Ok(Response::new(DeleteCronResponse {}))
+    }
+
+    async fn kill_cron(&self, req: Request<KillCronRequest>) -> Result<Response<KillCronResponse>, Status> {
+        Ok(Response::new(KillCronResponse { cron: Some(self.crons.kill(&req.get_ref().id).await?) }))
     }
 }
