@@ -40,6 +40,10 @@ pub struct ServeConfig {
     pub access: AccessPolicy,
     /// Client caps of the live streams.
     pub streams: StreamLimits,
+    /// How often alert rules are evaluated.
+    pub alerts_every: Duration,
+    /// How often guard policies are enforced.
+    pub guard_every: Duration,
 }
 
 impl ServeConfig {
@@ -57,6 +61,8 @@ impl ServeConfig {
             extra_addrs: Vec::new(),
             access: AccessPolicy::default(),
             streams: StreamLimits::default(),
+            alerts_every: Duration::from_secs(30),
+            guard_every: Duration::from_secs(10),
         }
     }
 }

@@ -16,7 +16,9 @@ use crate::{
     auth::Authenticator,
     billing::renewal,
     features::{
+        alerts::Alerts,
         crons::Crons,
+        guard::Guard,
         health::{self, HealthChecks},
         service::FeatureCore,
         workers::Workers,
@@ -69,6 +71,10 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     let pusher = config.push.clone().map(|push| tokio::spawn(pusher::run(store.clone(), push, workers.clone())));
     let crons = Crons::new(store.clone(), hosting.clone());
     let crons_task = tokio::spawn(crons.clone().run(workers.clone()));
+    let alerts = Alerts::new(store.clone());
+    let alerts_task = tokio::spawn(alerts.clone().run(config.alerts_every, workers.clone()));
+    let guard = Guard::new(store.clone(), hosting.clone());
+    let guard_task = tokio::spawn(guard.clone().run(config.guard_every, workers.clone()));
     let checks = HealthChecks {
         store: store.clone(),
         telemetry: telemetry.clone(),
@@ -81,6 +87,8 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     checks.workers.add("turn events", turn_events_task.abort_handle());
     checks.workers.add("health", health_task.abort_handle());
     checks.workers.add("crons", crons_task.abort_handle());
+    checks.workers.add("alerts", alerts_task.abort_handle());
+    checks.workers.add("guard", guard_task.abort_handle());
     if let Some(pusher) = &pusher {
         checks.workers.add("upstream push", pusher.abort_handle());
     }
@@ -94,7 +102,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         ingest: Arc::new(IngestCore::new(telemetry.clone(), auth)),
         query: Arc::new(QueryCore::new(store.clone())),
         streams: Arc::new(StreamCore::new(live.clone())),
-        features: Arc::new(FeatureCore::new(store.clone(), checks, crons)),
+        features: Arc::new(FeatureCore::new(store.clone(), checks, crons, alerts, guard)),
     };
     let core = roost_gateway::Core {
         system: services.system.clone(),
@@ -159,6 +167,8 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     let _ = retention.await;
     let _ = health_task.await;
     let _ = crons_task.await;
+    let _ = alerts_task.await;
+    let _ = guard_task.await;
     if let Some(pusher) = pusher {
         let _ = pusher.await;
     }

@@ -9,9 +9,12 @@ use axum::{
 use roost_proto::{
     ErrorReason,
     v1::{
-        CreateCronRequest, Cron, DeleteCronRequest, DeleteCronResponse, GetCronRequest, GetCronResponse,
-        GetHealthReportRequest, GetUsageRequest, GetUsageResponse, HealthReport, KillCronRequest, ListCronsRequest,
-        ListCronsResponse, UpdateCronRequest,
+        AcknowledgeAlertRequest, Alert, AlertRule, CreateAlertRuleRequest, CreateCronRequest, CreateGuardPolicyRequest,
+        Cron, DeleteAlertRuleRequest, DeleteAlertRuleResponse, DeleteCronRequest, DeleteCronResponse,
+        DeleteGuardPolicyRequest, DeleteGuardPolicyResponse, GetAlertsRequest, GetAlertsResponse, GetCronRequest,
+        GetCronResponse, GetGuardRequest, GetGuardResponse, GetHealthReportRequest, GetUsageRequest, GetUsageResponse,
+        GuardPolicy, HealthReport, KillCronRequest, ListCronsRequest, ListCronsResponse, UpdateAlertRuleRequest,
+        UpdateCronRequest, UpdateGuardPolicyRequest,
     },
 };
 
@@ -24,6 +27,88 @@ pub(crate) fn routes() -> Router<Core> {
         .route("/api/crons", get(list_crons).post(create_cron))
         .route("/api/crons/{id}", get(get_cron).post(update_cron).delete(delete_cron))
         .route("/api/crons/{id}/kill", post(kill_cron))
+        .route("/api/alerts", get(alerts).post(create_alert_rule))
+        .route("/api/alerts/rules/{id}", post(update_alert_rule).delete(delete_alert_rule))
+        .route("/api/alerts/{id}/ack", post(acknowledge_alert))
+        .route("/api/guard", get(guard).post(create_guard_policy))
+        .route("/api/guard/{id}", post(update_guard_policy).delete(delete_guard_policy))
+}
+
+/// `{rules, active, history, warning}`.
+async fn alerts(State(core): State<Core>, call: Call) -> Result<Json<GetAlertsResponse>, HttpError> {
+    Ok(Json(core.features.get_alerts(call.request(GetAlertsRequest {})).await?.into_inner()))
+}
+
+/// 201 with the rule.
+async fn create_alert_rule(
+    State(core): State<Core>,
+    call: Call,
+    JsonBody(req): JsonBody<CreateAlertRuleRequest>,
+) -> Result<(StatusCode, Json<AlertRule>), HttpError> {
+    let rule = core.features.create_alert_rule(call.request(req)).await?.into_inner().rule;
+    Ok((StatusCode::CREATED, Json(rule.unwrap_or_default())))
+}
+
+async fn update_alert_rule(
+    State(core): State<Core>,
+    Path(id): Path<String>,
+    call: Call,
+    JsonBody(req): JsonBody<UpdateAlertRuleRequest>,
+) -> Result<Json<AlertRule>, HttpError> {
+    let rule = core.features.update_alert_rule(call.request(UpdateAlertRuleRequest { id, ..req })).await?;
+    Ok(Json(rule.into_inner().rule.unwrap_or_default()))
+}
+
+async fn delete_alert_rule(
+    State(core): State<Core>,
+    Path(id): Path<String>,
+    call: Call,
+) -> Result<Json<DeleteAlertRuleResponse>, HttpError> {
+    Ok(Json(core.features.delete_alert_rule(call.request(DeleteAlertRuleRequest { id })).await?.into_inner()))
+}
+
+/// The control endpoint: marks an alert seen.
+async fn acknowledge_alert(
+    State(core): State<Core>,
+    Path(id): Path<String>,
+    call: Call,
+) -> Result<Json<Alert>, HttpError> {
+    let id = id.parse().map_err(|_| HttpError::new(ErrorReason::NotFound, format!("no alert {id}")))?;
+    let alert = core.features.acknowledge_alert(call.request(AcknowledgeAlertRequest { id })).await?;
+    Ok(Json(alert.into_inner().alert.unwrap_or_default()))
+}
+
+/// `{policies, incidents, warning}`.
+async fn guard(State(core): State<Core>, call: Call) -> Result<Json<GetGuardResponse>, HttpError> {
+    Ok(Json(core.features.get_guard(call.request(GetGuardRequest {})).await?.into_inner()))
+}
+
+/// 201 with the policy.
+async fn create_guard_policy(
+    State(core): State<Core>,
+    call: Call,
+    JsonBody(req): JsonBody<CreateGuardPolicyRequest>,
+) -> Result<(StatusCode, Json<GuardPolicy>), HttpError> {
+    let policy = core.features.create_guard_policy(call.request(req)).await?.into_inner().policy;
+    Ok((StatusCode::CREATED, Json(policy.unwrap_or_default())))
+}
+
+async fn update_guard_policy(
+    State(core): State<Core>,
+    Path(id): Path<String>,
+    call: Call,
+    JsonBody(req): JsonBody<UpdateGuardPolicyRequest>,
+) -> Result<Json<GuardPolicy>, HttpError> {
+    let policy = core.features.update_guard_policy(call.request(UpdateGuardPolicyRequest { id, ..req })).await?;
+    Ok(Json(policy.into_inner().policy.unwrap_or_default()))
+}
+
+async fn delete_guard_policy(
+    State(core): State<Core>,
+    Path(id): Path<String>,
+    call: Call,
+) -> Result<Json<DeleteGuardPolicyResponse>, HttpError> {
+    Ok(Json(core.features.delete_guard_policy(call.request(DeleteGuardPolicyRequest { id })).await?.into_inner()))
 }
 
 /// `{crons: [...]}`, newest first.

@@ -84,6 +84,12 @@ pub struct ServeArgs {
     /// Concurrent `/api/brain-stream` clients; more get 429.
     #[arg(long, env = "ROOST_MAX_BRAIN_STREAM_CLIENTS", default_value_t = 10)]
     max_brain_stream_clients: usize,
+    /// Seconds between evaluations of the alert rules.
+    #[arg(long, env = "ROOST_ALERTS_CHECK_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    alerts_check_secs: u64,
+    /// Seconds between guard checks of the hosted agents.
+    #[arg(long, env = "ROOST_GUARD_CHECK_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    guard_check_secs: u64,
 }
 
 impl ServeArgs {
@@ -118,6 +124,8 @@ impl ServeArgs {
             health_clients: self.max_health_stream_clients,
             log_clients: self.max_log_stream_clients,
         };
+        config.alerts_every = Duration::from_secs(self.alerts_check_secs);
+        config.guard_every = Duration::from_secs(self.guard_check_secs);
         config.extra_addrs = self.otlp_grpc_addr.iter().chain(&self.otlp_http_addr).cloned().collect();
         Ok(config)
     }

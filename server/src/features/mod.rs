@@ -4,7 +4,9 @@
 //! A feature that cannot answer (its store query failed) answers empty with a `warning`
 //! rather than failing, as the seed requires; `roost status` reports the truth.
 
+pub mod alerts;
 pub mod crons;
+pub mod guard;
 pub mod health;
 pub mod schedule;
 pub mod service;

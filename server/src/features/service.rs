@@ -3,15 +3,25 @@
 use std::sync::Arc;
 
 use roost_proto::v1::{
-    CreateCronRequest, CreateCronResponse, DeleteCronRequest, DeleteCronResponse, GetCronRequest, GetCronResponse,
-    GetHealthReportRequest, GetHealthReportResponse, GetUsageRequest, GetUsageResponse, KillCronRequest,
-    KillCronResponse, ListCronsRequest, ListCronsResponse, UpdateCronRequest, UpdateCronResponse,
-    feature_service_server::FeatureService,
+    AcknowledgeAlertRequest, AcknowledgeAlertResponse, CreateAlertRuleRequest, CreateAlertRuleResponse,
+    CreateCronRequest, CreateCronResponse, CreateGuardPolicyRequest, CreateGuardPolicyResponse, DeleteAlertRuleRequest,
+    DeleteAlertRuleResponse, DeleteCronRequest, DeleteCronResponse, DeleteGuardPolicyRequest,
+    DeleteGuardPolicyResponse, GetAlertsRequest, GetAlertsResponse, GetCronRequest, GetCronResponse, GetGuardRequest,
+    GetGuardResponse, GetHealthReportRequest, GetHealthReportResponse, GetUsageRequest, GetUsageResponse,
+    KillCronRequest, KillCronResponse, ListCronsRequest, ListCronsResponse, UpdateAlertRuleRequest,
+    UpdateAlertRuleResponse, UpdateCronRequest, UpdateCronResponse, UpdateGuardPolicyRequest,
+    UpdateGuardPolicyResponse, feature_service_server::FeatureService,
 };
 use tonic::{Request, Response, Status};
 use tracing::warn;
 
-use super::{crons::Crons, health::HealthChecks, usage};
+use super::{
+    alerts::{Alerts, RuleSpec},
+    crons::Crons,
+    guard::Guard,
+    health::HealthChecks,
+    usage,
+};
 use crate::{Result, store::Store};
 
 /// The feature APIs of one server.
@@ -19,12 +29,14 @@ pub struct FeatureCore {
     store: Store,
     health: HealthChecks,
     crons: Arc<Crons>,
+    alerts: Arc<Alerts>,
+    guard: Arc<Guard>,
 }
 
 impl FeatureCore {
-    /// Features over `store`, with these health checks and crons.
-    pub fn new(store: Store, health: HealthChecks, crons: Arc<Crons>) -> Self {
-        Self { store, health, crons }
+    /// Features over `store`, with these health checks, crons, alerts and guard.
+    pub fn new(store: Store, health: HealthChecks, crons: Arc<Crons>, alerts: Arc<Alerts>, guard: Arc<Guard>) -> Self {
+        Self { store, health, crons, alerts, guard }
     }
 }
 
@@ -90,5 +102,101 @@ impl FeatureService for FeatureCore {
 
     async fn kill_cron(&self, req: Request<KillCronRequest>) -> Result<Response<KillCronResponse>, Status> {
         Ok(Response::new(KillCronResponse { cron: Some(self.crons.kill(&req.get_ref().id).await?) }))
+    }
+
+    async fn get_alerts(&self, _req: Request<GetAlertsRequest>) -> Result<Response<GetAlertsResponse>, Status> {
+        let page = self.alerts.page().await;
+        Ok(Response::new(or_warning("alerts", page, |p, w| p.warning = w)))
+    }
+
+    async fn create_alert_rule(
+        &self,
+        req: Request<CreateAlertRuleRequest>,
+    ) -> Result<Response<CreateAlertRuleResponse>, Status> {
+        let r = req.into_inner();
+        let spec = RuleSpec {
+            name: r.name,
+            kind: r.kind,
+            threshold: r.threshold,
+            window_secs: r.window_secs,
+            webhook_url: r.webhook_url,
+            enabled: r.enabled.unwrap_or(true),
+        };
+        Ok(Response::new(CreateAlertRuleResponse { rule: Some(self.alerts.create(spec).await?) }))
+    }
+
+    async fn update_alert_rule(
+        &self,
+        req: Request<UpdateAlertRuleRequest>,
+    ) -> Result<Response<UpdateAlertRuleResponse>, Status> {
+        let r = req.into_inner();
+        let rule = self
+            .alerts
+            .update(&r.id, |spec| {
+                if let Some(name) = r.name {
+                    spec.name = name;
+                }
+                if let Some(threshold) = r.threshold {
+                    spec.threshold = threshold;
+                }
+                if let Some(window) = r.window_secs {
+                    spec.window_secs = window;
+                }
+                if let Some(url) = r.webhook_url {
+                    spec.webhook_url = url;
+                }
+                if let Some(enabled) = r.enabled {
+                    spec.enabled = enabled;
+                }
+            })
+            .await?;
+        Ok(Response::new(UpdateAlertRuleResponse { rule: Some(rule) }))
+    }
+
+    async fn delete_alert_rule(
+        &self,
+        req: Request<DeleteAlertRuleRequest>,
+    ) -> Result<Response<DeleteAlertRuleResponse>, Status> {
+        self.alerts.delete(&req.get_ref().id).await?;
+        Ok(Response::new(DeleteAlertRuleResponse {}))
+    }
+
+    async fn acknowledge_alert(
+        &self,
+        req: Request<AcknowledgeAlertRequest>,
+    ) -> Result<Response<AcknowledgeAlertResponse>, Status> {
+        Ok(Response::new(AcknowledgeAlertResponse { alert: Some(self.alerts.acknowledge(req.get_ref().id).await?) }))
+    }
+
+    async fn get_guard(&self, _req: Request<GetGuardRequest>) -> Result<Response<GetGuardResponse>, Status> {
+        let page = self.guard.page().await;
+        Ok(Response::new(or_warning("guard", page, |p, w| p.warning = w)))
+    }
+
+    async fn create_guard_policy(
+        &self,
+        req: Request<CreateGuardPolicyRequest>,
+    ) -> Result<Response<CreateGuardPolicyResponse>, Status> {
+        let r = req.into_inner();
+        let policy = self.guard.create(&r.kind, &r.instance_id, r.limit, r.enabled.unwrap_or(true)).await?;
+        Ok(Response::new(CreateGuardPolicyResponse { policy: Some(policy) }))
+    }
+
+    async fn update_guard_policy(
+        &self,
+        req: Request<UpdateGuardPolicyRequest>,
+    ) -> Result<Response<UpdateGuardPolicyResponse>, Status> {
+        let r = req.into_inner();
+        Ok(Response::new(UpdateGuardPolicyResponse {
+            policy: Some(self.guard.update(&r.id, r.limit, r.enabled).await?),
+        }))
+    }
+
+    async fn delete_guard_policy(
+        &self,
+        req: Request<DeleteGuardPolicyRequest>,
+    ) -> Result<Response<DeleteGuardPolicyResponse>, Status> {
+        self.guard.delete(&req.get_ref().id).await?;
+        Ok(Response::new(DeleteGuardPolicyResponse {}))
     }
 }

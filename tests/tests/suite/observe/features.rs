@@ -8,15 +8,26 @@ use serde_json::{Value, json};
 
 use super::{otlp::traces_request, post_otlp};
 
-each_backend!(usage_sums_tokens_and_cost_per_day_model_and_session, a_cron_messages_a_hosted_agent_on_time);
+each_backend!(
+    usage_sums_tokens_and_cost_per_day_model_and_session,
+    a_cron_messages_a_hosted_agent_on_time,
+    an_alert_fires_to_a_webhook_is_acknowledged_and_resolves,
+    guard_policies_pause_an_agent_and_record_incidents
+);
 
 /// Spans of `traces_request`, moved to now.
 async fn ingest_now(server: &TestServer, trace: u8, spans: usize, session: &str) {
+    ingest_now_with(server, trace, spans, session, 0).await;
+}
+
+/// Spans of `traces_request`, moved to now, with this status code.
+async fn ingest_now_with(server: &TestServer, trace: u8, spans: usize, session: &str, status: i32) {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64;
     let mut request = traces_request(trace, spans, session);
     for span in &mut request.resource_spans[0].scope_spans[0].spans {
         span.end_time_unix_nano = now + (span.end_time_unix_nano - span.start_time_unix_nano);
         span.start_time_unix_nano = now;
+        span.status = Some(opentelemetry_proto::tonic::trace::v1::Status { code: status, message: String::new() });
     }
     let reply = post_otlp(server, "/v1/traces", "application/x-protobuf", request.encode_to_vec()).await;
     assert_eq!(reply.status(), 200);
@@ -116,4 +127,134 @@ async fn a_cron_messages_a_hosted_agent_on_time(backend: Backend) {
     assert_eq!((renamed["name"].as_str(), renamed["enabled"].as_bool()), (Some("renamed"), Some(false)));
     api.delete_path(&format!("/api/crons/{id}")).await.ok();
     api.get(&format!("/api/crons/{id}")).await.err(404, "not_found");
+}
+
+/// A webhook receiver: every JSON body POSTed to it, in order.
+async fn webhook() -> (String, tokio::sync::mpsc::UnboundedReceiver<Value>) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |axum::Json(body): axum::Json<Value>| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(body);
+                "ok"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, rx)
+}
+
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> Option<Value>) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Some(found) = check().await {
+            return found;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn an_alert_fires_to_a_webhook_is_acknowledged_and_resolves(backend: Backend) {
+    let server = TestServer::start_with(backend, |c| c.alerts_every = Duration::from_millis(200)).await;
+    let api = server.api(None);
+    let (url, mut received) = webhook().await;
+    for bad in [
+        json!({"kind": "vibes", "threshold": 1}),
+        json!({"kind": "error_rate"}),
+        json!({"kind": "error_rate", "threshold": 0.5, "window_secs": 5}),
+        json!({"kind": "error_rate", "threshold": 0.5, "webhook_url": "ftp://example.com"}),
+    ] {
+        api.post("/api/alerts", bad).await.err(400, "invalid_argument");
+    }
+    api.post("/api/alerts/999/ack", json!({})).await.err(404, "not_found");
+    assert_eq!(api.get("/api/alerts").await.ok()["rules"], json!([]), "refused rules stored nothing");
+
+    let rule = api
+        .post("/api/alerts", json!({"name": "errors", "kind": "error_rate", "threshold": 0.2, "webhook_url": url}))
+        .await
+        .ok();
+    let rule_id = rule["id"].as_str().unwrap().to_owned();
+    assert_eq!(rule["window_secs"], 3600, "{rule}");
+    ingest_now_with(&server, 1, 4, "s", 1).await;
+    ingest_now_with(&server, 2, 2, "s", 2).await;
+
+    let delivered = tokio::time::timeout(Duration::from_secs(15), received.recv()).await.unwrap().unwrap();
+    assert_eq!(delivered["event"], "roost.alert", "{delivered}");
+    assert_eq!(delivered["rule"]["id"], rule_id.as_str());
+    assert!(delivered["alert"]["message"].as_str().unwrap().contains("2 of 6 spans failed"), "{delivered}");
+    let page = eventually("the delivered alert", async || {
+        let page = api.get("/api/alerts").await.ok();
+        (page["active"][0]["delivered"] == true).then_some(page)
+    })
+    .await;
+    let alert_id = page["active"][0]["id"].as_i64().unwrap();
+    assert!((page["active"][0]["value"].as_f64().unwrap() - 2.0 / 6.0).abs() < 1e-9, "{page}");
+
+    let acked = api.post(&format!("/api/alerts/{alert_id}/ack"), json!({})).await.ok();
+    assert!(acked["acknowledged_at"].is_string(), "{acked}");
+
+    // Raising the threshold clears the condition: the alert resolves, and stays in history.
+    api.post(&format!("/api/alerts/rules/{rule_id}"), json!({"threshold": 0.9})).await.ok();
+    let page = eventually("the resolved alert", async || {
+        let page = api.get("/api/alerts").await.ok();
+        (page["active"] == json!([])).then_some(page)
+    })
+    .await;
+    assert!(page["history"][0]["resolved_at"].is_string(), "{page}");
+    assert!(received.try_recv().is_err(), "one delivery per alert");
+    api.delete_path(&format!("/api/alerts/rules/{rule_id}")).await.ok();
+    assert_eq!(api.get("/api/alerts").await.ok()["history"], json!([]));
+}
+
+async fn guard_policies_pause_an_agent_and_record_incidents(backend: Backend) {
+    let server = TestServer::start_with(backend, |c| c.guard_every = Duration::from_millis(200)).await;
+    let account = server.account(10_000).await;
+    let owner = server.api(Some(&account));
+    let api = server.api(None);
+    let spender = owner.provision("echo", "spends").await["id"].as_str().unwrap().to_owned();
+    let looper = owner.provision("echo", "loops").await["id"].as_str().unwrap().to_owned();
+    owner.wait_status(&spender, "running").await;
+    owner.wait_status(&looper, "running").await;
+
+    api.post("/api/guard", json!({"kind": "spend_per_day", "limit": 0})).await.err(400, "invalid_argument");
+    api.post("/api/guard", json!({"kind": "tool_loop", "limit": 1.5})).await.err(400, "invalid_argument");
+    api.post("/api/guard", json!({"kind": "tool_loop", "limit": 3, "instance_id": "ins_nope"}))
+        .await
+        .err(404, "not_found");
+    let spend =
+        api.post("/api/guard", json!({"kind": "spend_per_day", "limit": 0.000001, "instance_id": spender})).await.ok();
+    api.post("/api/guard", json!({"kind": "tool_loop", "limit": 3})).await.ok();
+
+    // The spender's own spans cost money today.
+    ingest_now(&server, 9, 2, &spender).await;
+    owner.wait_status(&spender, "paused").await;
+    // The looper calls the same tool with the same input three times.
+    let run = api.post("/api/v1/runs", json!({"runtime": "t", "session_id": looper})).await.ok();
+    let run_id = run["run_id"].as_str().unwrap();
+    let call = |n: usize| json!({"id": format!("c{n}"), "event_type": "tool_call", "tool_name": "search", "data": {"q": "same"}});
+    api.post(&format!("/api/v1/runs/{run_id}/events"), json!({"events": [call(1), call(2)]})).await.ok();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(owner.get(&format!("/api/instances/{looper}")).await.ok()["status"], "running", "two calls are no loop");
+    api.post(&format!("/api/v1/runs/{run_id}/events"), json!({"event": call(3)})).await.ok();
+    owner.wait_status(&looper, "paused").await;
+
+    let page = api.get("/api/guard").await.ok();
+    let incidents = page["incidents"].as_array().unwrap();
+    assert_eq!(incidents.len(), 2, "{page}");
+    assert!(incidents.iter().all(|i| i["action"] == "paused"), "{page}");
+    let spent = incidents.iter().find(|i| i["instance_id"] == spender.as_str()).unwrap();
+    assert_eq!(spent["policy_id"], spend["id"]);
+    assert!(spent["detail"].as_str().unwrap().contains("over the limit"), "{spent}");
+
+    // Resumed on purpose, the spender is left alone for the rest of the day.
+    owner.post(&format!("/api/instances/{spender}/resume"), json!({})).await.ok();
+    owner.wait_status(&spender, "running").await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(owner.get(&format!("/api/instances/{spender}")).await.ok()["status"], "running");
+    assert_eq!(api.get("/api/guard").await.ok()["incidents"].as_array().unwrap().len(), 2);
 }
