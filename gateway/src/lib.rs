@@ -22,8 +22,9 @@ use opentelemetry_proto::tonic::collector::{
     trace::v1::trace_service_server::TraceService,
 };
 use roost_proto::v1::{
-    account_service_server::AccountService, agent_service_server::AgentService, feature_service_server::FeatureService,
-    ingest_service_server::IngestService, query_service_server::QueryService, system_service_server::SystemService,
+    account_service_server::AccountService, agent_service_server::AgentService, control_service_server::ControlService,
+    feature_service_server::FeatureService, ingest_service_server::IngestService, query_service_server::QueryService,
+    system_service_server::SystemService,
 };
 
 pub use access::AccessPolicy;
@@ -55,6 +56,8 @@ pub struct Core {
     pub streams: Arc<streams::DynStreamService>,
     /// Feature APIs of the dashboard's pages.
     pub features: Arc<dyn FeatureService>,
+    /// Control endpoints.
+    pub control: Arc<dyn ControlService>,
     /// Limits the gateway enforces.
     pub options: Arc<GatewayOptions>,
 }
@@ -92,6 +95,7 @@ pub fn router(core: Core) -> Router {
         .merge(routes::query::routes())
         .merge(routes::streams::routes())
         .merge(routes::features::routes())
+        .merge(routes::control::routes())
         .fallback(fallback::not_found)
         .method_not_allowed_fallback(fallback::method_not_allowed)
         .with_state(core)

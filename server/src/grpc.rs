@@ -9,9 +9,9 @@ use opentelemetry_proto::tonic::collector::{
 };
 use roost_proto::v1::{
     account_service_server::AccountServiceServer, agent_service_server::AgentServiceServer,
-    feature_service_server::FeatureServiceServer, ingest_service_server::IngestServiceServer,
-    query_service_server::QueryServiceServer, stream_service_server::StreamServiceServer,
-    system_service_server::SystemServiceServer,
+    control_service_server::ControlServiceServer, feature_service_server::FeatureServiceServer,
+    ingest_service_server::IngestServiceServer, query_service_server::QueryServiceServer,
+    stream_service_server::StreamServiceServer, system_service_server::SystemServiceServer,
 };
 use tonic::{codec::CompressionEncoding, service::Routes};
 use tonic_health::server::HealthReporter;
@@ -21,6 +21,7 @@ use tower::Layer;
 use crate::{
     accounts::service::AccountCore,
     agents::service::AgentCore,
+    control::ControlCore,
     features::service::FeatureCore,
     query::QueryCore,
     streams::service::StreamCore,
@@ -50,6 +51,8 @@ pub struct Services {
     pub streams: Arc<StreamCore>,
     /// Feature APIs.
     pub features: Arc<FeatureCore>,
+    /// Control endpoints.
+    pub control: Arc<ControlCore>,
 }
 
 /// Adds every gRPC service to `router`, which keeps its own routes and fallback.
@@ -64,6 +67,7 @@ pub async fn add_services(router: axum::Router, services: &Services) -> anyhow::
     reporter.set_serving::<QueryServiceServer<QueryCore>>().await;
     reporter.set_serving::<StreamServiceServer<StreamCore>>().await;
     reporter.set_serving::<FeatureServiceServer<FeatureCore>>().await;
+    reporter.set_serving::<ControlServiceServer<ControlCore>>().await;
     reporter.set_serving::<TraceServiceServer<OtlpCore>>().await;
     reporter.set_serving::<LogsServiceServer<OtlpCore>>().await;
     reporter.set_serving::<MetricsServiceServer<OtlpCore>>().await;
@@ -76,6 +80,7 @@ pub async fn add_services(router: axum::Router, services: &Services) -> anyhow::
         .add_service(web(QueryServiceServer::from_arc(services.query.clone())))
         .add_service(web(StreamServiceServer::from_arc(services.streams.clone())))
         .add_service(web(FeatureServiceServer::from_arc(services.features.clone())))
+        .add_service(web(ControlServiceServer::from_arc(services.control.clone())))
         .add_service(web(TraceServiceServer::from_arc(services.otlp.clone())
             .accept_compressed(CompressionEncoding::Gzip)
             .max_decoding_message_size(MAX_OTLP_MESSAGE)))

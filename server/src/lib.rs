@@ -11,6 +11,7 @@ pub mod billing;
 pub mod build_info;
 pub mod cli;
 pub mod config;
+pub mod control;
 pub mod error;
 pub mod features;
 pub mod grpc;

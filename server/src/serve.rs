@@ -15,6 +15,7 @@ use crate::{
     agents::{Hosting, service::AgentCore},
     auth::Authenticator,
     billing::renewal,
+    control::ControlCore,
     features::{
         alerts::Alerts,
         crons::Crons,
@@ -103,6 +104,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         query: Arc::new(QueryCore::new(store.clone())),
         streams: Arc::new(StreamCore::new(live.clone())),
         features: Arc::new(FeatureCore::new(store.clone(), checks, crons, alerts, guard)),
+        control: Arc::new(ControlCore::new(store.clone(), hosting.clone(), shutdown.clone())),
     };
     let core = roost_gateway::Core {
         system: services.system.clone(),
@@ -115,6 +117,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         query: services.query.clone(),
         streams: services.streams.clone(),
         features: services.features.clone(),
+        control: services.control.clone(),
         options: Arc::new(config.gateway.clone()),
     };
     let (router, _health) = grpc::add_services(roost_gateway::router(core), &services).await?;

@@ -80,3 +80,33 @@ fn flags_read_their_environment_variables() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("cannot listen on not-an-address"), "{stderr}");
 }
+
+#[tokio::test]
+async fn the_restart_control_endpoint_reexecs_the_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, addr, logs) = serve(dir.path());
+    let http = reqwest::Client::new();
+    let before: Value = http.get(format!("http://{addr}/api/local/health")).send().await.unwrap().json().await.unwrap();
+
+    let reply =
+        http.post(format!("http://{addr}/api/control/restart")).json(&serde_json::json!({})).send().await.unwrap();
+    assert_eq!(reply.status(), 202);
+    let body: Value = reply.json().await.unwrap();
+    assert_eq!(body["pid"], i64::from(child.id()), "{body}");
+
+    // The same process logs that it listens again (on a new port: it was started with :0).
+    let again = loop {
+        let event = logs.recv_timeout(Duration::from_secs(30)).expect("roost did not come back");
+        if event["fields"]["message"] == "listening" {
+            break event["fields"]["addr"].as_str().unwrap().to_owned();
+        }
+    };
+    let after: Value = http.get(format!("http://{again}/api/local/health")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(after["status"], "ok");
+    assert_ne!(after["started_at"], before["started_at"], "a new start");
+    assert!(child.try_wait().unwrap().is_none(), "the same process kept running");
+
+    let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    assert!(child.wait().unwrap().success());
+}

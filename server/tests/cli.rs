@@ -1,4 +1,4 @@
-//! The operator CLI (`roost accounts|keys|credits`) as operators run it: the real binary,
+//! The operator CLI (`roost accounts|keys|credits|status`) as operators run it: the real binary,
 //! on the same store as a running `roost serve`, on SQLite and PostgreSQL.
 
 // Test code: a failed unwrap is a failed test.
@@ -9,7 +9,11 @@ use std::process::{Command, Output};
 use roost_tests::{Backend, TestServer, each_backend};
 use serde_json::{Value, json};
 
-each_backend!(accounts_keys_and_credits_work_beside_a_running_server, bad_cli_input_is_refused_clearly);
+each_backend!(
+    accounts_keys_and_credits_work_beside_a_running_server,
+    bad_cli_input_is_refused_clearly,
+    status_reports_the_store_ingest_and_checks
+);
 
 /// `roost <args>` on the server's store.
 fn roost(server: &TestServer, args: &[&str]) -> Output {
@@ -87,4 +91,32 @@ async fn bad_cli_input_is_refused_clearly(backend: Backend) {
     assert_eq!(out.status.code(), Some(2), "bad usage");
     let out = roost(&server, &["accounts", "set-plan", "--account", "a", "platinum"]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+async fn status_reports_the_store_ingest_and_checks(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let api = server.api(None);
+    let run = api.post("/api/v1/runs", json!({"runtime": "cli-test"})).await.ok();
+    let events = json!({"events": [{"id": "a", "event_type": "message"}, {"id": "b", "event_type": "message"}]});
+    api.post(&format!("/api/v1/runs/{}/events", run["run_id"].as_str().unwrap()), events).await.ok();
+    let url = server.url("");
+
+    let status = json_of(&roost(&server, &["status", "--url", &url, "--json"]));
+    assert_eq!(status["store"]["reachable"], true, "{status}");
+    assert_eq!((status["store"]["events"].as_i64(), status["store"]["runs"].as_i64()), (Some(2), Some(1)), "{status}");
+    assert_eq!(status["ingest"]["events_total"], 2, "{status}");
+    assert!(status["ingest"]["events_per_sec"].as_f64().unwrap() > 0.0, "{status}");
+    assert_eq!(status["health"]["checks"].as_array().unwrap().len(), 4, "{status}");
+    assert_eq!(status["handler_verdict"], "none");
+
+    let text = roost(&server, &["status", "--url", &url]);
+    assert!(text.status.success(), "{}", String::from_utf8_lossy(&text.stderr));
+    let text = String::from_utf8(text.stdout).unwrap();
+    for line in ["store ", "ingest ", "health ", "pages "] {
+        assert!(text.contains(line), "{line:?} missing from:\n{text}");
+    }
+
+    let nobody = roost(&server, &["status", "--url", "http://127.0.0.1:9"]);
+    assert_eq!(nobody.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&nobody.stderr).contains("nothing answers"), "{nobody:?}");
 }

@@ -12,9 +12,9 @@ use roost_proto::{
         AcknowledgeAlertRequest, Alert, AlertRule, CreateAlertRuleRequest, CreateCronRequest, CreateGuardPolicyRequest,
         Cron, DeleteAlertRuleRequest, DeleteAlertRuleResponse, DeleteCronRequest, DeleteCronResponse,
         DeleteGuardPolicyRequest, DeleteGuardPolicyResponse, GetAlertsRequest, GetAlertsResponse, GetCronRequest,
-        GetCronResponse, GetGuardRequest, GetGuardResponse, GetHealthReportRequest, GetUsageRequest, GetUsageResponse,
-        GuardPolicy, HealthReport, KillCronRequest, ListCronsRequest, ListCronsResponse, UpdateAlertRuleRequest,
-        UpdateCronRequest, UpdateGuardPolicyRequest,
+        GetCronResponse, GetGuardRequest, GetGuardResponse, GetHealthReportRequest, GetStatusRequest,
+        GetStatusResponse, GetUsageRequest, GetUsageResponse, GuardPolicy, HealthReport, KillCronRequest,
+        ListCronsRequest, ListCronsResponse, UpdateAlertRuleRequest, UpdateCronRequest, UpdateGuardPolicyRequest,
     },
 };
 
@@ -23,6 +23,7 @@ use crate::{Call, Core, HttpError, JsonBody};
 pub(crate) fn routes() -> Router<Core> {
     Router::new()
         .route("/api/health", get(health))
+        .route("/api/status", get(status))
         .route("/api/usage", get(usage))
         .route("/api/crons", get(list_crons).post(create_cron))
         .route("/api/crons/{id}", get(get_cron).post(update_cron).delete(delete_cron))
@@ -165,6 +166,11 @@ async fn kill_cron(State(core): State<Core>, Path(id): Path<String>, call: Call)
 #[derive(Debug, Default, serde::Deserialize)]
 struct DaysQuery {
     days: Option<i32>,
+}
+
+/// What `roost status` prints.
+async fn status(State(core): State<Core>, call: Call) -> Result<Json<GetStatusResponse>, HttpError> {
+    Ok(Json(core.features.get_status(call.request(GetStatusRequest {})).await?.into_inner()))
 }
 
 /// `{days, models, today, week, month, top_sessions, warning}`.

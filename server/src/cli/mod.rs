@@ -2,6 +2,7 @@
 
 mod accounts;
 mod serve;
+mod status;
 
 use std::{path::PathBuf, process::ExitCode};
 
@@ -57,6 +58,8 @@ enum Command {
     /// Add credits to an account (operators).
     #[command(subcommand)]
     Credits(accounts::CreditsCommand),
+    /// Ask a running roost how it is: store, ingest, health checks, failing pages.
+    Status(status::StatusArgs),
 }
 
 impl GlobalArgs {
@@ -99,6 +102,7 @@ pub fn main() -> ExitCode {
             Command::Accounts(command) => accounts::accounts(&cli.global, command).await,
             Command::Keys(command) => accounts::keys(&cli.global, command).await,
             Command::Credits(command) => accounts::credits(&cli.global, command).await,
+            Command::Status(args) => status::status(args).await,
         }
     })
 }

@@ -181,6 +181,7 @@ async fn serve(config: ServeConfig, addr: &str) -> ExitCode {
     let shutdown = CancellationToken::new();
     cancel_on_signal(shutdown.clone());
     match serve::run(config, listener, shutdown).await {
+        Ok(()) if crate::control::restart_requested() => restart(),
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             tracing::error!(error = format!("{err:#}"), "roost stopped with an error");
@@ -188,4 +189,25 @@ async fn serve(config: ServeConfig, addr: &str) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Starts this binary again with the same arguments and environment, in this process
+/// (the PID and a supervisor's view stay the same). `argv[0]` is used rather than the
+/// running image's path, so a binary replaced on disk since the start is the one that runs.
+#[cfg(unix)]
+fn restart() -> ExitCode {
+    use std::os::unix::process::CommandExt as _;
+    let mut args = std::env::args_os();
+    let program = args.next().map_or_else(|| std::env::current_exe().unwrap_or_default(), std::path::PathBuf::from);
+    tracing::info!(program = %program.display(), "restarting");
+    let err = std::process::Command::new(&program).args(args).exec();
+    eprintln!("roost: cannot restart {}: {err}", program.display());
+    ExitCode::FAILURE
+}
+
+/// Without `exec`, a restart is a clean exit for the service manager to start again.
+#[cfg(not(unix))]
+fn restart() -> ExitCode {
+    tracing::info!("stopped for a restart; the service manager starts roost again");
+    ExitCode::SUCCESS
 }

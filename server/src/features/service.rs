@@ -1,16 +1,17 @@
 //! `FeatureService`: the dashboard pages' answers.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use roost_proto::v1::{
     AcknowledgeAlertRequest, AcknowledgeAlertResponse, CreateAlertRuleRequest, CreateAlertRuleResponse,
     CreateCronRequest, CreateCronResponse, CreateGuardPolicyRequest, CreateGuardPolicyResponse, DeleteAlertRuleRequest,
     DeleteAlertRuleResponse, DeleteCronRequest, DeleteCronResponse, DeleteGuardPolicyRequest,
     DeleteGuardPolicyResponse, GetAlertsRequest, GetAlertsResponse, GetCronRequest, GetCronResponse, GetGuardRequest,
-    GetGuardResponse, GetHealthReportRequest, GetHealthReportResponse, GetUsageRequest, GetUsageResponse,
-    KillCronRequest, KillCronResponse, ListCronsRequest, ListCronsResponse, UpdateAlertRuleRequest,
-    UpdateAlertRuleResponse, UpdateCronRequest, UpdateCronResponse, UpdateGuardPolicyRequest,
-    UpdateGuardPolicyResponse, feature_service_server::FeatureService,
+    GetGuardResponse, GetHealthReportRequest, GetHealthReportResponse, GetStatusRequest, GetStatusResponse,
+    GetUsageRequest, GetUsageResponse, HandlerFailure, IngestStatus, KillCronRequest, KillCronResponse,
+    ListCronsRequest, ListCronsResponse, StoreStatus, UpdateAlertRuleRequest, UpdateAlertRuleResponse,
+    UpdateCronRequest, UpdateCronResponse, UpdateGuardPolicyRequest, UpdateGuardPolicyResponse,
+    feature_service_server::FeatureService,
 };
 use tonic::{Request, Response, Status};
 use tracing::warn;
@@ -22,7 +23,12 @@ use super::{
     health::HealthChecks,
     usage,
 };
-use crate::{Result, store::Store};
+use crate::{
+    Result,
+    build_info::BUILD,
+    store::{Store, on_reader},
+    time::{now_ms, timestamp_ms},
+};
 
 /// The feature APIs of one server.
 pub struct FeatureCore {
@@ -31,25 +37,87 @@ pub struct FeatureCore {
     crons: Arc<Crons>,
     alerts: Arc<Alerts>,
     guard: Arc<Guard>,
+    last_failure: Mutex<Option<HandlerFailure>>,
 }
 
 impl FeatureCore {
     /// Features over `store`, with these health checks, crons, alerts and guard.
     pub fn new(store: Store, health: HealthChecks, crons: Arc<Crons>, alerts: Arc<Alerts>, guard: Arc<Guard>) -> Self {
-        Self { store, health, crons, alerts, guard }
+        Self { store, health, crons, alerts, guard, last_failure: Mutex::new(None) }
     }
 }
 
-/// The seed's rule for feature APIs: a page that cannot be built is answered empty with a
-/// `warning` (and logged), never with a 500. `roost status` reports the store's state.
-fn or_warning<T: Default>(page: &str, result: Result<T>, set_warning: impl FnOnce(&mut T, String)) -> T {
-    match result {
-        Ok(answer) => answer,
-        Err(err) => {
-            warn!(page, error = %err, "feature API answered empty");
-            let mut empty = T::default();
-            set_warning(&mut empty, format!("the {page} page could not be built ({err}); this is not an empty store"));
-            empty
+impl FeatureCore {
+    /// The seed's rule for feature APIs: a page that cannot be built is answered empty with
+    /// a `warning` (and logged, and kept for `roost status`), never with a 500.
+    fn or_warning<T: Default>(&self, page: &str, result: Result<T>, set_warning: impl FnOnce(&mut T, String)) -> T {
+        match result {
+            Ok(answer) => answer,
+            Err(err) => {
+                warn!(page, error = %err, "feature API answered empty");
+                let failure =
+                    HandlerFailure { page: page.into(), error: err.to_string(), at: Some(timestamp_ms(now_ms())) };
+                *self.last_failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(failure);
+                let mut empty = T::default();
+                set_warning(
+                    &mut empty,
+                    format!("the {page} page could not be built ({err}); this is not an empty store"),
+                );
+                empty
+            }
+        }
+    }
+
+    async fn status(&self) -> GetStatusResponse {
+        let store = &self.store;
+        let mut status = StoreStatus {
+            backend: store.kind().name().into(),
+            location: store.location().into(),
+            size_bytes: store.size_bytes().await.unwrap_or_default(),
+            ..StoreStatus::default()
+        };
+        type Counts = (i64, i64, i64, i64, i64, i64, i64);
+        let counts: std::result::Result<Counts, sqlx::Error> = on_reader!(store, |pool| {
+            sqlx::query_as(
+                "SELECT (SELECT COUNT(*) FROM spans), (SELECT COUNT(*) FROM logs), (SELECT COUNT(*) FROM metric_points), \
+                        (SELECT COUNT(*) FROM events), (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM sessions), \
+                        (SELECT COUNT(*) FROM instances WHERE destroyed_at IS NULL)",
+            )
+            .fetch_one(pool)
+            .await
+        });
+        match counts {
+            Ok(c) => {
+                status.reachable = true;
+                (status.spans, status.logs, status.metric_points, status.events) = (c.0, c.1, c.2, c.3);
+                (status.runs, status.sessions, status.hosted_agents) = (c.4, c.5, c.6);
+            }
+            Err(err) => status.error = err.to_string(),
+        }
+        let (total, rate) = self.health.telemetry.stats().snapshot();
+        let last = self.last_failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        let verdict = match (&last, status.reachable) {
+            (None, _) => "none",
+            (Some(_), true) => "transient",
+            (Some(_), false) => "broken",
+        };
+        GetStatusResponse {
+            version: BUILD.version.into(),
+            git_commit: BUILD.git_commit.into(),
+            store: Some(status),
+            ingest: Some(IngestStatus {
+                spans_total: total.spans as i64,
+                logs_total: total.logs as i64,
+                metric_points_total: total.metric_points as i64,
+                events_total: total.events as i64,
+                spans_per_sec: rate[0],
+                logs_per_sec: rate[1],
+                metric_points_per_sec: rate[2],
+                events_per_sec: rate[3],
+            }),
+            health: Some(self.health.run().await),
+            last_handler_failure: last,
+            handler_verdict: verdict.into(),
         }
     }
 }
@@ -69,7 +137,7 @@ impl FeatureService for FeatureCore {
             n => i64::from(n).clamp(1, 366),
         };
         let page = usage::usage_page(&self.store, days).await;
-        Ok(Response::new(or_warning("usage", page, |p, w| p.warning = w)))
+        Ok(Response::new(self.or_warning("usage", page, |p, w| p.warning = w)))
     }
 
     async fn list_crons(&self, _req: Request<ListCronsRequest>) -> Result<Response<ListCronsResponse>, Status> {
@@ -106,7 +174,7 @@ impl FeatureService for FeatureCore {
 
     async fn get_alerts(&self, _req: Request<GetAlertsRequest>) -> Result<Response<GetAlertsResponse>, Status> {
         let page = self.alerts.page().await;
-        Ok(Response::new(or_warning("alerts", page, |p, w| p.warning = w)))
+        Ok(Response::new(self.or_warning("alerts", page, |p, w| p.warning = w)))
     }
 
     async fn create_alert_rule(
@@ -170,7 +238,7 @@ impl FeatureService for FeatureCore {
 
     async fn get_guard(&self, _req: Request<GetGuardRequest>) -> Result<Response<GetGuardResponse>, Status> {
         let page = self.guard.page().await;
-        Ok(Response::new(or_warning("guard", page, |p, w| p.warning = w)))
+        Ok(Response::new(self.or_warning("guard", page, |p, w| p.warning = w)))
     }
 
     async fn create_guard_policy(
@@ -198,5 +266,9 @@ impl FeatureService for FeatureCore {
     ) -> Result<Response<DeleteGuardPolicyResponse>, Status> {
         self.guard.delete(&req.get_ref().id).await?;
         Ok(Response::new(DeleteGuardPolicyResponse {}))
+    }
+
+    async fn get_status(&self, _req: Request<GetStatusRequest>) -> Result<Response<GetStatusResponse>, Status> {
+        Ok(Response::new(self.status().await))
     }
 }

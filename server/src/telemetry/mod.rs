@@ -12,6 +12,7 @@ pub mod retention;
 pub mod rows;
 pub mod runs;
 pub mod service;
+pub mod stats;
 pub mod summaries;
 pub mod turns;
 pub mod writer;
@@ -56,6 +57,11 @@ impl Telemetry {
     /// Requests waiting for the writer, and how many may wait before ingest waits too.
     pub fn backlog(&self) -> (usize, usize) {
         self.writer.backlog()
+    }
+
+    /// What ingest stored since start and over the last minute.
+    pub fn stats(&self) -> &stats::IngestStats {
+        self.writer.stats()
     }
 
     /// The price book.

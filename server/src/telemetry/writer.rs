@@ -21,6 +21,7 @@ use tracing::{error, warn};
 
 use super::{
     rows::{Batch, EventRow, SpanRow},
+    stats::{Counts, IngestStats},
     summaries::{Summaries, SummaryTx},
 };
 use crate::{
@@ -87,6 +88,7 @@ impl Job {
 pub struct Writer {
     jobs: mpsc::Sender<Job>,
     live: Arc<Live>,
+    stats: Arc<IngestStats>,
 }
 
 impl Writer {
@@ -94,7 +96,7 @@ impl Writer {
     /// dropped. What is committed is published on `live`.
     pub fn start(store: Store, live: Arc<Live>) -> (Self, tokio::task::JoinHandle<()>) {
         let (jobs, rx) = mpsc::channel(QUEUE);
-        (Self { jobs, live }, tokio::spawn(write_loop(store, rx)))
+        (Self { jobs, live, stats: Arc::default() }, tokio::spawn(write_loop(store, rx)))
     }
 
     /// Writes a batch (with an outbox item or a node cursor, if given) and returns once it
@@ -112,7 +114,18 @@ impl Writer {
         let batch = Arc::new(batch);
         let written = self.submit(batch.clone(), outbox, cursor).await?;
         self.live.publish(&batch, &written.new_spans, &written.new_events);
+        self.stats.record(Counts {
+            spans: written.spans as u64,
+            logs: batch.logs.len() as u64,
+            metric_points: batch.metrics.len() as u64,
+            events: written.new_events.iter().filter(|new| **new).count() as u64,
+        });
         Ok(written)
+    }
+
+    /// What was stored through this writer.
+    pub fn stats(&self) -> &IngestStats {
+        &self.stats
     }
 
     /// Requests waiting for the writer (the ingest health check's lag).

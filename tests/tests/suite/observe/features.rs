@@ -216,9 +216,10 @@ async fn guard_policies_pause_an_agent_and_record_incidents(backend: Backend) {
     let account = server.account(10_000).await;
     let owner = server.api(Some(&account));
     let api = server.api(None);
+    // One deploy at a time per account (the seed's settling rule).
     let spender = owner.provision("echo", "spends").await["id"].as_str().unwrap().to_owned();
-    let looper = owner.provision("echo", "loops").await["id"].as_str().unwrap().to_owned();
     owner.wait_status(&spender, "running").await;
+    let looper = owner.provision("echo", "loops").await["id"].as_str().unwrap().to_owned();
     owner.wait_status(&looper, "running").await;
 
     api.post("/api/guard", json!({"kind": "spend_per_day", "limit": 0})).await.err(400, "invalid_argument");

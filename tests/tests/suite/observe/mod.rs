@@ -1,6 +1,7 @@
 //! The observing half end to end: OTLP ingest over every wire, custom runs and events,
 //! q/1, and node push.
 
+mod control;
 mod features;
 mod hosted;
 mod node;

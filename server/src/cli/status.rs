@@ -1,0 +1,107 @@
+//! `roost status`: asks a running roost (`GET /api/status`) and prints the truth behind the
+//! dashboard: the build, the store and its counts, ingest, the health checks, and whether
+//! the last empty feature page meant an empty store or a broken one.
+
+use std::{process::ExitCode, time::Duration};
+
+use clap::Args;
+use roost_proto::v1::GetStatusResponse;
+
+/// Flags of `roost status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Base URL of the running roost.
+    #[arg(long, env = "ROOST_URL", default_value = "http://127.0.0.1:8900")]
+    url: String,
+    /// Print the status as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Prints the status; exit 1 when roost does not answer or reports a failing check.
+pub async fn status(args: StatusArgs) -> ExitCode {
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap_or_default();
+    let mut request = client.get(format!("{}/api/status", args.url.trim_end_matches('/')));
+    // The dashboard's own token, when tokens are required.
+    if let Some(token) = std::env::var("SERVICE_API_TOKENS").ok().and_then(|t| t.split(',').next().map(str::to_owned)) {
+        request = request.bearer_auth(token.trim());
+    }
+    let response = match request.send().await {
+        Ok(response) => response,
+        Err(err) => {
+            eprintln!("roost: nothing answers at {}: {err}", args.url);
+            return ExitCode::FAILURE;
+        }
+    };
+    if !response.status().is_success() {
+        let code = response.status();
+        let body = response.text().await.unwrap_or_default();
+        eprintln!("roost: {} answered {code}: {body}", args.url);
+        return ExitCode::FAILURE;
+    }
+    let status: GetStatusResponse = match response.json().await {
+        Ok(status) => status,
+        Err(err) => {
+            eprintln!("roost: {} answered something that is not a status: {err}", args.url);
+            return ExitCode::FAILURE;
+        }
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&status).unwrap_or_default());
+    } else {
+        print!("{}", render(&status));
+    }
+    let failing = status.health.as_ref().is_some_and(|h| h.status == "fail");
+    if failing { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+}
+
+fn render(s: &GetStatusResponse) -> String {
+    let mut out = format!("roost {} ({})\n", s.version, s.git_commit);
+    if let Some(store) = &s.store {
+        let state = if store.reachable { "answers".to_owned() } else { format!("DOES NOT ANSWER: {}", store.error) };
+        out += &format!(
+            "store      {} at {}, {:.1} MiB, {state}\n           {} spans, {} logs, {} metric points, {} events, {} runs, {} sessions, {} hosted agents\n",
+            store.backend,
+            store.location,
+            store.size_bytes as f64 / 1_048_576.0,
+            store.spans,
+            store.logs,
+            store.metric_points,
+            store.events,
+            store.runs,
+            store.sessions,
+            store.hosted_agents
+        );
+    }
+    if let Some(i) = &s.ingest {
+        out += &format!(
+            "ingest     last minute: {:.1} spans/s, {:.1} logs/s, {:.1} points/s, {:.1} events/s\n           since start: {} spans, {} logs, {} points, {} events\n",
+            i.spans_per_sec,
+            i.logs_per_sec,
+            i.metric_points_per_sec,
+            i.events_per_sec,
+            i.spans_total,
+            i.logs_total,
+            i.metric_points_total,
+            i.events_total
+        );
+    }
+    if let Some(h) = &s.health {
+        out += &format!("health     {}\n", h.status);
+        for check in &h.checks {
+            out += &format!("  {:<8} {:<4} {}\n", check.name, check.status, check.detail);
+        }
+    }
+    out += &match (&s.last_handler_failure, s.handler_verdict.as_str()) {
+        (Some(f), "broken") => format!(
+            "pages      BROKEN: the {} page answered empty ({}); the store still does not answer\n",
+            f.page, f.error
+        ),
+        (Some(f), _) => format!(
+            "pages      the {} page answered empty once ({}); the store answers now, so that was transient\n",
+            f.page, f.error
+        ),
+        (None, _) => "pages      every feature page answered from the store\n".to_owned(),
+    };
+    out
+}
