@@ -11,10 +11,11 @@ use roost_proto::{
     v1::{
         AcknowledgeAlertRequest, Alert, AlertRule, CreateAlertRuleRequest, CreateCronRequest, CreateGuardPolicyRequest,
         Cron, DeleteAlertRuleRequest, DeleteAlertRuleResponse, DeleteCronRequest, DeleteCronResponse,
-        DeleteGuardPolicyRequest, DeleteGuardPolicyResponse, GetAlertsRequest, GetAlertsResponse, GetCronRequest,
-        GetCronResponse, GetGuardRequest, GetGuardResponse, GetHealthReportRequest, GetStatusRequest,
-        GetStatusResponse, GetUsageRequest, GetUsageResponse, GuardPolicy, HealthReport, KillCronRequest,
-        ListCronsRequest, ListCronsResponse, UpdateAlertRuleRequest, UpdateCronRequest, UpdateGuardPolicyRequest,
+        DeleteGuardPolicyRequest, DeleteGuardPolicyResponse, GetAlertsRequest, GetAlertsResponse, GetChannelsRequest,
+        GetChannelsResponse, GetCronRequest, GetCronResponse, GetGuardRequest, GetGuardResponse,
+        GetHealthReportRequest, GetStatusRequest, GetStatusResponse, GetUsageRequest, GetUsageResponse, GuardPolicy,
+        HealthReport, KillCronRequest, ListCronsRequest, ListCronsResponse, UpdateAlertRuleRequest, UpdateCronRequest,
+        UpdateGuardPolicyRequest,
     },
 };
 
@@ -24,6 +25,7 @@ pub(crate) fn routes() -> Router<Core> {
     Router::new()
         .route("/api/health", get(health))
         .route("/api/status", get(status))
+        .route("/api/channels", get(channels))
         .route("/api/usage", get(usage))
         .route("/api/crons", get(list_crons).post(create_cron))
         .route("/api/crons/{id}", get(get_cron).post(update_cron).delete(delete_cron))
@@ -166,6 +168,11 @@ async fn kill_cron(State(core): State<Core>, Path(id): Path<String>, call: Call)
 #[derive(Debug, Default, serde::Deserialize)]
 struct DaysQuery {
     days: Option<i32>,
+}
+
+/// `{agents: [{instance_id, account_id, runtime, status, chat_bot_connected, traffic}], warning}`.
+async fn channels(State(core): State<Core>, call: Call) -> Result<Json<GetChannelsResponse>, HttpError> {
+    Ok(Json(core.features.get_channels(call.request(GetChannelsRequest {})).await?.into_inner()))
 }
 
 /// What `roost status` prints.

@@ -5,6 +5,7 @@
 //! rather than failing, as the seed requires; `roost status` reports the truth.
 
 pub mod alerts;
+pub mod channels;
 pub mod crons;
 pub mod guard;
 pub mod health;

@@ -6,18 +6,19 @@ use roost_proto::v1::{
     AcknowledgeAlertRequest, AcknowledgeAlertResponse, CreateAlertRuleRequest, CreateAlertRuleResponse,
     CreateCronRequest, CreateCronResponse, CreateGuardPolicyRequest, CreateGuardPolicyResponse, DeleteAlertRuleRequest,
     DeleteAlertRuleResponse, DeleteCronRequest, DeleteCronResponse, DeleteGuardPolicyRequest,
-    DeleteGuardPolicyResponse, GetAlertsRequest, GetAlertsResponse, GetCronRequest, GetCronResponse, GetGuardRequest,
-    GetGuardResponse, GetHealthReportRequest, GetHealthReportResponse, GetStatusRequest, GetStatusResponse,
-    GetUsageRequest, GetUsageResponse, HandlerFailure, IngestStatus, KillCronRequest, KillCronResponse,
-    ListCronsRequest, ListCronsResponse, StoreStatus, UpdateAlertRuleRequest, UpdateAlertRuleResponse,
-    UpdateCronRequest, UpdateCronResponse, UpdateGuardPolicyRequest, UpdateGuardPolicyResponse,
-    feature_service_server::FeatureService,
+    DeleteGuardPolicyResponse, GetAlertsRequest, GetAlertsResponse, GetChannelsRequest, GetChannelsResponse,
+    GetCronRequest, GetCronResponse, GetGuardRequest, GetGuardResponse, GetHealthReportRequest,
+    GetHealthReportResponse, GetStatusRequest, GetStatusResponse, GetUsageRequest, GetUsageResponse, HandlerFailure,
+    IngestStatus, KillCronRequest, KillCronResponse, ListCronsRequest, ListCronsResponse, StoreStatus,
+    UpdateAlertRuleRequest, UpdateAlertRuleResponse, UpdateCronRequest, UpdateCronResponse, UpdateGuardPolicyRequest,
+    UpdateGuardPolicyResponse, feature_service_server::FeatureService,
 };
 use tonic::{Request, Response, Status};
 use tracing::warn;
 
 use super::{
     alerts::{Alerts, RuleSpec},
+    channels,
     crons::Crons,
     guard::Guard,
     health::HealthChecks,
@@ -270,5 +271,10 @@ impl FeatureService for FeatureCore {
 
     async fn get_status(&self, _req: Request<GetStatusRequest>) -> Result<Response<GetStatusResponse>, Status> {
         Ok(Response::new(self.status().await))
+    }
+
+    async fn get_channels(&self, _req: Request<GetChannelsRequest>) -> Result<Response<GetChannelsResponse>, Status> {
+        let page = channels::channels_page(&self.store).await;
+        Ok(Response::new(self.or_warning("channels", page, |p, w| p.warning = w)))
     }
 }

@@ -12,7 +12,8 @@ each_backend!(
     usage_sums_tokens_and_cost_per_day_model_and_session,
     a_cron_messages_a_hosted_agent_on_time,
     an_alert_fires_to_a_webhook_is_acknowledged_and_resolves,
-    guard_policies_pause_an_agent_and_record_incidents
+    guard_policies_pause_an_agent_and_record_incidents,
+    channels_show_each_agents_ways_in_and_traffic
 );
 
 /// Spans of `traces_request`, moved to now.
@@ -258,4 +259,31 @@ async fn guard_policies_pause_an_agent_and_record_incidents(backend: Backend) {
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(owner.get(&format!("/api/instances/{spender}")).await.ok()["status"], "running");
     assert_eq!(api.get("/api/guard").await.ok()["incidents"].as_array().unwrap().len(), 2);
+}
+
+async fn channels_show_each_agents_ways_in_and_traffic(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let account = server.account(10_000).await;
+    let owner = server.api(Some(&account));
+    // The example runtime serves a chat bot when given a token.
+    let id = owner.provision("example", "chatty").await["id"].as_str().unwrap().to_owned();
+    owner.wait_status(&id, "running").await;
+    for text in ["one", "two"] {
+        owner.message(&id, text).await.ok();
+    }
+    let api = server.api(None);
+    // Turn rows are written in batches just after the replies.
+    let page = eventually("the turns on the channels page", async || {
+        let page = api.get("/api/channels").await.ok();
+        (page["agents"][0]["traffic"][0]["messages_24h"] == 2).then_some(page)
+    })
+    .await;
+    let agent = &page["agents"][0];
+    assert_eq!((agent["instance_id"].as_str(), agent["chat_bot_connected"].as_bool()), (Some(id.as_str()), Some(false)));
+    assert_eq!((agent["traffic"][0]["source"].as_str(), agent["traffic"][0]["failed_7d"].as_i64()), (Some("api"), Some(0)));
+
+    owner.post(&format!("/api/instances/{id}/config"), json!({"MESSAGING_BOT_TOKEN": "123:abc"})).await.ok();
+    let page = api.get("/api/channels").await.ok();
+    assert_eq!(page["agents"][0]["chat_bot_connected"], true, "{page}");
+    assert!(!page.to_string().contains("123:abc"), "never the token itself");
 }
