@@ -428,14 +428,6 @@ impl Alerts {
 
     /// The worker: checks every `every` until `stop`.
     pub async fn run(self: Arc<Self>, every: Duration, stop: CancellationToken) {
-        loop {
-            if let Err(err) = self.check().await {
-                warn!(error = %err, "alert check failed");
-            }
-            tokio::select! {
-                () = stop.cancelled() => return,
-                () = tokio::time::sleep(every) => {}
-            }
-        }
+        super::every("alert", every, stop, || self.check()).await;
     }
 }

@@ -263,14 +263,6 @@ impl Guard {
 
     /// The worker: checks every `every` until `stop`.
     pub async fn run(self: Arc<Self>, every: Duration, stop: CancellationToken) {
-        loop {
-            if let Err(err) = self.check().await {
-                warn!(error = %err, "guard check failed");
-            }
-            tokio::select! {
-                () = stop.cancelled() => return,
-                () = tokio::time::sleep(every) => {}
-            }
-        }
+        super::every("guard", every, stop, || self.check()).await;
     }
 }

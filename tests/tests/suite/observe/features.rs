@@ -279,8 +279,14 @@ async fn channels_show_each_agents_ways_in_and_traffic(backend: Backend) {
     })
     .await;
     let agent = &page["agents"][0];
-    assert_eq!((agent["instance_id"].as_str(), agent["chat_bot_connected"].as_bool()), (Some(id.as_str()), Some(false)));
-    assert_eq!((agent["traffic"][0]["source"].as_str(), agent["traffic"][0]["failed_7d"].as_i64()), (Some("api"), Some(0)));
+    assert_eq!(
+        (agent["instance_id"].as_str(), agent["chat_bot_connected"].as_bool()),
+        (Some(id.as_str()), Some(false))
+    );
+    assert_eq!(
+        (agent["traffic"][0]["source"].as_str(), agent["traffic"][0]["failed_7d"].as_i64()),
+        (Some("api"), Some(0))
+    );
 
     owner.post(&format!("/api/instances/{id}/config"), json!({"MESSAGING_BOT_TOKEN": "123:abc"})).await.ok();
     let page = api.get("/api/channels").await.ok();
