@@ -67,6 +67,16 @@ impl TestServer {
 
     /// Starts roost on `backend` after `configure` has adjusted its settings.
     pub async fn start_with(backend: Backend, configure: impl FnOnce(&mut ServeConfig)) -> Self {
+        Self::start_bound(backend, "127.0.0.1:0", configure).await
+    }
+
+    /// Like [`TestServer::start_with`], but listening on every interface, so a test can
+    /// also reach it from a non-loopback address ([`TestServer::public_url`]).
+    pub async fn start_public(backend: Backend, configure: impl FnOnce(&mut ServeConfig)) -> Self {
+        Self::start_bound(backend, "0.0.0.0:0", configure).await
+    }
+
+    async fn start_bound(backend: Backend, bind: &str, configure: impl FnOnce(&mut ServeConfig)) -> Self {
         let data_dir = tempfile::tempdir().expect("temporary data dir");
         let mut config = ServeConfig::with_data_dir(data_dir.path().to_path_buf());
         let database = match backend {
@@ -78,19 +88,7 @@ impl TestServer {
             }
         };
         configure(&mut config);
-        Self::launch(config, database, data_dir, "127.0.0.1:0".parse().expect("address")).await
-    }
-
-    /// Like [`TestServer::start_with`], but listening on every interface, so a test can
-    /// also reach it from a non-loopback address ([`TestServer::public_url`]).
-    pub async fn start_public(backend: Backend, configure: impl FnOnce(&mut ServeConfig)) -> Self {
-        let mut server = Self::start_with(backend, configure).await;
-        let (config, database, data_dir) = (server.config.clone(), server._database.take(), server.data_dir.take());
-        server.shutdown.cancel();
-        if let Some(task) = server.task.take() {
-            let _ = task.await;
-        }
-        Self::launch(config, database, data_dir.expect("data dir"), "0.0.0.0:0".parse().expect("address")).await
+        Self::launch(config, database, data_dir, bind.parse().expect("address")).await
     }
 
     /// `path` on this machine's first non-loopback address (a server from

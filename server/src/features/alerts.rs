@@ -128,22 +128,11 @@ impl Alerts {
     }
 
     async fn rules(&self) -> Result<Vec<RuleRow>> {
-        Ok(on_reader!(self.store, |pool| {
-            sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                "SELECT {RULE_COLUMNS} FROM alert_rules ORDER BY created_ms, id"
-            )))
-            .fetch_all(pool)
-            .await
-        })?)
+        self.store.read_all(&format!("SELECT {RULE_COLUMNS} FROM alert_rules ORDER BY created_ms, id")).await
     }
 
     async fn rule(&self, id: &str) -> Result<RuleRow> {
-        let row: Option<RuleRow> = on_reader!(self.store, |pool| {
-            sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {RULE_COLUMNS} FROM alert_rules WHERE id = $1")))
-                .bind(id)
-                .fetch_optional(pool)
-                .await
-        })?;
+        let row = self.store.read_by_id(&format!("SELECT {RULE_COLUMNS} FROM alert_rules WHERE id = $1"), id).await?;
         Ok(row.ok_or_else(|| ApiError::not_found(format!("no alert rule {id}")))?)
     }
 

@@ -77,23 +77,13 @@ impl Crons {
 
     /// Every cron, newest first.
     pub async fn list(&self) -> Result<Vec<Cron>> {
-        let rows: Vec<CronRow> = on_reader!(self.store, |pool| {
-            sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                "SELECT {CRON_COLUMNS} FROM crons ORDER BY created_ms DESC, id"
-            )))
-            .fetch_all(pool)
-            .await
-        })?;
+        let rows: Vec<CronRow> =
+            self.store.read_all(&format!("SELECT {CRON_COLUMNS} FROM crons ORDER BY created_ms DESC, id")).await?;
         Ok(rows.into_iter().map(to_proto).collect())
     }
 
     async fn row(&self, id: &str) -> Result<CronRow> {
-        let row: Option<CronRow> = on_reader!(self.store, |pool| {
-            sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {CRON_COLUMNS} FROM crons WHERE id = $1")))
-                .bind(id)
-                .fetch_optional(pool)
-                .await
-        })?;
+        let row = self.store.read_by_id(&format!("SELECT {CRON_COLUMNS} FROM crons WHERE id = $1"), id).await?;
         Ok(row.ok_or_else(|| not_found(id))?)
     }
 

@@ -65,22 +65,12 @@ impl Guard {
     }
 
     async fn policies(&self) -> Result<Vec<PolicyRow>> {
-        Ok(on_reader!(self.store, |pool| {
-            sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                "SELECT {POLICY_COLUMNS} FROM guard_policies ORDER BY created_ms, id"
-            )))
-            .fetch_all(pool)
-            .await
-        })?)
+        self.store.read_all(&format!("SELECT {POLICY_COLUMNS} FROM guard_policies ORDER BY created_ms, id")).await
     }
 
     async fn policy(&self, id: &str) -> Result<PolicyRow> {
-        let row: Option<PolicyRow> = on_reader!(self.store, |pool| {
-            sqlx::query_as(sqlx::AssertSqlSafe(format!("SELECT {POLICY_COLUMNS} FROM guard_policies WHERE id = $1")))
-                .bind(id)
-                .fetch_optional(pool)
-                .await
-        })?;
+        let row =
+            self.store.read_by_id(&format!("SELECT {POLICY_COLUMNS} FROM guard_policies WHERE id = $1"), id).await?;
         Ok(row.ok_or_else(|| ApiError::not_found(format!("no guard policy {id}")))?)
     }
 

@@ -201,6 +201,27 @@ impl Store {
         Ok(version.unwrap_or(0))
     }
 
+    /// Every row of `sql` (no parameters), read on either backend: the listings of small
+    /// configuration tables (crons, alert rules, guard policies).
+    pub(crate) async fn read_all<T>(&self, sql: &str) -> Result<Vec<T>>
+    where
+        T: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
+        T: Send + Unpin,
+    {
+        Ok(on_reader!(self, |pool| sqlx::query_as(sqlx::AssertSqlSafe(sql.to_owned())).fetch_all(pool).await)?)
+    }
+
+    /// The row of `sql` whose one parameter (`$1`) is `id`, if any.
+    pub(crate) async fn read_by_id<T>(&self, sql: &str, id: &str) -> Result<Option<T>>
+    where
+        T: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
+        T: Send + Unpin,
+    {
+        Ok(on_reader!(self, |pool| {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql.to_owned())).bind(id).fetch_optional(pool).await
+        })?)
+    }
+
     /// Waits for in-flight queries, then closes every connection (SQLite checkpoints its
     /// WAL on the last close).
     pub async fn close(&self) {
