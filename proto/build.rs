@@ -31,17 +31,9 @@ use prost_types::{
 
 const PACKAGE: &str = "roost.v1";
 
-/// Fields whose JSON name is not their proto name (the seed's upper-case config keys).
-const JSON_RENAMES: &[(&str, &str)] = &[
-    (".roost.v1.ConfigureRequest.provider_api_key", "PROVIDER_API_KEY"),
-    (".roost.v1.ConfigureRequest.messaging_bot_token", "MESSAGING_BOT_TOKEN"),
-];
-
-/// String fields that also take a JSON number (clients send timestamps either way).
-const JSON_LENIENT_STRINGS: &[&str] = &[".roost.v1.RunEvent.ts"];
-
-/// Fields that REST shows inline in their parent object.
-const JSON_FLATTEN: &[&str] = &[".roost.v1.ProvisionResponse.instance"];
+// The JSON mapping exceptions, shared with `roost_proto::describe` so the docs and tool
+// schemas name fields exactly as serde does.
+include!("src/json/mapping.rs");
 
 fn main() -> Result<(), Box<dyn Error>> {
     let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR")?);
@@ -178,15 +170,8 @@ fn field_attributes(message: &DescriptorProto) -> Result<Vec<(String, String)>, 
 /// Emits `impl JsonEnum` for one enum: value number ↔ JSON name, without the prefix that
 /// buf's ENUM_VALUE_PREFIX rule requires (`HEALTH_STATUS_OK` → `"ok"`).
 fn write_json_enum(out: &mut String, en: &prost_types::EnumDescriptorProto) {
-    let prefix = format!("{}_", screaming_snake(en.name()));
-    let names: Vec<(i32, String)> = en
-        .value
-        .iter()
-        .map(|v| {
-            let short = v.name().strip_prefix(&prefix).unwrap_or(v.name());
-            (v.number(), short.to_ascii_lowercase())
-        })
-        .collect();
+    let names: Vec<(i32, String)> =
+        en.value.iter().map(|v| (v.number(), enum_value_json_name(en.name(), v.name()))).collect();
     let _ = writeln!(out, "impl crate::json::enums::JsonEnum for {} {{", en.name());
     let _ = writeln!(out, "    fn json_name(value: i32) -> Option<&'static str> {{\n        match value {{");
     for (number, name) in &names {
@@ -201,15 +186,4 @@ fn write_json_enum(out: &mut String, en: &prost_types::EnumDescriptorProto) {
     let _ = writeln!(out, "            _ => None,\n        }}\n    }}");
     let names: Vec<&str> = names.iter().filter(|(n, _)| *n != 0).map(|(_, s)| s.as_str()).collect();
     let _ = writeln!(out, "    const JSON_NAMES: &'static [&'static str] = &{names:?};\n}}");
-}
-
-fn screaming_snake(camel: &str) -> String {
-    let mut out = String::new();
-    for (i, ch) in camel.chars().enumerate() {
-        if ch.is_ascii_uppercase() && i > 0 {
-            out.push('_');
-        }
-        out.push(ch.to_ascii_uppercase());
-    }
-    out
 }

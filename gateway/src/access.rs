@@ -1,8 +1,8 @@
 //! Who may call the dashboard side of roost (DESIGN.md, "Observing": access).
 //!
 //! One policy for the whole port, gRPC included, keyed by path:
-//! - open: `/healthz`, `/skill.md`, grpc.health and reflection;
-//! - the hosted-agent API (`/api/provision`, `/api/instances…`, `/api/account…`, `/mcp`,
+//! - open: `/healthz`, `/skill.md`, `/api/runtimes` (the catalogue), grpc.health and reflection;
+//! - the rest of the hosted-agent API (`/api/provision`, `/api/instances…`, `/api/account…`, `/mcp`,
 //!   `AgentService`, `AccountService`) and node push (`/ingest/*`, `IngestService`'s
 //!   `Heartbeat`/`PushBatch`) check their own keys in the core;
 //! - everything else is the dashboard: the query API, feature APIs, streams, ingest,
@@ -57,9 +57,9 @@ pub enum Guard {
 
 /// The guard of a request path.
 pub fn guard(path: &str) -> Guard {
-    const OPEN: [&str; 2] = ["/healthz", "/skill.md"];
+    const OPEN: [&str; 3] = ["/healthz", "/skill.md", "/api/runtimes"];
     const OPEN_PREFIXES: [&str; 2] = ["/grpc.health.v1.", "/grpc.reflection."];
-    const OWN_KEYS: [&str; 3] = ["/api/runtimes", "/api/provision", "/mcp"];
+    const OWN_KEYS: [&str; 2] = ["/api/provision", "/mcp"];
     const OWN_KEYS_PREFIXES: [&str; 8] = [
         "/api/instances",
         "/api/account",
@@ -77,6 +77,20 @@ pub fn guard(path: &str) -> Guard {
     } else {
         Guard::Dashboard
     }
+}
+
+/// Whether a request would also be served as a dashboard read. The MCP endpoint takes
+/// account keys, but its query tools read the observed store, which is the operator's: they
+/// answer only callers the dashboard would answer (a loopback peer while no
+/// `SERVICE_API_TOKENS` are set, or a dashboard token as the bearer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DashboardAccess {
+    /// Not a dashboard caller.
+    Denied,
+    /// A loopback peer, and no tokens are configured.
+    Loopback,
+    /// The bearer is a dashboard token.
+    Token,
 }
 
 /// Whether `path` takes OTLP ingest (HTTP or gRPC).
@@ -123,6 +137,17 @@ impl AccessPolicy {
             check_origin(headers)?;
         }
         Ok(())
+    }
+}
+
+impl AccessPolicy {
+    /// How the dashboard would see this caller (see [`DashboardAccess`]).
+    pub fn dashboard_access(&self, headers: &HeaderMap, peer: Option<SocketAddr>) -> DashboardAccess {
+        if self.api_tokens.is_empty() {
+            let loopback = peer.is_some_and(|p| p.ip().to_canonical().is_loopback());
+            return if loopback { DashboardAccess::Loopback } else { DashboardAccess::Denied };
+        }
+        if matches(bearer(headers), self.api_tokens.iter()) { DashboardAccess::Token } else { DashboardAccess::Denied }
     }
 }
 
@@ -190,6 +215,12 @@ pub async fn enforce(State(policy): State<Arc<AccessPolicy>>, request: Request, 
         headers.insert(header::HOST, authority);
     }
     match policy.check(request.method(), uri.path(), uri.query(), &headers, peer) {
+        Ok(()) if uri.path() == "/mcp" || uri.path().starts_with("/mcp/") => {
+            let access = policy.dashboard_access(&headers, peer);
+            let mut request = request;
+            request.extensions_mut().insert(access);
+            next.run(request).await
+        }
         Ok(()) => next.run(request).await,
         Err(err) if is_grpc(&headers) => err.to_status().into_http::<Body>().into_response(),
         Err(err) => HttpError(err).into_response(),
@@ -270,5 +301,17 @@ mod tests {
         }
         // Reads are not origin-checked.
         assert!(p.check(&Method::GET, "/api/alerts", None, &foreign, LOCAL).is_ok());
+    }
+
+    #[test]
+    fn dashboard_access_follows_the_dashboard_rules() {
+        let open = policy(&[]);
+        assert_eq!(open.dashboard_access(&HeaderMap::new(), LOCAL), DashboardAccess::Loopback);
+        assert_eq!(open.dashboard_access(&HeaderMap::new(), REMOTE), DashboardAccess::Denied);
+        let closed = policy(&["a"]);
+        let token = headers(&[("authorization", "Bearer a")]);
+        let key = headers(&[("authorization", "Bearer rk_account_key")]);
+        assert_eq!(closed.dashboard_access(&token, REMOTE), DashboardAccess::Token);
+        assert_eq!(closed.dashboard_access(&key, LOCAL), DashboardAccess::Denied);
     }
 }

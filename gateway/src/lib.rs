@@ -6,13 +6,17 @@
 //! error is the `{"error", "code"}` body of the shared error table.
 
 pub mod access;
+pub mod api;
 mod call;
 mod codec;
 mod error;
 mod extract;
 mod fallback;
+pub mod mcp;
 mod routes;
+pub mod skill;
 pub mod streams;
+pub mod usage;
 
 use std::sync::Arc;
 
@@ -60,6 +64,10 @@ pub struct Core {
     pub control: Arc<dyn ControlService>,
     /// Limits the gateway enforces.
     pub options: Arc<GatewayOptions>,
+    /// The MCP transport, started on first use.
+    pub mcp: mcp::McpState,
+    /// Use counts of routes and tools, drained by the core for the skills page.
+    pub usage: Arc<usage::UsageCounters>,
 }
 
 /// Limits the gateway enforces before a request reaches the core.
@@ -71,6 +79,8 @@ pub struct GatewayOptions {
     pub max_otlp_body_bytes: usize,
     /// How often an idle SSE stream sends a keepalive comment.
     pub sse_keepalive: std::time::Duration,
+    /// `Host` values `/mcp` accepts (DNS-rebinding protection); `*` accepts any.
+    pub mcp_allowed_hosts: Vec<String>,
 }
 
 impl Default for GatewayOptions {
@@ -79,23 +89,36 @@ impl Default for GatewayOptions {
             max_json_body_bytes: 1024 * 1024,
             max_otlp_body_bytes: 32 * 1024 * 1024,
             sse_keepalive: std::time::Duration::from_secs(15),
+            mcp_allowed_hosts: ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec(),
         }
     }
 }
 
-/// The documented REST routes plus roost's JSON 404/405 fallbacks. gRPC services are added
-/// to this router by the server, so unknown paths stay JSON 404s for HTTP clients and
-/// become UNIMPLEMENTED for gRPC clients.
+/// Every route, grouped as the skill file documents them. The router serves exactly these.
+pub fn sections() -> Vec<api::Routes> {
+    vec![
+        routes::agents::routes(),
+        routes::accounts::routes(),
+        mcp::routes(),
+        routes::query::routes(),
+        routes::otlp::routes(),
+        routes::ingest::routes(),
+        routes::streams::routes(),
+        routes::features::routes(),
+        routes::control::routes(),
+        routes::system::routes(),
+        skill::routes(),
+    ]
+}
+
+/// The documented routes plus roost's JSON 404/405 fallbacks. gRPC services are added to
+/// this router by the server, so unknown paths stay JSON 404s for HTTP clients and become
+/// UNIMPLEMENTED for gRPC clients.
 pub fn router(core: Core) -> Router {
-    routes::system::routes()
-        .merge(routes::agents::routes())
-        .merge(routes::accounts::routes())
-        .merge(routes::otlp::routes())
-        .merge(routes::ingest::routes())
-        .merge(routes::query::routes())
-        .merge(routes::streams::routes())
-        .merge(routes::features::routes())
-        .merge(routes::control::routes())
+    sections()
+        .into_iter()
+        .fold(Router::new(), |router, section| router.merge(section.into_router()))
+        .route_layer(axum::middleware::from_fn_with_state(core.clone(), usage::count))
         .fallback(fallback::not_found)
         .method_not_allowed_fallback(fallback::method_not_allowed)
         .with_state(core)

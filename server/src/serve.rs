@@ -21,7 +21,8 @@ use crate::{
         crons::Crons,
         guard::Guard,
         health::{self, HealthChecks},
-        service::FeatureCore,
+        service::{FeatureCore, FeatureParts},
+        skills::Skills,
         workers::Workers,
     },
     grpc::{self, Services},
@@ -83,6 +84,9 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         workers: Arc::new(Workers::default()),
     };
     let health_task = tokio::spawn(health::run(checks.clone(), live.clone(), workers.clone()));
+    let usage = Arc::new(roost_gateway::usage::UsageCounters::default());
+    let skills = Skills::new(store.clone(), usage.clone());
+    let skills_task = tokio::spawn(skills.clone().run(workers.clone()));
     checks.workers.add("billing renewal", renewals.abort_handle());
     checks.workers.add("retention", retention.abort_handle());
     checks.workers.add("turn events", turn_events_task.abort_handle());
@@ -90,6 +94,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     checks.workers.add("crons", crons_task.abort_handle());
     checks.workers.add("alerts", alerts_task.abort_handle());
     checks.workers.add("guard", guard_task.abort_handle());
+    checks.workers.add("skill usage", skills_task.abort_handle());
     if let Some(pusher) = &pusher {
         checks.workers.add("upstream push", pusher.abort_handle());
     }
@@ -103,7 +108,10 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         ingest: Arc::new(IngestCore::new(telemetry.clone(), auth)),
         query: Arc::new(QueryCore::new(store.clone())),
         streams: Arc::new(StreamCore::new(live.clone())),
-        features: Arc::new(FeatureCore::new(store.clone(), checks, crons, alerts, guard)),
+        features: Arc::new(FeatureCore::new(
+            store.clone(),
+            FeatureParts { health: checks, crons, alerts, guard, skills },
+        )),
         control: Arc::new(ControlCore::new(store.clone(), hosting.clone(), shutdown.clone())),
     };
     let core = roost_gateway::Core {
@@ -119,6 +127,8 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         features: services.features.clone(),
         control: services.control.clone(),
         options: Arc::new(config.gateway.clone()),
+        mcp: roost_gateway::mcp::McpState::new(shutdown.clone()),
+        usage,
     };
     let (router, _health) = grpc::add_services(roost_gateway::router(core), &services).await?;
     let app = router
@@ -172,6 +182,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     let _ = crons_task.await;
     let _ = alerts_task.await;
     let _ = guard_task.await;
+    let _ = skills_task.await;
     if let Some(pusher) = pusher {
         let _ = pusher.await;
     }

@@ -1,13 +1,28 @@
 //! The caller's account: `GET /api/account`, `GET /api/account/ledger?limit=`.
 //! (Not in the seed; what a key holder needs to see its balance and charges.)
 
-use axum::{Json, Router, extract::State, routing::get};
+use axum::{Json, extract::State};
 use roost_proto::v1::{Account, GetAccountRequest, ListLedgerRequest, ListLedgerResponse};
 
-use crate::{Call, Core, HttpError, LimitQuery};
+use crate::{
+    Call, Core, HttpError, LimitQuery,
+    api::{Endpoint, Routes},
+};
 
-pub(crate) fn routes() -> Router<Core> {
-    Router::new().route("/api/account", get(account)).route("/api/account/ledger", get(ledger))
+const ACCOUNT: Endpoint =
+    Endpoint::get("/api/account", "The caller's account: id, name, credit balance.").answers("Account");
+
+const LEDGER: Endpoint = Endpoint::get("/api/account/ledger", "The account's credit movements, newest first.")
+    .params(&[("limit", "Most entries to return; default 50, clamped to [1, 500].")])
+    .answers("ListLedgerResponse");
+
+pub(crate) fn routes() -> Routes {
+    Routes::new(
+        "Account",
+        "The key holder's balance and ledger (not in the seed; what a key holder needs to see its charges).",
+    )
+    .at(&ACCOUNT, account)
+    .at(&LEDGER, ledger)
 }
 
 async fn account(State(core): State<Core>, call: Call) -> Result<Json<Option<Account>>, HttpError> {

@@ -1,35 +1,124 @@
 //! The hosted agent API of seeds/hosted-agent-api.md, over `AgentService`.
 
 use axum::{
-    Json, Router,
+    Json,
     extract::State,
     http::{HeaderMap, StatusCode, header},
     response::{IntoResponse, Response},
-    routing::{get, post},
 };
+use roost_proto::ErrorReason;
 use roost_proto::v1::{
     ConfigureRequest, ConfigureResponse, DestroyRequest, DestroyResponse, GetActivityRequest, GetActivityResponse,
     GetInstanceRequest, Instance, ListInstancesRequest, ListRuntimesRequest, PauseRequest, PauseResponse,
     ProvisionRequest, ProvisionResponse, ResumeRequest, ResumeResponse, Runtime, SendMessageRequest,
 };
 
-use crate::{Call, Core, HttpError, InstanceId, JsonBody, LimitQuery};
+use crate::{
+    Call, Core, HttpError, InstanceId, JsonBody, LimitQuery,
+    api::{Answer, Endpoint, Routes},
+};
 
 /// Tells the core a message came over REST (MCP says "mcp"; gRPC clients say nothing).
 const SOURCE: (&str, &str) = ("x-roost-source", "api");
 
-pub(crate) fn routes() -> Router<Core> {
-    Router::new()
-        .route("/api/runtimes", get(list_runtimes))
-        .route("/api/provision", post(provision))
-        .route("/api/instances", get(list_instances))
-        .route("/api/instances/{instance_id}", get(get_instance))
-        .route("/api/instances/{instance_id}/activity", get(activity))
-        .route("/api/instances/{instance_id}/messages", post(send_message))
-        .route("/api/instances/{instance_id}/config", post(configure))
-        .route("/api/instances/{instance_id}/pause", post(pause))
-        .route("/api/instances/{instance_id}/resume", post(resume))
-        .route("/api/instances/{instance_id}/destroy", post(destroy))
+pub(crate) const RUNTIMES: Endpoint = Endpoint::get(
+    "/api/runtimes",
+    "The runtime catalogue: the `id`s `POST /api/provision` takes, with prices and channels. No key needed.",
+)
+.answer_of(Answer::JsonArray("Runtime"));
+
+pub(crate) const PROVISION: Endpoint = Endpoint::post(
+    "/api/provision",
+    "Creates an agent and debits its first 30-day period (the account's first agent is free). The agent boots \
+     asynchronously: poll `GET /api/instances/{instance_id}` until `status` is `running` (1 to 2 minutes for real \
+     runtimes). One deploy per account settles at a time.",
+)
+.body("ProvisionRequest")
+.answers_with(201, "ProvisionResponse")
+.errors(&[ErrorReason::InsufficientCredits, ErrorReason::DeploySettling]);
+
+pub(crate) const INSTANCES: Endpoint =
+    Endpoint::get("/api/instances", "The caller's agents, newest first (destroyed ones are not listed).")
+        .answer_of(Answer::JsonArray("Instance"));
+
+pub(crate) const INSTANCE: Endpoint =
+    Endpoint::get("/api/instances/{instance_id}", "One agent: status, config flags (never secret values), brief.")
+        .answers("Instance")
+        .errors(&[ErrorReason::NotFound]);
+
+pub(crate) const ACTIVITY: Endpoint = Endpoint::get(
+    "/api/instances/{instance_id}/activity",
+    "The agent's recent turns and credit charges, newest first; readable after destroy, so the refund shows.",
+)
+.params(&[("limit", "Most turns and most charges to return; default 50, clamped to [1, 500].")])
+.answers("GetActivityResponse")
+.errors(&[ErrorReason::NotFound]);
+
+pub(crate) const MESSAGES: Endpoint = Endpoint::post(
+    "/api/instances/{instance_id}/messages",
+    "Sends one message and waits for the reply (a synchronous turn). Turns to one agent run one at a time in \
+     arrival order; a turn is capped at 900 s, so use a client time-out of 910 s. With `Accept: text/plain` the \
+     answer is just the reply text.",
+)
+.body("SendMessageRequest")
+.answers("SendMessageResponse")
+.errors(&[
+    ErrorReason::InsufficientCredits,
+    ErrorReason::NotFound,
+    ErrorReason::WrongState,
+    ErrorReason::QueueFull,
+    ErrorReason::RuntimeFailed,
+    ErrorReason::TurnTimeout,
+]);
+
+pub(crate) const CONFIG: Endpoint = Endpoint::post(
+    "/api/instances/{instance_id}/config",
+    "Changes the brief, model, model key or chat bot token (only fields present change). A running agent restarts \
+     to apply it; a paused one applies it on resume.",
+)
+.body("ConfigureRequest")
+.answers("ConfigureResponse")
+.errors(&[ErrorReason::NotFound, ErrorReason::WrongState]);
+
+pub(crate) const PAUSE: Endpoint =
+    Endpoint::post("/api/instances/{instance_id}/pause", "Stops a running agent's machine.")
+        .body("PauseRequest")
+        .answers("PauseResponse")
+        .errors(&[ErrorReason::NotFound, ErrorReason::WrongState]);
+
+pub(crate) const RESUME: Endpoint = Endpoint::post(
+    "/api/instances/{instance_id}/resume",
+    "Boots a paused or failed agent again; a suspended one first pays its renewal.",
+)
+.body("ResumeRequest")
+.answers("ResumeResponse")
+.errors(&[ErrorReason::InsufficientCredits, ErrorReason::NotFound, ErrorReason::WrongState]);
+
+pub(crate) const DESTROY: Endpoint = Endpoint::post(
+    "/api/instances/{instance_id}/destroy",
+    "Removes the agent for good and refunds the unused part of its paid period.",
+)
+.body("DestroyRequest")
+.answers("DestroyResponse")
+.errors(&[ErrorReason::NotFound, ErrorReason::WrongState]);
+
+pub(crate) fn routes() -> Routes {
+    Routes::new(
+        "Hosted agents",
+        "Create agents from the runtime catalogue, message them, reconfigure, pause, resume and destroy them. \
+         Every route but `/api/runtimes` needs `Authorization: Bearer <API_KEY>`; an agent that is not the \
+         caller's is 404.",
+    )
+    .at(&RUNTIMES, list_runtimes)
+    .at(&PROVISION, provision)
+    .at(&INSTANCES, list_instances)
+    .at(&INSTANCE, get_instance)
+    .at(&ACTIVITY, activity)
+    .at(&MESSAGES, send_message)
+    .at(&CONFIG, configure)
+    .at(&PAUSE, pause)
+    .at(&RESUME, resume)
+    .at(&DESTROY, destroy)
 }
 
 /// `GET /api/runtimes`: the catalogue, as a bare array; no key needed.

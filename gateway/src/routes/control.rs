@@ -1,20 +1,39 @@
 //! The control endpoints, over `ControlService`.
 
 use axum::{
-    Json, Router,
+    Json,
     extract::{Path, State},
     http::StatusCode,
-    routing::post,
 };
+use roost_proto::ErrorReason;
 use roost_proto::v1::{Instance, PauseAgentRequest, RestartRequest, RestartResponse, ResumeAgentRequest};
 
-use crate::{Call, Core, HttpError};
+use crate::{
+    Call, Core, HttpError,
+    api::{Endpoint, Routes},
+};
 
-pub(crate) fn routes() -> Router<Core> {
-    Router::new()
-        .route("/api/control/restart", post(restart))
-        .route("/api/control/agents/{id}/pause", post(pause))
-        .route("/api/control/agents/{id}/resume", post(resume))
+const RESTART: Endpoint = Endpoint::post(
+    "/api/control/restart",
+    "Restarts the daemon in place: it stops gracefully and starts again moments later.",
+)
+.answers_with(202, "RestartResponse");
+
+const PAUSE: Endpoint =
+    Endpoint::post("/api/control/agents/{id}/pause", "Pauses any hosted agent (operator action); answers the agent.")
+        .answers("Instance")
+        .errors(&[ErrorReason::NotFound, ErrorReason::WrongState]);
+
+const RESUME: Endpoint =
+    Endpoint::post("/api/control/agents/{id}/resume", "Resumes any hosted agent (operator action); answers the agent.")
+        .answers("Instance")
+        .errors(&[ErrorReason::InsufficientCredits, ErrorReason::NotFound, ErrorReason::WrongState]);
+
+pub(crate) fn routes() -> Routes {
+    Routes::new("Control", "Narrow operator actions from the dashboard; origin-checked.")
+        .at(&RESTART, restart)
+        .at(&PAUSE, pause)
+        .at(&RESUME, resume)
 }
 
 /// 202 `{restarting, pid}`; roost stops gracefully and starts again moments later.

@@ -1,10 +1,9 @@
 //! The feature APIs of the dashboard's pages, over `FeatureService`.
 
 use axum::{
-    Json, Router,
+    Json,
     extract::{Path, Query, State},
     http::StatusCode,
-    routing::{get, post},
 };
 use roost_proto::{
     ErrorReason,
@@ -13,28 +12,146 @@ use roost_proto::{
         Cron, DeleteAlertRuleRequest, DeleteAlertRuleResponse, DeleteCronRequest, DeleteCronResponse,
         DeleteGuardPolicyRequest, DeleteGuardPolicyResponse, GetAlertsRequest, GetAlertsResponse, GetChannelsRequest,
         GetChannelsResponse, GetCronRequest, GetCronResponse, GetGuardRequest, GetGuardResponse,
-        GetHealthReportRequest, GetStatusRequest, GetStatusResponse, GetUsageRequest, GetUsageResponse, GuardPolicy,
-        HealthReport, KillCronRequest, ListCronsRequest, ListCronsResponse, UpdateAlertRuleRequest, UpdateCronRequest,
-        UpdateGuardPolicyRequest,
+        GetHealthReportRequest, GetSkillsRequest, GetSkillsResponse, GetStatusRequest, GetStatusResponse,
+        GetUsageRequest, GetUsageResponse, GuardPolicy, HealthReport, KillCronRequest, ListCronsRequest,
+        ListCronsResponse, UpdateAlertRuleRequest, UpdateCronRequest, UpdateGuardPolicyRequest,
     },
 };
 
-use crate::{Call, Core, HttpError, JsonBody};
+use crate::{
+    Call, Core, HttpError, JsonBody,
+    api::{Endpoint, Routes},
+};
 
-pub(crate) fn routes() -> Router<Core> {
-    Router::new()
-        .route("/api/health", get(health))
-        .route("/api/status", get(status))
-        .route("/api/channels", get(channels))
-        .route("/api/usage", get(usage))
-        .route("/api/crons", get(list_crons).post(create_cron))
-        .route("/api/crons/{id}", get(get_cron).post(update_cron).delete(delete_cron))
-        .route("/api/crons/{id}/kill", post(kill_cron))
-        .route("/api/alerts", get(alerts).post(create_alert_rule))
-        .route("/api/alerts/rules/{id}", post(update_alert_rule).delete(delete_alert_rule))
-        .route("/api/alerts/{id}/ack", post(acknowledge_alert))
-        .route("/api/guard", get(guard).post(create_guard_policy))
-        .route("/api/guard/{id}", post(update_guard_policy).delete(delete_guard_policy))
+const HEALTH: Endpoint = Endpoint::get(
+    "/api/health",
+    "The health page: checks of the store, ingest lag, disk and workers, each ok, warn or fail with a detail.",
+)
+.answers("HealthReport");
+
+const STATUS: Endpoint = Endpoint::get(
+    "/api/status",
+    "What `roost status` prints: version, store size and counts, ingest rates, workers, and whether recent handler \
+     errors mean empty or broken.",
+)
+.answers("GetStatusResponse");
+
+const CHANNELS: Endpoint =
+    Endpoint::get("/api/channels", "Messaging channels connected to hosted agents, with their traffic.")
+        .answers("GetChannelsResponse");
+
+const USAGE: Endpoint = Endpoint::get(
+    "/api/usage",
+    "Tokens and cost per day and per model, today/week/month totals, top sessions by cost.",
+)
+.params(&[("days", "Days back from today (UTC) for the per-day and per-model lists; default 30, at most 366.")])
+.answers("GetUsageResponse");
+
+const SKILLS: Endpoint = Endpoint::get(
+    "/api/skills",
+    "What the skill file and the MCP tools offer: every documented route and tool with its use count (calls, \
+     failed calls, last use).",
+)
+.answers("GetSkillsResponse");
+
+const CRONS: Endpoint =
+    Endpoint::get("/api/crons", "Scheduled messages to hosted agents, newest first.").answers("ListCronsResponse");
+
+const CREATE_CRON: Endpoint =
+    Endpoint::post("/api/crons", "Schedules a message to a hosted agent on a cron expression (UTC).")
+        .body("CreateCronRequest")
+        .answers_with(201, "Cron")
+        .errors(&[ErrorReason::NotFound]);
+
+const CRON: Endpoint = Endpoint::get("/api/crons/{id}", "One cron with its run history.")
+    .answers("GetCronResponse")
+    .errors(&[ErrorReason::NotFound]);
+
+const UPDATE_CRON: Endpoint = Endpoint::post("/api/crons/{id}", "Changes a cron (only fields present change).")
+    .body("UpdateCronRequest")
+    .answers("Cron")
+    .errors(&[ErrorReason::NotFound]);
+
+const DELETE_CRON: Endpoint = Endpoint::delete("/api/crons/{id}", "Deletes a cron and its history.")
+    .answers("DeleteCronResponse")
+    .errors(&[ErrorReason::NotFound]);
+
+const KILL_CRON: Endpoint =
+    Endpoint::post("/api/crons/{id}/kill", "Stops a cron from running again; it is kept with its history.")
+        .answers("Cron")
+        .errors(&[ErrorReason::NotFound]);
+
+const ALERTS: Endpoint =
+    Endpoint::get("/api/alerts", "Alert rules, active alerts and their history.").answers("GetAlertsResponse");
+
+const CREATE_ALERT_RULE: Endpoint = Endpoint::post(
+    "/api/alerts",
+    "Adds an alert rule: cost per day, error rate, token spike or stuck session, optionally delivered to a webhook.",
+)
+.body("CreateAlertRuleRequest")
+.answers_with(201, "AlertRule");
+
+const UPDATE_ALERT_RULE: Endpoint =
+    Endpoint::post("/api/alerts/rules/{id}", "Changes an alert rule (only fields present change).")
+        .body("UpdateAlertRuleRequest")
+        .answers("AlertRule")
+        .errors(&[ErrorReason::NotFound]);
+
+const DELETE_ALERT_RULE: Endpoint = Endpoint::delete("/api/alerts/rules/{id}", "Deletes an alert rule.")
+    .answers("DeleteAlertRuleResponse")
+    .errors(&[ErrorReason::NotFound]);
+
+const ACK_ALERT: Endpoint = Endpoint::post("/api/alerts/{id}/ack", "Acknowledges an alert: marks it seen.")
+    .answers("Alert")
+    .errors(&[ErrorReason::NotFound]);
+
+const GUARD: Endpoint =
+    Endpoint::get("/api/guard", "Guard policies and the incidents they recorded.").answers("GetGuardResponse");
+
+const CREATE_GUARD_POLICY: Endpoint = Endpoint::post(
+    "/api/guard",
+    "Adds a guard policy: a spend limit per agent per day, or a loop detector over repeated identical tool calls. \
+     A tripped policy pauses the hosted agent and records an incident.",
+)
+.body("CreateGuardPolicyRequest")
+.answers_with(201, "GuardPolicy");
+
+const UPDATE_GUARD_POLICY: Endpoint =
+    Endpoint::post("/api/guard/{id}", "Changes a guard policy (only fields present change).")
+        .body("UpdateGuardPolicyRequest")
+        .answers("GuardPolicy")
+        .errors(&[ErrorReason::NotFound]);
+
+const DELETE_GUARD_POLICY: Endpoint = Endpoint::delete("/api/guard/{id}", "Deletes a guard policy.")
+    .answers("DeleteGuardPolicyResponse")
+    .errors(&[ErrorReason::NotFound]);
+
+pub(crate) fn routes() -> Routes {
+    Routes::new(
+        "Dashboard pages",
+        "Presentation-shaped reads and writes for the dashboard. A page that cannot be answered is 200 with an empty \
+         result and a `warning`; `GET /api/status` tells the truth.",
+    )
+    .at(&HEALTH, health)
+    .at(&STATUS, status)
+    .at(&CHANNELS, channels)
+    .at(&USAGE, usage)
+    .at(&SKILLS, skills)
+    .at(&CRONS, list_crons)
+    .at(&CREATE_CRON, create_cron)
+    .at(&CRON, get_cron)
+    .at(&UPDATE_CRON, update_cron)
+    .at(&DELETE_CRON, delete_cron)
+    .at(&KILL_CRON, kill_cron)
+    .at(&ALERTS, alerts)
+    .at(&CREATE_ALERT_RULE, create_alert_rule)
+    .at(&UPDATE_ALERT_RULE, update_alert_rule)
+    .at(&DELETE_ALERT_RULE, delete_alert_rule)
+    .at(&ACK_ALERT, acknowledge_alert)
+    .at(&GUARD, guard)
+    .at(&CREATE_GUARD_POLICY, create_guard_policy)
+    .at(&UPDATE_GUARD_POLICY, update_guard_policy)
+    .at(&DELETE_GUARD_POLICY, delete_guard_policy)
 }
 
 /// `{rules, active, history, warning}`.
@@ -189,6 +306,11 @@ async fn usage(
     let Query(query) = query.map_err(|e| HttpError::new(ErrorReason::InvalidArgument, e.body_text()))?;
     let req = GetUsageRequest { days: query.days.unwrap_or_default() };
     Ok(Json(core.features.get_usage(call.request(req)).await?.into_inner()))
+}
+
+/// `{skill_file, skills: [{surface, name, section, summary, calls, errors, last_used_at}], warning}`.
+async fn skills(State(core): State<Core>, call: Call) -> Result<Json<GetSkillsResponse>, HttpError> {
+    Ok(Json(core.features.get_skills(call.request(GetSkillsRequest {})).await?.into_inner()))
 }
 
 /// `{status, checked_at, checks: [{name, status, detail}]}`.

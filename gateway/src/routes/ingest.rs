@@ -2,16 +2,15 @@
 //! `/ingest/batch`, protobuf or JSON) over `IngestService`.
 
 use axum::{
-    Json, Router,
+    Json,
     extract::{Path, Request, State},
     http::StatusCode,
     response::{IntoResponse, Response},
-    routing::{get, post},
 };
 use http::header::{ACCEPT, CONTENT_TYPE};
 use prost::Message;
 use roost_proto::{
-    ApiError,
+    ApiError, ErrorReason,
     v1::{
         AddRunEventsRequest, AddRunEventsResponse, CreateRunRequest, CreateRunResponse, EndRunRequest, EndRunResponse,
         GetRunRequest, HeartbeatRequest, PushBatchRequest, Run, RunEvent,
@@ -22,17 +21,58 @@ use serde_json::{Map, Value};
 
 use crate::{
     Call, Core, HttpError, JsonBody,
+    api::{Body, Endpoint, Routes},
     codec::{Encoding, decode},
 };
 
-pub(crate) fn routes() -> Router<Core> {
-    Router::new()
-        .route("/api/v1/runs", post(create_run))
-        .route("/api/v1/runs/{run_id}", get(get_run))
-        .route("/api/v1/runs/{run_id}/events", post(add_events))
-        .route("/api/v1/runs/{run_id}/end", post(end_run))
-        .route("/ingest/heartbeat", post(heartbeat))
-        .route("/ingest/batch", post(push_batch))
+const CREATE_RUN: Endpoint =
+    Endpoint::post("/api/v1/runs", "Starts a custom run: activity of a runtime that does not speak OTLP.")
+        .body("CreateRunRequest")
+        .answers_with(201, "CreateRunResponse");
+
+const GET_RUN: Endpoint = Endpoint::get("/api/v1/runs/{run_id}", "One run with its event counts.")
+    .answers("Run")
+    .errors(&[ErrorReason::NotFound]);
+
+const RUN_EVENTS: Endpoint = Endpoint::post(
+    "/api/v1/runs/{run_id}/events",
+    "Adds events to a run, idempotent on each event's `id`. Fields of an event that roost does not name are kept in \
+     its `data`.",
+)
+.body_of(Body::JsonText("`{\"event\": RunEvent}` or `{\"events\": [RunEvent, …]}` (at most 1000)"))
+.answers("AddRunEventsResponse")
+.errors(&[ErrorReason::NotFound, ErrorReason::WrongState]);
+
+const END_RUN: Endpoint = Endpoint::post("/api/v1/runs/{run_id}/end", "Ends a run, optionally with a status.")
+    .body("EndRunRequest")
+    .answers("EndRunResponse")
+    .errors(&[ErrorReason::NotFound]);
+
+const HEARTBEAT: Endpoint = Endpoint::post(
+    "/ingest/heartbeat",
+    "A node's heartbeat to its upstream (node token as the bearer key); answers the node's plan and settings.",
+)
+.body_of(Body::ProtobufOrJson("HeartbeatRequest"))
+.answers("HeartbeatResponse");
+
+const PUSH_BATCH: Endpoint = Endpoint::post(
+    "/ingest/batch",
+    "A node pushes a batch of its observed activity upstream (node token as the bearer key); idempotent per batch.",
+)
+.body_of(Body::ProtobufOrJson("PushBatchRequest"))
+.answers("PushBatchResponse");
+
+pub(crate) fn routes() -> Routes {
+    Routes::new(
+        "Custom runs and node push",
+        "Activity from runtimes without OTLP (runs and events), and from other roost nodes (heartbeat, batches).",
+    )
+    .at(&CREATE_RUN, create_run)
+    .at(&GET_RUN, get_run)
+    .at(&RUN_EVENTS, add_events)
+    .at(&END_RUN, end_run)
+    .at(&HEARTBEAT, heartbeat)
+    .at(&PUSH_BATCH, push_batch)
 }
 
 fn run_id(path: Result<Path<String>, axum::extract::rejection::PathRejection>) -> Result<String, HttpError> {

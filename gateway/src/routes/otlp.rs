@@ -6,10 +6,8 @@
 //! `{"error", "code"}`.
 
 use axum::{
-    Router,
     extract::{Request, State},
     response::{IntoResponse, Response},
-    routing::post,
 };
 use http::header::CONTENT_TYPE;
 use opentelemetry_proto::tonic::collector::{
@@ -21,11 +19,30 @@ use serde::Serialize;
 
 use crate::{
     Call, Core, HttpError,
+    api::{Answer, Body, Endpoint, Routes},
     codec::{Encoding, decode},
 };
 
-pub(crate) fn routes() -> Router<Core> {
-    Router::new().route("/v1/traces", post(traces)).route("/v1/metrics", post(metrics)).route("/v1/logs", post(logs))
+const TRACES: Endpoint = Endpoint::post("/v1/traces", "OTLP/HTTP trace export; GenAI spans become typed activity.")
+    .body_of(Body::Otlp)
+    .answer_of(Answer::Otlp);
+
+const METRICS: Endpoint =
+    Endpoint::post("/v1/metrics", "OTLP/HTTP metric export.").body_of(Body::Otlp).answer_of(Answer::Otlp);
+
+const LOGS: Endpoint = Endpoint::post("/v1/logs", "OTLP/HTTP log export; records also go to the log stream.")
+    .body_of(Body::Otlp)
+    .answer_of(Answer::Otlp);
+
+pub(crate) fn routes() -> Routes {
+    Routes::new(
+        "OTLP ingest",
+        "Point an OTLP exporter at roost: `application/x-protobuf` or `application/json`, optionally gzipped. The \
+         same services answer OTLP/gRPC on this port. Rejected items come back as `partial_success`.",
+    )
+    .at(&TRACES, traces)
+    .at(&METRICS, metrics)
+    .at(&LOGS, logs)
 }
 
 /// Runs one export: decode, call the service, answer in the request's encoding.

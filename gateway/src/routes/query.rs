@@ -2,17 +2,34 @@
 //! registry) and `GET /api/local/sessions?limit=`, over `QueryService`.
 
 use axum::{
-    Json, Router,
+    Json,
     extract::State,
     response::{IntoResponse, Response},
-    routing::{get, post},
 };
 use roost_proto::v1::{ListSessionsRequest, ListSessionsResponse, ListShapesRequest, QueryRequest};
 
-use crate::{Call, Core, HttpError, JsonBody, LimitQuery};
+use crate::{
+    Call, Core, HttpError, JsonBody, LimitQuery,
+    api::{Endpoint, Routes},
+};
 
-pub(crate) fn routes() -> Router<Core> {
-    Router::new().route("/api/local/query", post(query)).route("/api/local/sessions", get(sessions))
+pub(crate) const QUERY: Endpoint = Endpoint::post(
+    "/api/local/query",
+    "Runs one shape of the versioned q/1 query contract over observed activity. `{\"shape\": \"?\"}` answers the \
+     registry instead: every shape with its arguments, types, defaults and limits.",
+)
+.body("QueryRequest")
+.answers("QueryResponse");
+
+pub(crate) const SESSIONS: Endpoint =
+    Endpoint::get("/api/local/sessions", "Recent sessions (the `sessions` shape with only a limit).")
+        .params(&[("limit", "Most sessions to return (the shape's default and clamp apply).")])
+        .answers("ListSessionsResponse");
+
+pub(crate) fn routes() -> Routes {
+    Routes::new("Query (q/1)", "Read observed activity: sessions, spans, traces, runs, usage and more.")
+        .at(&QUERY, query)
+        .at(&SESSIONS, sessions)
 }
 
 /// `{rows, count, shape, contract, elapsed_ms}`; for `{shape: "?"}`, `{contract,

@@ -8,14 +8,12 @@
 //! connections open through proxies; `X-Accel-Buffering: no` asks nginx not to buffer.
 
 use axum::{
-    Router,
     extract::{FromRequestParts, Query, State},
     http::{HeaderMap, HeaderValue, header, request::Parts},
     response::{
         IntoResponse, Response,
         sse::{Event, KeepAlive, Sse},
     },
-    routing::get,
 };
 use futures::{Stream, StreamExt as _};
 use roost_proto::{
@@ -24,13 +22,48 @@ use roost_proto::{
 };
 use serde::Serialize;
 
-use crate::{Call, Core, HttpError};
+use crate::{
+    Call, Core, HttpError,
+    api::{Answer, Endpoint, Routes},
+};
 
-pub(crate) fn routes() -> Router<Core> {
-    Router::new()
-        .route("/api/brain-stream", get(brain))
-        .route("/api/health-stream", get(health))
-        .route("/api/logs", get(logs))
+const STREAM_PARAMS: &[(&str, &str)] = &[
+    ("last_event_id", "Resume after this event id (the `Last-Event-ID` header does the same)."),
+    ("token", "A dashboard token, for EventSource clients that cannot send `Authorization`."),
+];
+
+const BRAIN: Endpoint = Endpoint::get(
+    "/api/brain-stream",
+    "Live agent activity: ingested spans, run events and hosted-agent turns, one event each.",
+)
+.params(STREAM_PARAMS)
+.answer_of(Answer::Sse("BrainEvent"))
+.errors(&[ErrorReason::QueueFull]);
+
+const HEALTH: Endpoint = Endpoint::get("/api/health-stream", "The health report on a cadence and whenever it changes.")
+    .params(STREAM_PARAMS)
+    .answer_of(Answer::Sse("HealthReport"))
+    .errors(&[ErrorReason::QueueFull]);
+
+const LOGS: Endpoint = Endpoint::get("/api/logs", "Ingested log records and roost's own log lines.")
+    .params(&[
+        ("level", "Lowest level to send: trace, debug, info, warn or error (default info)."),
+        ("last_event_id", "Resume after this event id (the `Last-Event-ID` header does the same)."),
+        ("token", "A dashboard token, for EventSource clients that cannot send `Authorization`."),
+    ])
+    .answer_of(Answer::Sse("LogLine"))
+    .errors(&[ErrorReason::QueueFull]);
+
+pub(crate) fn routes() -> Routes {
+    Routes::new(
+        "Live streams (SSE)",
+        "Server-sent events with `id:` on every event; reconnect with `Last-Event-ID` to get what was missed from a \
+         bounded buffer. A client that falls behind gets `event: lagged` with `{\"skipped\": n}`. Past the client \
+         cap: 429.",
+    )
+    .at(&BRAIN, brain)
+    .at(&HEALTH, health)
+    .at(&LOGS, logs)
 }
 
 /// The query parameters the stream routes read (`token` is the access layer's; others

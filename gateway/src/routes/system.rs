@@ -1,23 +1,40 @@
 //! `GET /healthz`, `GET /api/local/health`, `POST /api/version` over `SystemService`.
 
-use axum::{
-    Json, Router,
-    extract::State,
-    routing::{get, post},
-};
+use axum::{Json, extract::State};
 use roost_proto::{
     ApiError, ErrorReason,
     v1::{GetHealthRequest, GetHealthResponse, GetVersionRequest, GetVersionResponse, HealthStatus},
 };
 use serde_json::{Value, json};
 
-use crate::{Call, Core, HttpError, JsonBody};
+use crate::{
+    Call, Core, HttpError, JsonBody,
+    api::{Answer, Endpoint, Routes},
+};
 
-pub(crate) fn routes() -> Router<Core> {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/api/local/health", get(health))
-        .route("/api/version", post(version))
+const HEALTHZ: Endpoint = Endpoint::get(
+    "/healthz",
+    "Liveness for load balancers and supervisors: 200 `{\"status\":\"ok\"}` while roost serves and its database \
+     answers, else 503 `unavailable`. Always open.",
+)
+.answer_of(Answer::JsonText(200, "`{\"status\": \"ok\"}`"))
+.errors(&[ErrorReason::Unavailable]);
+
+const HEALTH: Endpoint =
+    Endpoint::get("/api/local/health", "The full health report (200 even when degraded).").answers("GetHealthResponse");
+
+const VERSION: Endpoint = Endpoint::post(
+    "/api/version",
+    "roost's version and the contract versions it speaks; send your own to learn whether they are supported.",
+)
+.body("GetVersionRequest")
+.answers("GetVersionResponse");
+
+pub(crate) fn routes() -> Routes {
+    Routes::new("System", "Liveness, health and version.")
+        .at(&HEALTHZ, healthz)
+        .at(&HEALTH, health)
+        .at(&VERSION, version)
 }
 
 /// Liveness for load balancers and supervisors: 200 `{"status":"ok"}` while roost serves

@@ -2,5 +2,6 @@
 //! the REST body users expect (plain numbers, lower-case enum names, RFC 3339 times).
 
 pub mod enums;
+pub mod mapping;
 pub mod timestamp;
 pub mod value;

@@ -84,6 +84,17 @@ pub struct ServeArgs {
     /// Concurrent `/api/brain-stream` clients; more get 429.
     #[arg(long, env = "ROOST_MAX_BRAIN_STREAM_CLIENTS", default_value_t = 10)]
     max_brain_stream_clients: usize,
+    /// `Host` values `/mcp` accepts (names, or name:port), comma-separated; `*` accepts any.
+    /// This stops DNS rebinding against a local roost: when clients reach roost by another
+    /// name (a LAN address, a domain), add it.
+    #[arg(
+        long,
+        env = "ROOST_MCP_ALLOWED_HOSTS",
+        value_name = "HOSTS",
+        value_delimiter = ',',
+        default_value = "localhost,127.0.0.1,::1"
+    )]
+    mcp_allowed_hosts: Vec<String>,
     /// Seconds between evaluations of the alert rules.
     #[arg(long, env = "ROOST_ALERTS_CHECK_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     alerts_check_secs: u64,
@@ -124,6 +135,8 @@ impl ServeArgs {
             health_clients: self.max_health_stream_clients,
             log_clients: self.max_log_stream_clients,
         };
+        config.gateway.mcp_allowed_hosts =
+            self.mcp_allowed_hosts.iter().map(|h| h.trim().to_owned()).filter(|h| !h.is_empty()).collect();
         config.alerts_every = Duration::from_secs(self.alerts_check_secs);
         config.guard_every = Duration::from_secs(self.guard_check_secs);
         config.extra_addrs = self.otlp_grpc_addr.iter().chain(&self.otlp_http_addr).cloned().collect();

@@ -11,6 +11,7 @@ pub mod guard;
 pub mod health;
 pub mod schedule;
 pub mod service;
+pub mod skills;
 pub mod usage;
 pub mod workers;
 

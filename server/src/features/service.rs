@@ -8,10 +8,10 @@ use roost_proto::v1::{
     DeleteAlertRuleResponse, DeleteCronRequest, DeleteCronResponse, DeleteGuardPolicyRequest,
     DeleteGuardPolicyResponse, GetAlertsRequest, GetAlertsResponse, GetChannelsRequest, GetChannelsResponse,
     GetCronRequest, GetCronResponse, GetGuardRequest, GetGuardResponse, GetHealthReportRequest,
-    GetHealthReportResponse, GetStatusRequest, GetStatusResponse, GetUsageRequest, GetUsageResponse, HandlerFailure,
-    IngestStatus, KillCronRequest, KillCronResponse, ListCronsRequest, ListCronsResponse, StoreStatus,
-    UpdateAlertRuleRequest, UpdateAlertRuleResponse, UpdateCronRequest, UpdateCronResponse, UpdateGuardPolicyRequest,
-    UpdateGuardPolicyResponse, feature_service_server::FeatureService,
+    GetHealthReportResponse, GetSkillsRequest, GetSkillsResponse, GetStatusRequest, GetStatusResponse, GetUsageRequest,
+    GetUsageResponse, HandlerFailure, IngestStatus, KillCronRequest, KillCronResponse, ListCronsRequest,
+    ListCronsResponse, StoreStatus, UpdateAlertRuleRequest, UpdateAlertRuleResponse, UpdateCronRequest,
+    UpdateCronResponse, UpdateGuardPolicyRequest, UpdateGuardPolicyResponse, feature_service_server::FeatureService,
 };
 use tonic::{Request, Response, Status};
 use tracing::warn;
@@ -22,6 +22,7 @@ use super::{
     crons::Crons,
     guard::Guard,
     health::HealthChecks,
+    skills::Skills,
     usage,
 };
 use crate::{
@@ -38,13 +39,29 @@ pub struct FeatureCore {
     crons: Arc<Crons>,
     alerts: Arc<Alerts>,
     guard: Arc<Guard>,
+    skills: Arc<Skills>,
     last_failure: Mutex<Option<HandlerFailure>>,
 }
 
+/// The workers and pages [`FeatureCore`] answers from.
+pub struct FeatureParts {
+    /// Health checks.
+    pub health: HealthChecks,
+    /// Crons.
+    pub crons: Arc<Crons>,
+    /// Alerts.
+    pub alerts: Arc<Alerts>,
+    /// Guard.
+    pub guard: Arc<Guard>,
+    /// The skills page.
+    pub skills: Arc<Skills>,
+}
+
 impl FeatureCore {
-    /// Features over `store`, with these health checks, crons, alerts and guard.
-    pub fn new(store: Store, health: HealthChecks, crons: Arc<Crons>, alerts: Arc<Alerts>, guard: Arc<Guard>) -> Self {
-        Self { store, health, crons, alerts, guard, last_failure: Mutex::new(None) }
+    /// Features over `store`.
+    pub fn new(store: Store, parts: FeatureParts) -> Self {
+        let FeatureParts { health, crons, alerts, guard, skills } = parts;
+        Self { store, health, crons, alerts, guard, skills, last_failure: Mutex::new(None) }
     }
 }
 
@@ -55,18 +72,19 @@ impl FeatureCore {
         match result {
             Ok(answer) => answer,
             Err(err) => {
-                warn!(page, error = %err, "feature API answered empty");
-                let failure =
-                    HandlerFailure { page: page.into(), error: err.to_string(), at: Some(timestamp_ms(now_ms())) };
-                *self.last_failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(failure);
                 let mut empty = T::default();
-                set_warning(
-                    &mut empty,
-                    format!("the {page} page could not be built ({err}); this is not an empty store"),
-                );
+                set_warning(&mut empty, self.note_failure(page, &err));
                 empty
             }
         }
+    }
+
+    /// Logs a page's failure, keeps it for `roost status`, and returns the warning to show.
+    fn note_failure(&self, page: &str, err: &crate::Error) -> String {
+        warn!(page, error = %err, "feature API answered without its data");
+        let failure = HandlerFailure { page: page.into(), error: err.to_string(), at: Some(timestamp_ms(now_ms())) };
+        *self.last_failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(failure);
+        format!("the {page} page could not be built ({err}); this is not an empty store")
     }
 
     async fn status(&self) -> GetStatusResponse {
@@ -276,5 +294,14 @@ impl FeatureService for FeatureCore {
     async fn get_channels(&self, _req: Request<GetChannelsRequest>) -> Result<Response<GetChannelsResponse>, Status> {
         let page = channels::channels_page(&self.store).await;
         Ok(Response::new(self.or_warning("channels", page, |p, w| p.warning = w)))
+    }
+
+    async fn get_skills(&self, _req: Request<GetSkillsRequest>) -> Result<Response<GetSkillsResponse>, Status> {
+        // The list never needs the store; only the counts do.
+        let (mut page, failure) = self.skills.page().await;
+        if let Some(err) = failure {
+            page.warning = self.note_failure("skills", &err);
+        }
+        Ok(Response::new(page))
     }
 }

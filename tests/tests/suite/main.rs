@@ -6,6 +6,7 @@
 mod access;
 mod agents;
 mod grpc;
+mod mcp;
 mod observe;
 mod rest_errors;
 mod store;
