@@ -28,7 +28,7 @@ use opentelemetry_proto::tonic::collector::{
 use roost_proto::v1::{
     account_service_server::AccountService, agent_service_server::AgentService, control_service_server::ControlService,
     feature_service_server::FeatureService, ingest_service_server::IngestService, query_service_server::QueryService,
-    system_service_server::SystemService,
+    system_service_server::SystemService, update_service_server::UpdateService,
 };
 
 pub use access::AccessPolicy;
@@ -62,6 +62,8 @@ pub struct Core {
     pub features: Arc<dyn FeatureService>,
     /// Control endpoints.
     pub control: Arc<dyn ControlService>,
+    /// The self-updater.
+    pub updates: Arc<dyn UpdateService>,
     /// Limits the gateway enforces.
     pub options: Arc<GatewayOptions>,
     /// The MCP transport, started on first use.
@@ -106,6 +108,7 @@ pub fn sections() -> Vec<api::Routes> {
         routes::streams::routes(),
         routes::features::routes(),
         routes::control::routes(),
+        routes::updates::routes(),
         routes::system::routes(),
         skill::routes(),
     ]

@@ -10,6 +10,7 @@ use crate::{
     store::{DatabaseUrl, StoreOptions},
     streams::StreamLimits,
     telemetry::retention::RetentionConfig,
+    update::{Restart, Role, UpdateFlags, UpdateSettings},
 };
 
 /// Everything the server needs to start.
@@ -44,6 +45,8 @@ pub struct ServeConfig {
     pub alerts_every: Duration,
     /// How often guard policies are enforced.
     pub guard_every: Duration,
+    /// The self-updater. An empty `index_url` turns polling off.
+    pub update: UpdateSettings,
 }
 
 impl ServeConfig {
@@ -63,6 +66,11 @@ impl ServeConfig {
             streams: StreamLimits::default(),
             alerts_every: Duration::from_secs(30),
             guard_every: Duration::from_secs(10),
+            update: UpdateSettings {
+                // Only the command line decides to re-exec; a library caller keeps its process.
+                restart: Restart::NextStart,
+                ..UpdateSettings::new(Role::Dashboard, &|_| None, UpdateFlags::default())
+            },
         }
     }
 }

@@ -25,6 +25,12 @@ use crate::{
 
 static RESTART: AtomicBool = AtomicBool::new(false);
 
+/// Asks for a restart in place once serving stopped (the updater, after an install, on a
+/// node nothing supervises).
+pub fn request_restart() {
+    RESTART.store(true, Ordering::Release);
+}
+
 /// Whether a restart was asked for: the binary starts itself again once serving stopped.
 pub fn restart_requested() -> bool {
     RESTART.load(Ordering::Acquire)

@@ -12,6 +12,7 @@ use roost_proto::v1::{
     control_service_server::ControlServiceServer, feature_service_server::FeatureServiceServer,
     ingest_service_server::IngestServiceServer, query_service_server::QueryServiceServer,
     stream_service_server::StreamServiceServer, system_service_server::SystemServiceServer,
+    update_service_server::UpdateServiceServer,
 };
 use tonic::{codec::CompressionEncoding, service::Routes};
 use tonic_health::server::HealthReporter;
@@ -27,6 +28,7 @@ use crate::{
     streams::service::StreamCore,
     system::SystemCore,
     telemetry::service::{IngestCore, OtlpCore},
+    update::service::UpdateCore,
 };
 
 /// Largest OTLP export accepted over gRPC (tonic's default is 4 MiB; exporters batch more).
@@ -53,6 +55,8 @@ pub struct Services {
     pub features: Arc<FeatureCore>,
     /// Control endpoints.
     pub control: Arc<ControlCore>,
+    /// The self-updater.
+    pub updates: Arc<UpdateCore>,
 }
 
 /// Adds every gRPC service to `router`, which keeps its own routes and fallback.
@@ -68,6 +72,7 @@ pub async fn add_services(router: axum::Router, services: &Services) -> anyhow::
     reporter.set_serving::<StreamServiceServer<StreamCore>>().await;
     reporter.set_serving::<FeatureServiceServer<FeatureCore>>().await;
     reporter.set_serving::<ControlServiceServer<ControlCore>>().await;
+    reporter.set_serving::<UpdateServiceServer<UpdateCore>>().await;
     reporter.set_serving::<TraceServiceServer<OtlpCore>>().await;
     reporter.set_serving::<LogsServiceServer<OtlpCore>>().await;
     reporter.set_serving::<MetricsServiceServer<OtlpCore>>().await;
@@ -81,6 +86,7 @@ pub async fn add_services(router: axum::Router, services: &Services) -> anyhow::
         .add_service(web(StreamServiceServer::from_arc(services.streams.clone())))
         .add_service(web(FeatureServiceServer::from_arc(services.features.clone())))
         .add_service(web(ControlServiceServer::from_arc(services.control.clone())))
+        .add_service(web(UpdateServiceServer::from_arc(services.updates.clone())))
         .add_service(web(TraceServiceServer::from_arc(services.otlp.clone())
             .accept_compressed(CompressionEncoding::Gzip)
             .max_decoding_message_size(MAX_OTLP_MESSAGE)))

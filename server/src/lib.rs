@@ -27,6 +27,7 @@ pub mod streams;
 pub mod system;
 pub mod telemetry;
 pub mod time;
+pub mod update;
 
 pub use config::ServeConfig;
 pub use error::{Error, Result};

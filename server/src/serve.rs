@@ -37,6 +37,7 @@ use crate::{
         service::{IngestCore, OtlpCore},
         turns::TurnEvents,
     },
+    update::{Updater, service::UpdateCore},
 };
 
 /// Serves on `listener` until `shutdown` is cancelled, then lets in-flight requests finish
@@ -70,7 +71,13 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     let renewals = tokio::spawn(renewal::run(hosting.clone(), workers.clone()));
 
     let retention = tokio::spawn(retention::run(store.clone(), config.retention.clone(), workers.clone()));
-    let pusher = config.push.clone().map(|push| tokio::spawn(pusher::run(store.clone(), push, workers.clone())));
+    // The update worker polls only when an index is configured (tests run without one).
+    let updater = Updater::new(config.update.clone(), config.data_dir.clone(), shutdown.clone());
+    let update_task = (!config.update.index_url.is_empty()).then(|| tokio::spawn(updater.clone().run(workers.clone())));
+    let pusher = config
+        .push
+        .clone()
+        .map(|push| tokio::spawn(pusher::run(store.clone(), push, Some(updater.clone()), workers.clone())));
     let crons = Crons::new(store.clone(), hosting.clone());
     let crons_task = tokio::spawn(crons.clone().run(workers.clone()));
     let alerts = Alerts::new(store.clone());
@@ -95,6 +102,9 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     checks.workers.add("alerts", alerts_task.abort_handle());
     checks.workers.add("guard", guard_task.abort_handle());
     checks.workers.add("skill usage", skills_task.abort_handle());
+    if let Some(task) = &update_task {
+        checks.workers.add("self-update", task.abort_handle());
+    }
     if let Some(pusher) = &pusher {
         checks.workers.add("upstream push", pusher.abort_handle());
     }
@@ -110,9 +120,10 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         streams: Arc::new(StreamCore::new(live.clone())),
         features: Arc::new(FeatureCore::new(
             store.clone(),
-            FeatureParts { health: checks, crons, alerts, guard, skills },
+            FeatureParts { health: checks, crons, alerts, guard, skills, updater: updater.clone() },
         )),
         control: Arc::new(ControlCore::new(store.clone(), hosting.clone(), shutdown.clone())),
+        updates: Arc::new(UpdateCore::new(updater.clone())),
     };
     let core = roost_gateway::Core {
         system: services.system.clone(),
@@ -126,6 +137,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         streams: services.streams.clone(),
         features: services.features.clone(),
         control: services.control.clone(),
+        updates: services.updates.clone(),
         options: Arc::new(config.gateway.clone()),
         mcp: roost_gateway::mcp::McpState::new(shutdown.clone()),
         usage,
@@ -183,6 +195,9 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     let _ = alerts_task.await;
     let _ = guard_task.await;
     let _ = skills_task.await;
+    if let Some(task) = update_task {
+        let _ = task.await;
+    }
     if let Some(pusher) = pusher {
         let _ = pusher.await;
     }

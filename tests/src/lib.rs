@@ -12,11 +12,13 @@
 
 mod api;
 pub mod bench;
+mod index;
 mod postgres;
 mod server;
 mod sse;
 
 pub use api::{Api, Reply};
+pub use index::{FakeIndex, FakeInstaller};
 pub use postgres::TestDatabase;
 pub use server::{TestAccount, TestServer};
 pub use sse::{SseClient, SseItem};

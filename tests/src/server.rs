@@ -87,6 +87,8 @@ impl TestServer {
                 Some(db)
             }
         };
+        // No test polls a real package index; updater tests configure their own.
+        config.update.index_url.clear();
         configure(&mut config);
         Self::launch(config, database, data_dir, bind.parse().expect("address")).await
     }

@@ -9,3 +9,4 @@ pub(crate) mod otlp;
 pub(crate) mod query;
 pub(crate) mod streams;
 pub(crate) mod system;
+pub(crate) mod updates;

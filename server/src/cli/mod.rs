@@ -3,6 +3,7 @@
 mod accounts;
 mod serve;
 mod status;
+mod update;
 
 use std::{path::PathBuf, process::ExitCode};
 
@@ -58,8 +59,10 @@ enum Command {
     /// Add credits to an account (operators).
     #[command(subcommand)]
     Credits(accounts::CreditsCommand),
-    /// Ask a running roost how it is: store, ingest, health checks, failing pages.
+    /// Ask a running roost how it is: store, ingest, health checks, failing pages, updates.
     Status(status::StatusArgs),
+    /// Check the package index and install the newest release now.
+    Update(update::UpdateCommandArgs),
 }
 
 impl GlobalArgs {
@@ -103,6 +106,7 @@ pub fn main() -> ExitCode {
             Command::Keys(command) => accounts::keys(&cli.global, command).await,
             Command::Credits(command) => accounts::credits(&cli.global, command).await,
             Command::Status(args) => status::status(args).await,
+            Command::Update(args) => update::update(&cli.global, args).await,
         }
     })
 }

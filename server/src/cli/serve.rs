@@ -16,6 +16,7 @@ use crate::{
     shutdown::cancel_on_signal,
     streams::StreamLimits,
     telemetry::retention::RetentionConfig,
+    update::{Role, UpdateFlags, UpdateSettings},
 };
 
 /// Flags of `roost serve`.
@@ -101,11 +102,51 @@ pub struct ServeArgs {
     /// Seconds between guard checks of the hosted agents.
     #[arg(long, env = "ROOST_GUARD_CHECK_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     guard_check_secs: u64,
+    #[command(flatten)]
+    update: UpdateArgs,
+}
+
+/// The self-updater's flags (the seed's `SERVICE_*` variables are read from the
+/// environment as they are).
+#[derive(Debug, Args)]
+pub struct UpdateArgs {
+    /// roost runs under a service supervisor (systemd, launchd, a container's restart
+    /// policy): after installing an update it exits for the supervisor to start the new
+    /// build, instead of re-executing itself. systemd is detected without it.
+    #[arg(long, env = "ROOST_SUPERVISED", action = clap::ArgAction::SetTrue, value_parser = clap::builder::BoolishValueParser::new())]
+    supervised: bool,
+    /// crates.io-compatible package index the updater polls (`{url}/api/v1/crates/{package}`).
+    #[arg(long, env = "ROOST_UPDATE_INDEX_URL", value_name = "URL", default_value = "https://crates.io")]
+    update_index_url: String,
+    /// The package to update to.
+    #[arg(long, env = "ROOST_UPDATE_PACKAGE", default_value = "roost")]
+    update_package: String,
+    /// The paid tier's package, installed when the upstream reports an entitled plan.
+    #[arg(long, env = "ROOST_UPDATE_PAID_PACKAGE", default_value = "roost-pro")]
+    update_paid_package: String,
+    /// The install command; `{package}` and `{version}` are filled in, and it runs with `sh -c`.
+    #[arg(long, env = "ROOST_UPDATE_INSTALL_COMMAND", value_name = "COMMAND", default_value = crate::update::settings::DEFAULT_INSTALL_COMMAND)]
+    update_install_command: String,
+}
+
+impl UpdateArgs {
+    /// The updater's settings for `role`, from these flags and the environment.
+    pub fn settings(&self, role: Role) -> UpdateSettings {
+        let flags = UpdateFlags {
+            supervised: self.supervised,
+            index_url: self.update_index_url.clone(),
+            package: self.update_package.clone(),
+            paid_package: self.update_paid_package.clone(),
+            install_command: self.update_install_command.clone(),
+        };
+        UpdateSettings::new(role, &|key| std::env::var(key).ok(), flags)
+    }
 }
 
 impl ServeArgs {
-    fn config(&self, global: &GlobalArgs) -> Result<ServeConfig, String> {
+    fn config(&self, global: &GlobalArgs, role: Role) -> Result<ServeConfig, String> {
         let mut config = global.serve_config()?;
+        config.update = self.update.settings(role);
         config.shutdown_grace = Duration::from_secs(self.shutdown_grace_secs);
         let hosting = &mut config.hosting;
         if let Some(path) = &self.runtimes {
@@ -157,9 +198,18 @@ pub struct DaemonArgs {
     upstream_token: Option<String>,
 }
 
+/// The crash-loop guard, before anything else of a start (seed: the guard runs first).
+fn guard(global: &GlobalArgs, args: &ServeArgs, role: Role) -> Result<(), ExitCode> {
+    let Ok(data_dir) = global.data_dir() else { return Ok(()) };
+    crate::update::guard_at_boot(&data_dir, &args.update.settings(role)).map_err(ExitCode::from)
+}
+
 /// Runs `roost serve` until a signal stops it.
 pub async fn run(global: &GlobalArgs, args: ServeArgs) -> ExitCode {
-    match args.config(global) {
+    if let Err(code) = guard(global, &args, Role::Dashboard) {
+        return code;
+    }
+    match args.config(global, Role::Dashboard) {
         Ok(config) => serve(config, &args.addr).await,
         Err(err) => {
             eprintln!("roost: {err}");
@@ -170,7 +220,10 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> ExitCode {
 
 /// Runs `roost daemon`: serve, pushing to the upstream if one is given.
 pub async fn daemon(global: &GlobalArgs, args: DaemonArgs) -> ExitCode {
-    let mut config = match args.serve.config(global) {
+    if let Err(code) = guard(global, &args.serve, Role::Daemon) {
+        return code;
+    }
+    let mut config = match args.serve.config(global, Role::Daemon) {
         Ok(config) => config,
         Err(err) => {
             eprintln!("roost: {err}");

@@ -5,7 +5,7 @@
 use std::{process::ExitCode, time::Duration};
 
 use clap::Args;
-use roost_proto::v1::GetStatusResponse;
+use roost_proto::v1::{GetStatusResponse, GetUpdateStatusResponse};
 
 /// Flags of `roost status`.
 #[derive(Debug, Args)]
@@ -53,6 +53,44 @@ pub async fn status(args: StatusArgs) -> ExitCode {
     }
     let failing = status.health.as_ref().is_some_and(|h| h.status == "fail");
     if failing { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+}
+
+/// The update part of `roost status` (also printed by `roost update`).
+pub fn update_lines(u: &GetUpdateStatusResponse) -> String {
+    let latest = if u.latest.is_empty() { "not checked yet".to_owned() } else { u.latest.clone() };
+    let mut out = format!(
+        "update     running {}, latest {latest}{}; {} role, {}\n",
+        u.current,
+        if u.update_available { " (an update is available)" } else { "" },
+        u.role,
+        if u.kill_switch {
+            "kill switch on (SERVICE_AUTO_UPDATE): nothing installs".to_owned()
+        } else if u.auto_update {
+            format!("auto-update on, checks every {} s, restart: {}", u.check_every_secs, u.restart)
+        } else {
+            "auto-update off".to_owned()
+        }
+    );
+    if let Some(check) = &u.last_check {
+        out += &format!("  last check   {} {}\n", check.outcome, check.detail);
+    }
+    if let Some(attempt) = &u.last_attempt {
+        out += &format!("  last install {} {}: {}\n", attempt.version, attempt.outcome, first_line(&attempt.detail));
+    }
+    for held in &u.held {
+        out += &format!("  held         {} ({})\n", held.version, held.reason);
+    }
+    if u.guard_armed {
+        out += "  guard        armed: watching the new version for a crash loop\n";
+    }
+    if let Some(r) = &u.rollback {
+        out += &format!("  rolled back  {} -> {} ({}, {} boots)\n", r.from, r.to, r.reason, r.boots);
+    }
+    out
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or_default()
 }
 
 fn render(s: &GetStatusResponse) -> String {
@@ -103,5 +141,8 @@ fn render(s: &GetStatusResponse) -> String {
         ),
         (None, _) => "pages      every feature page answered from the store\n".to_owned(),
     };
+    if let Some(u) = &s.update {
+        out += &update_lines(u);
+    }
     out
 }

@@ -30,6 +30,7 @@ use crate::{
     build_info::BUILD,
     store::{Store, on_reader},
     time::{now_ms, timestamp_ms},
+    update::Updater,
 };
 
 /// The feature APIs of one server.
@@ -40,6 +41,7 @@ pub struct FeatureCore {
     alerts: Arc<Alerts>,
     guard: Arc<Guard>,
     skills: Arc<Skills>,
+    updater: Arc<Updater>,
     last_failure: Mutex<Option<HandlerFailure>>,
 }
 
@@ -55,13 +57,15 @@ pub struct FeatureParts {
     pub guard: Arc<Guard>,
     /// The skills page.
     pub skills: Arc<Skills>,
+    /// The self-updater, for `roost status`.
+    pub updater: Arc<Updater>,
 }
 
 impl FeatureCore {
     /// Features over `store`.
     pub fn new(store: Store, parts: FeatureParts) -> Self {
-        let FeatureParts { health, crons, alerts, guard, skills } = parts;
-        Self { store, health, crons, alerts, guard, skills, last_failure: Mutex::new(None) }
+        let FeatureParts { health, crons, alerts, guard, skills, updater } = parts;
+        Self { store, health, crons, alerts, guard, skills, updater, last_failure: Mutex::new(None) }
     }
 }
 
@@ -137,6 +141,7 @@ impl FeatureCore {
             health: Some(self.health.run().await),
             last_handler_failure: last,
             handler_verdict: verdict.into(),
+            update: Some(crate::update::service::status(&self.updater).await),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The node side of node push (`roost daemon --upstream URL --upstream-token KEY`): push
 //! the outbox upstream in order, heartbeat, and keep going through any outage.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use prost::Message;
 use roost_proto::v1::{HeartbeatRequest, HeartbeatResponse, PushBatchRequest, PushBatchResponse, PushItem};
@@ -12,6 +12,7 @@ use crate::{
     Result,
     build_info::BUILD,
     store::{Store, on_reader, on_writer},
+    update::Updater,
 };
 
 /// Where and how a node pushes.
@@ -67,7 +68,7 @@ struct OutboxRow {
 }
 
 /// Pushes and heartbeats until `shutdown`.
-pub async fn run(store: Store, config: PushConfig, shutdown: CancellationToken) {
+pub async fn run(store: Store, config: PushConfig, updater: Option<Arc<Updater>>, shutdown: CancellationToken) {
     let node_id = match node_id(&store).await {
         Ok(id) => id,
         Err(err) => {
@@ -82,7 +83,7 @@ pub async fn run(store: Store, config: PushConfig, shutdown: CancellationToken) 
     loop {
         if last_heartbeat.is_none_or(|at| at.elapsed() >= config.heartbeat_every) {
             last_heartbeat = Some(tokio::time::Instant::now());
-            if let Err(err) = heartbeat(&store, &client, &config, &node_id).await {
+            if let Err(err) = heartbeat(&store, &client, &config, &node_id, updater.as_deref()).await {
                 warn!(error = %err, "heartbeat to upstream failed");
             }
         }
@@ -137,19 +138,37 @@ async fn push_once(
     Ok(count)
 }
 
-async fn heartbeat(store: &Store, client: &reqwest::Client, config: &PushConfig, node_id: &str) -> Result<(), String> {
+async fn heartbeat(
+    store: &Store,
+    client: &reqwest::Client,
+    config: &PushConfig,
+    node_id: &str,
+    updater: Option<&Updater>,
+) -> Result<(), String> {
     let depth: i64 = on_reader!(store, |pool| sqlx::query_scalar("SELECT COUNT(*) FROM outbox").fetch_one(pool).await)
         .map_err(|e| format!("reading the outbox: {e}"))?;
     let request = HeartbeatRequest {
         node_id: node_id.to_owned(),
-        version: BUILD.version.to_owned(),
+        version: updater.map_or_else(|| BUILD.version.to_owned(), |u| u.settings().version.clone()),
         hostname: hostname(),
         outbox_depth: depth,
-        auto_update: false,
-        rollback: None,
+        auto_update: match updater {
+            Some(updater) => updater.installs_unattended().await,
+            None => false,
+        },
+        rollback: updater.and_then(Updater::rollback_record).and_then(|record| {
+            let json = serde_json::to_value(record).ok()?;
+            Some(roost_proto::json::value::from_json(&json)).and_then(|value| match value.kind {
+                Some(prost_types::value::Kind::StructValue(object)) => Some(object),
+                _ => None,
+            })
+        }),
     };
     let reply: HeartbeatResponse = post(client, config, "/ingest/heartbeat", &request).await?;
     store.meta_set(UPSTREAM_PLAN_KEY, &reply.plan).await.map_err(|e| e.to_string())?;
+    if let Some(updater) = updater {
+        updater.apply_plan(&reply.plan).await;
+    }
     // A push whose answer was lost is not pushed twice: the heartbeat says how far it got.
     forget_through(store, reply.applied_through).await
 }

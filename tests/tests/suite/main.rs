@@ -11,3 +11,4 @@ mod observe;
 mod rest_errors;
 mod store;
 mod system;
+mod updates;

@@ -1,0 +1,492 @@
+//! Self-update (seed: "Self-Update"; DESIGN.md "Self-update"): the update worker, the
+//! crash-loop guard with rollback, failed-version backoff, plan-driven auto_update and the
+//! kill switch.
+//!
+//! Everything the updater keeps lives in files of the data directory, not in the store:
+//! `update_state.json` (flags, holds, the last check and attempt, history),
+//! `update_guard.json`, `update_rollback.json` and `update.lock`. An update must be able to
+//! roll back a release whose store migration or startup is broken, so it cannot depend on
+//! the store.
+//!
+//! The worker polls the index every `SERVICE_UPDATE_CHECK_SECS`, picks the newest release
+//! newer than the running one and at least `SERVICE_AUTOUPDATE_MIN_AGE_HOURS` old (not
+//! held), installs it with the configured command when auto_update is on, arms the guard,
+//! and gets the new build running per [`Restart`]. Whether it installs is decided in this
+//! order: the kill switch (`SERVICE_AUTO_UPDATE=0|false|no|off`) first, then the role (a
+//! dashboard only with `SERVICE_AUTO_UPDATE=1`), then the stored flag (an explicit
+//! `auto_update` from `POST /api/update-check/config`, or one enabled by an entitled
+//! plan), then the default (on).
+
+pub mod files;
+pub mod guard;
+pub mod install;
+pub mod releases;
+pub mod service;
+pub mod settings;
+
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use semver::Version;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+pub use self::settings::{Restart, Role, UpdateFlags, UpdateSettings};
+use self::{
+    guard::{BootVerdict, RollbackRecord},
+    install::InstallLock,
+    releases::{Hold, Index},
+};
+use crate::time::now_ms;
+
+/// Plans that turn auto_update on (seed: "Plans").
+pub const ENTITLED_PLANS: [&str; 4] = ["trial", "starter", "pro", "enterprise"];
+/// History kept in the state file.
+const HISTORY: usize = 100;
+
+/// One thing the updater did, as stored.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// When, Unix ms.
+    pub at_ms: i64,
+    /// "check", "install", "rollback", "plan" or "config".
+    pub kind: String,
+    /// The version concerned.
+    pub version: String,
+    /// "ok", "failed", "none", "skipped", "held".
+    pub outcome: String,
+    /// For humans.
+    pub detail: String,
+}
+
+impl Event {
+    fn new(kind: &str, version: &str, outcome: &str, detail: impl Into<String>) -> Self {
+        Self {
+            at_ms: now_ms(),
+            kind: kind.into(),
+            version: version.into(),
+            outcome: outcome.into(),
+            detail: detail.into(),
+        }
+    }
+}
+
+/// `update_state.json`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct State {
+    /// The stored auto_update flag; `None` follows the default.
+    pub auto_update: Option<bool>,
+    /// "user", "plan" or "".
+    pub auto_update_source: String,
+    /// The plan the upstream last reported.
+    pub plan: String,
+    /// The package tracked, when not the configured free one (after a plan upgrade).
+    pub package: String,
+    /// Dismissed banner versions.
+    pub dismissed: Vec<String>,
+    /// Versions held back.
+    pub holds: Vec<Hold>,
+    /// The newest release seen at the last check.
+    pub latest: String,
+    /// The last check.
+    pub last_check: Option<Event>,
+    /// The last install attempt.
+    pub last_attempt: Option<Event>,
+    /// Everything, oldest first, at most [`HISTORY`].
+    pub history: Vec<Event>,
+}
+
+impl State {
+    fn record(&mut self, event: Event) {
+        match event.kind.as_str() {
+            "check" => self.last_check = Some(event.clone()),
+            "install" => self.last_attempt = Some(event.clone()),
+            _ => {}
+        }
+        self.history.push(event);
+        let excess = self.history.len().saturating_sub(HISTORY);
+        self.history.drain(..excess);
+    }
+}
+
+fn state_path(data_dir: &Path) -> PathBuf {
+    data_dir.join("update_state.json")
+}
+
+/// The outcome of one check.
+#[derive(Debug, Clone, Default)]
+pub struct CheckOutcome {
+    /// The check.
+    pub check: Event,
+    /// The release chosen to install, if any.
+    pub candidate: Option<String>,
+    /// The install it ran, if any.
+    pub install: Option<Event>,
+}
+
+/// The updater of one process.
+pub struct Updater {
+    settings: UpdateSettings,
+    data_dir: PathBuf,
+    index: Index,
+    state: tokio::sync::Mutex<State>,
+    installing: tokio::sync::Mutex<()>,
+    shutdown: CancellationToken,
+    booted_ms: i64,
+}
+
+impl Updater {
+    /// The updater for `data_dir`; a restart after an install cancels `shutdown`.
+    pub fn new(settings: UpdateSettings, data_dir: PathBuf, shutdown: CancellationToken) -> Arc<Self> {
+        let state = files::read(&state_path(&data_dir)).unwrap_or_default();
+        Arc::new(Self {
+            index: Index::new(&settings.index_url),
+            settings,
+            data_dir,
+            state: tokio::sync::Mutex::new(state),
+            installing: tokio::sync::Mutex::new(()),
+            shutdown,
+            booted_ms: now_ms(),
+        })
+    }
+
+    /// Its settings.
+    pub fn settings(&self) -> &UpdateSettings {
+        &self.settings
+    }
+
+    /// The data directory.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// A copy of the stored state.
+    pub async fn state(&self) -> State {
+        self.state.lock().await.clone()
+    }
+
+    /// Whether an install is running in this process.
+    pub fn is_installing(&self) -> bool {
+        self.installing.try_lock().is_err()
+    }
+
+    /// Changes the state and writes it, atomically; a write failure is logged (the state
+    /// stays changed in memory).
+    async fn change<T>(&self, change: impl FnOnce(&mut State) -> T) -> T {
+        let mut state = self.state.lock().await;
+        let out = change(&mut state);
+        if let Err(err) = files::write(&state_path(&self.data_dir), &*state) {
+            warn!(error = %err, "cannot write update_state.json");
+        }
+        out
+    }
+
+    /// The stored flag resolved: off under the kill switch, else the stored value, else
+    /// the default (on for the daemon, on for an opted-in dashboard).
+    pub fn auto_update_of(&self, state: &State) -> bool {
+        if self.settings.kill_switch {
+            return false;
+        }
+        state.auto_update.unwrap_or(self.settings.role == Role::Daemon || self.settings.opted_in)
+    }
+
+    /// Whether this process installs unattended now.
+    pub async fn installs_unattended(&self) -> bool {
+        self.settings.may_install() && self.auto_update_of(&*self.state.lock().await)
+    }
+
+    /// The package tracked now.
+    pub fn package_of(&self, state: &State) -> String {
+        if state.package.is_empty() { self.settings.package.clone() } else { state.package.clone() }
+    }
+
+    /// `POST /api/update-check/config {auto_update}`: an explicit per-node choice.
+    pub async fn set_auto_update(&self, value: bool) -> State {
+        self.change(|state| {
+            state.auto_update = Some(value);
+            state.auto_update_source = "user".into();
+            state.record(Event::new("config", "", "ok", format!("auto_update set to {value} for this node")));
+            state.clone()
+        })
+        .await
+    }
+
+    /// Hides the banner for `version`.
+    pub async fn dismiss(&self, version: &str) -> Vec<String> {
+        self.change(|state| {
+            if !state.dismissed.iter().any(|v| v == version) {
+                state.dismissed.push(version.to_owned());
+            }
+            state.dismissed.clone()
+        })
+        .await
+    }
+
+    /// Polls the index and, when `install` allows, installs the chosen release. `manual`
+    /// checks (`roost update`) ignore the minimum age.
+    pub async fn check(&self, install: bool, manual: bool) -> CheckOutcome {
+        let state = self.state().await;
+        let package = self.package_of(&state);
+        let current = Version::parse(&self.settings.version).unwrap_or_else(|_| Version::new(0, 0, 0));
+        let releases = match self.index.releases(&package).await {
+            Ok(releases) => releases,
+            Err(err) => {
+                let check = Event::new("check", "", "failed", err);
+                self.change(|s| s.record(check.clone())).await;
+                return CheckOutcome { check, candidate: None, install: None };
+            }
+        };
+        let min_age = if manual { std::time::Duration::ZERO } else { self.settings.min_age };
+        let choice = releases::choose(&current, &releases, now_ms(), min_age, &state.holds);
+        let latest = choice.latest.as_ref().map(ToString::to_string).unwrap_or_default();
+        let detail = match &choice.install {
+            Some(version) => format!("{package} {version} is available (running {current})"),
+            None if choice.latest.as_ref().is_some_and(|l| *l > current) => {
+                format!("{package} {latest} is newer but held back or younger than the minimum age")
+            }
+            None => format!("{package} {current} is the newest (latest release: {latest})"),
+        };
+        let outcome = if choice.install.is_some() { "ok" } else { "none" };
+        let check = Event::new("check", &latest, outcome, detail);
+        self.change(|s| {
+            s.latest.clone_from(&latest);
+            s.record(check.clone());
+        })
+        .await;
+        let candidate = choice.install.map(|v| v.to_string());
+        // Installed already and waiting for the next start (restart mode next_start): not again.
+        let pending = guard::read(&self.data_dir).is_some_and(|g| Some(&g.to) == candidate.as_ref());
+        let install = match &candidate {
+            Some(version) if install && !pending => Some(self.install(&package, version).await),
+            _ => None,
+        };
+        CheckOutcome { check, candidate, install }
+    }
+
+    /// One unattended poll: installs only when allowed.
+    pub async fn poll(&self) -> CheckOutcome {
+        let allowed = self.installs_unattended().await;
+        self.check(allowed, false).await
+    }
+
+    /// Installs `package` at `version`: one at a time, the guard armed on success, the
+    /// version held on failure; then the new build is started per [`Restart`].
+    pub async fn install(&self, package: &str, version: &str) -> Event {
+        let _one = self.installing.lock().await;
+        let now = now_ms();
+        let result = match InstallLock::acquire(&self.data_dir, now) {
+            Err(err) => Err(err),
+            Ok(lock) => {
+                let outcome = match install::command_line(&self.settings.install_command, package, version) {
+                    Ok(command) => {
+                        info!(%package, %version, %command, "installing an update");
+                        install::run(&command).await
+                    }
+                    Err(err) => Err(err),
+                };
+                drop(lock);
+                outcome
+            }
+        };
+        let event = match result {
+            Ok(output) => {
+                let from = self.settings.version.clone();
+                if let Err(err) = guard::arm(&self.data_dir, &from, version, package, now_ms()) {
+                    warn!(error = %err, "installed, but the crash-loop guard could not be armed");
+                }
+                Event::new("install", version, "ok", format!("installed {package} {version} over {from}: {output}"))
+            }
+            Err(err) => {
+                let (hold, reason) = if releases::is_propagation_lag(&err) {
+                    (settings::PROPAGATION_HOLD, "not yet on every mirror")
+                } else {
+                    (self.settings.retry, "install failed")
+                };
+                self.hold(version, hold, reason).await;
+                warn!(%package, %version, error = %err, "update install failed; version held");
+                Event::new("install", version, "failed", err)
+            }
+        };
+        self.change(|s| s.record(event.clone())).await;
+        if event.outcome == "ok" {
+            self.start_new_build(version);
+        }
+        event
+    }
+
+    async fn hold(&self, version: &str, hold: std::time::Duration, reason: &str) {
+        let until_ms = now_ms() + i64::try_from(hold.as_millis()).unwrap_or(i64::MAX / 2);
+        self.change(|s| {
+            s.holds.retain(|h| h.version != version && h.until_ms > now_ms());
+            s.holds.push(Hold { version: version.to_owned(), until_ms, reason: reason.to_owned() });
+        })
+        .await;
+    }
+
+    /// Gets the installed build running (seed: "Restart behaviour").
+    fn start_new_build(&self, version: &str) {
+        match self.settings.restart {
+            Restart::Supervised => {
+                info!(%version, "update installed; exiting for the supervisor to start it");
+                self.shutdown.cancel();
+            }
+            Restart::Exec => {
+                info!(%version, "update installed; restarting into it");
+                crate::control::request_restart();
+                self.shutdown.cancel();
+            }
+            Restart::NextStart => info!(%version, "update installed; it runs from the next start"),
+        }
+    }
+
+    /// What the daemon's heartbeat learned: the upstream's plan (seed: "Plan-driven
+    /// auto_update"). An entitled plan turns auto_update on, never off, and never over an
+    /// explicit opt-out; nothing happens under the kill switch or for other plans. On an
+    /// upgrade to an entitled plan the paid-tier package is installed at once.
+    pub async fn apply_plan(&self, plan: &str) -> Option<Event> {
+        let plan = plan.trim().to_ascii_lowercase();
+        let entitled = ENTITLED_PLANS.contains(&plan.as_str());
+        let (upgraded, enabled) = self
+            .change(|s| {
+                let was_entitled = ENTITLED_PLANS.contains(&s.plan.as_str());
+                let changed = s.plan != plan;
+                s.plan.clone_from(&plan);
+                if !entitled || self.settings.kill_switch {
+                    return (false, false);
+                }
+                let opted_out = s.auto_update == Some(false) && s.auto_update_source == "user";
+                let enabled = !opted_out && s.auto_update != Some(true);
+                if enabled {
+                    s.auto_update = Some(true);
+                    s.auto_update_source = "plan".into();
+                }
+                if changed || enabled {
+                    let what = if enabled { "auto_update enabled" } else { "auto_update unchanged" };
+                    s.record(Event::new("plan", "", "ok", format!("plan {plan}: {what}")));
+                }
+                (!was_entitled && !opted_out, enabled)
+            })
+            .await;
+        if enabled {
+            info!(%plan, "entitled plan: auto_update enabled for this node");
+        }
+        if !upgraded || !self.installs_unattended().await || self.settings.paid_package == self.settings.package {
+            return None;
+        }
+        let paid = self.settings.paid_package.clone();
+        let releases = match self.index.releases(&paid).await {
+            Ok(releases) => releases,
+            Err(err) => {
+                warn!(error = %err, "cannot list the paid-tier package");
+                return None;
+            }
+        };
+        let any = Version::new(0, 0, 0);
+        let newest = releases::choose(&any, &releases, now_ms(), std::time::Duration::ZERO, &[]).latest?;
+        self.change(|s| s.package.clone_from(&paid)).await;
+        Some(self.install(&paid, &newest.to_string()).await)
+    }
+
+    /// Polls every `SERVICE_UPDATE_CHECK_SECS` until `stop`, starting at once; confirms a
+    /// watched version after [`guard::CONFIRM_AFTER_MS`] of uptime.
+    pub async fn run(self: Arc<Self>, stop: CancellationToken) {
+        let confirm = {
+            let this = self.clone();
+            let stop = stop.clone();
+            async move {
+                let wait = guard::CONFIRM_AFTER_MS - (now_ms() - this.booted_ms);
+                tokio::select! {
+                    () = stop.cancelled() => {}
+                    () = tokio::time::sleep(std::time::Duration::from_millis(u64::try_from(wait).unwrap_or(0))) => {
+                        match guard::confirm_if_due(&this.data_dir, this.booted_ms, now_ms()) {
+                            Ok(true) => info!(version = %this.settings.version, "update confirmed after 300 s of uptime"),
+                            Ok(false) => {}
+                            Err(err) => warn!(error = %err, "cannot disarm the crash-loop guard"),
+                        }
+                    }
+                }
+            }
+        };
+        let polls = async {
+            loop {
+                let outcome = self.poll().await;
+                if outcome.check.outcome == "failed" {
+                    warn!(error = %outcome.check.detail, "update check failed");
+                }
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(self.settings.check_every) => {}
+                }
+            }
+        };
+        tokio::join!(confirm, polls);
+    }
+
+    /// The rollback record, if one was written.
+    pub fn rollback_record(&self) -> Option<RollbackRecord> {
+        guard::rollback_record(&self.data_dir)
+    }
+}
+
+/// The crash-loop guard's boot step, run first by `serve` and `daemon` (before their
+/// configuration is even read). `Err` is the exit code: a rollback happened (or was tried)
+/// and this process must stop so the supervisor starts the previous build.
+pub fn guard_at_boot(data_dir: &Path, settings: &UpdateSettings) -> Result<(), u8> {
+    let verdict = match guard::on_boot(data_dir, now_ms()) {
+        Ok(verdict) => verdict,
+        Err(err) => {
+            eprintln!("roost: the crash-loop guard cannot be read or written ({err}); continuing");
+            return Ok(());
+        }
+    };
+    let guard = match verdict {
+        BootVerdict::Disarmed | BootVerdict::Armed { .. } => return Ok(()),
+        BootVerdict::Stale => {
+            eprintln!("roost: the last update's guard is over an hour old; the update counts as applied");
+            return Ok(());
+        }
+        BootVerdict::RollBack(guard) => guard,
+    };
+    let boots = guard.boots_ms.len();
+    eprintln!(
+        "roost: {} crashed {boots} times within an hour of its install; rolling back to {}",
+        guard.to, guard.from
+    );
+    let result = install::command_line(&settings.install_command, &guard.package, &guard.from)
+        .and_then(|command| install::run_blocking(&command));
+    let record = RollbackRecord {
+        from: guard.to.clone(),
+        to: guard.from.clone(),
+        reason: format!("crash loop: {boots} boots within {} s of the install", guard::WINDOW_MS / 1000),
+        time: crate::time::rfc3339_ns(now_ms().saturating_mul(1_000_000)),
+        boots,
+        installed: result.is_ok(),
+        detail: match &result {
+            Ok(output) | Err(output) => output.clone(),
+        },
+    };
+    if let Err(err) = files::write(&guard::rollback_path(data_dir), &record) {
+        eprintln!("roost: cannot write update_rollback.json: {err}");
+    }
+    let mut state: State = files::read(&state_path(data_dir)).unwrap_or_default();
+    let hold_ms = i64::try_from(settings.retry.as_millis()).unwrap_or(i64::MAX / 2);
+    state.holds.retain(|h| h.version != guard.to);
+    state.holds.push(Hold { version: guard.to.clone(), until_ms: now_ms() + hold_ms, reason: "rolled back".into() });
+    let outcome = if result.is_ok() { "ok" } else { "failed" };
+    state.record(Event::new("rollback", &guard.to, outcome, record.reason.clone()));
+    if let Err(err) = files::write(&state_path(data_dir), &state) {
+        eprintln!("roost: cannot write update_state.json: {err}");
+    }
+    match result {
+        Ok(_) => {
+            let _ = guard::disarm(data_dir);
+            eprintln!("roost: {} installed again; exiting for the supervisor to start it", guard.from);
+        }
+        Err(err) => eprintln!("roost: the rollback install failed ({err}); the next start tries again"),
+    }
+    Err(1)
+}

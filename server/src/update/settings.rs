@@ -1,0 +1,235 @@
+//! What the updater runs with: the seed's environment variables, roost's flags, the role and
+//! how a new build gets to run.
+
+use std::time::Duration;
+
+/// Which process this is (seed: "Only the daemon role installs").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// `roost daemon`: installs by default.
+    Daemon,
+    /// `roost serve`: installs only with `SERVICE_AUTO_UPDATE=1`.
+    Dashboard,
+}
+
+impl Role {
+    /// Its name in status answers.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Daemon => "daemon",
+            Self::Dashboard => "dashboard",
+        }
+    }
+}
+
+/// How the installed build gets to run (seed: "Restart behaviour").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Restart {
+    /// A service supervisor runs roost: stop, and let it start the new build.
+    Supervised,
+    /// Nothing restarts roost: it re-executes its own image in place.
+    Exec,
+    /// Keep running; the new build runs at the next start (Windows, or
+    /// `SERVICE_AUTOUPDATE_EXEC_RESTART=0`).
+    NextStart,
+}
+
+impl Restart {
+    /// The mode for this process: `supervised` (the flag, or systemd's environment) wins;
+    /// otherwise re-exec unless `SERVICE_AUTOUPDATE_EXEC_RESTART=0` or on Windows.
+    pub fn detect(supervised_flag: bool, env: &dyn Fn(&str) -> Option<String>) -> Self {
+        let systemd = env("INVOCATION_ID").is_some_and(|v| !v.is_empty());
+        if supervised_flag || systemd {
+            Self::Supervised
+        } else if cfg!(windows) || env("SERVICE_AUTOUPDATE_EXEC_RESTART").is_some_and(|v| v.trim() == "0") {
+            Self::NextStart
+        } else {
+            Self::Exec
+        }
+    }
+
+    /// Its name in status answers.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Supervised => "supervised",
+            Self::Exec => "exec",
+            Self::NextStart => "next_start",
+        }
+    }
+}
+
+/// Everything the updater needs to know about its environment.
+#[derive(Debug, Clone)]
+pub struct UpdateSettings {
+    /// Daemon or dashboard.
+    pub role: Role,
+    /// `SERVICE_AUTO_UPDATE` is `0|false|no|off`: nothing installs, whatever else says.
+    pub kill_switch: bool,
+    /// `SERVICE_AUTO_UPDATE` is `1` (a dashboard process may install).
+    pub opted_in: bool,
+    /// `SERVICE_UPDATE_CHECK_SECS`, clamped to [30, 86400].
+    pub check_every: Duration,
+    /// `SERVICE_AUTOUPDATE_MIN_AGE_HOURS`: how old a release must be to install unattended.
+    pub min_age: Duration,
+    /// `SERVICE_AUTOUPDATE_RETRY_SECS`: how long a version that failed to install is held.
+    pub retry: Duration,
+    /// How a new build runs.
+    pub restart: Restart,
+    /// A crates.io-compatible index (`GET {index}/api/v1/crates/{name}`).
+    pub index_url: String,
+    /// The package of the free tier.
+    pub package: String,
+    /// The package of the paid tier, installed when the plan becomes entitled.
+    pub paid_package: String,
+    /// The install command; `{package}` and `{version}` are replaced, run by `sh -c`.
+    pub install_command: String,
+    /// The version running now.
+    pub version: String,
+}
+
+/// How long a version is held when the index listed it before every mirror had it.
+pub const PROPAGATION_HOLD: Duration = Duration::from_secs(120);
+
+/// The default install command.
+pub const DEFAULT_INSTALL_COMMAND: &str = "cargo install {package} --version {version} --locked --force";
+
+impl UpdateSettings {
+    /// Settings for `role` from the seed's environment variables (via `env`), with roost's
+    /// own flags given.
+    pub fn new(role: Role, env: &dyn Fn(&str) -> Option<String>, flags: UpdateFlags) -> Self {
+        let auto = env("SERVICE_AUTO_UPDATE");
+        Self {
+            role,
+            kill_switch: auto.as_deref().is_some_and(is_kill_switch),
+            opted_in: auto.as_deref().is_some_and(|v| v.trim() == "1"),
+            check_every: Duration::from_secs(check_secs(env("SERVICE_UPDATE_CHECK_SECS").as_deref())),
+            min_age: Duration::from_secs_f64(
+                non_negative(env("SERVICE_AUTOUPDATE_MIN_AGE_HOURS").as_deref(), 0.0) * 3600.0,
+            ),
+            retry: Duration::from_secs_f64(non_negative(env("SERVICE_AUTOUPDATE_RETRY_SECS").as_deref(), 1800.0)),
+            restart: Restart::detect(flags.supervised, env),
+            index_url: flags.index_url.trim_end_matches('/').to_owned(),
+            package: flags.package,
+            paid_package: flags.paid_package,
+            install_command: flags.install_command,
+            version: running_version(env),
+        }
+    }
+
+    /// Whether this process may install at all, before stored config: never under the
+    /// kill switch; a dashboard only when opted in.
+    pub fn may_install(&self) -> bool {
+        !self.kill_switch && (self.role == Role::Daemon || self.opted_in)
+    }
+}
+
+/// roost's own update flags.
+#[derive(Debug, Clone)]
+pub struct UpdateFlags {
+    /// `--supervised`.
+    pub supervised: bool,
+    /// `--update-index-url`.
+    pub index_url: String,
+    /// `--update-package`.
+    pub package: String,
+    /// `--update-paid-package`.
+    pub paid_package: String,
+    /// `--update-install-command`.
+    pub install_command: String,
+}
+
+impl Default for UpdateFlags {
+    fn default() -> Self {
+        Self {
+            supervised: false,
+            index_url: "https://crates.io".into(),
+            package: "roost".into(),
+            paid_package: "roost-pro".into(),
+            install_command: DEFAULT_INSTALL_COMMAND.into(),
+        }
+    }
+}
+
+/// `0`, `false`, `no` or `off`, in any case: the kill switch.
+pub fn is_kill_switch(value: &str) -> bool {
+    matches!(value.trim().to_ascii_lowercase().as_str(), "0" | "false" | "no" | "off")
+}
+
+/// The poll cadence: 60 by default, clamped to [30, 86400]; an unreadable value is the
+/// default.
+pub fn check_secs(value: Option<&str>) -> u64 {
+    value.and_then(|v| v.trim().parse::<u64>().ok()).unwrap_or(60).clamp(30, 86_400)
+}
+
+fn non_negative(value: Option<&str>, default: f64) -> f64 {
+    value.and_then(|v| v.trim().parse::<f64>().ok()).filter(|v| v.is_finite() && *v >= 0.0).unwrap_or(default)
+}
+
+/// The version this process runs: the build's, or the contents of `ROOST_VERSION_FILE`
+/// when set. (That file is how the updater's end-to-end tests make one binary play several
+/// releases; installs by a real package manager never use it.)
+pub fn running_version(env: &dyn Fn(&str) -> Option<String>) -> String {
+    env("ROOST_VERSION_FILE")
+        .and_then(|path| std::fs::read_to_string(path).ok())
+        .map(|text| text.trim().to_owned())
+        .filter(|v| semver::Version::parse(v).is_ok())
+        .unwrap_or_else(|| crate::build_info::BUILD.version.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        move |key| map.get(key).cloned()
+    }
+
+    #[test]
+    fn the_kill_switch_takes_any_case() {
+        for off in ["0", "false", "FALSE", "No", "off", " Off "] {
+            assert!(is_kill_switch(off), "{off}");
+        }
+        for on in ["1", "true", "", "offf"] {
+            assert!(!is_kill_switch(on), "{on}");
+        }
+        let daemon = UpdateSettings::new(Role::Daemon, &env(&[("SERVICE_AUTO_UPDATE", "OFF")]), UpdateFlags::default());
+        assert!(daemon.kill_switch && !daemon.may_install());
+    }
+
+    #[test]
+    fn only_the_daemon_installs_unless_opted_in() {
+        let flags = UpdateFlags::default;
+        assert!(UpdateSettings::new(Role::Daemon, &env(&[]), flags()).may_install());
+        assert!(!UpdateSettings::new(Role::Dashboard, &env(&[]), flags()).may_install());
+        assert!(UpdateSettings::new(Role::Dashboard, &env(&[("SERVICE_AUTO_UPDATE", "1")]), flags()).may_install());
+    }
+
+    #[test]
+    fn numbers_are_clamped_or_defaulted() {
+        assert_eq!(check_secs(None), 60);
+        assert_eq!(check_secs(Some("5")), 30);
+        assert_eq!(check_secs(Some("999999")), 86_400);
+        assert_eq!(check_secs(Some("soon")), 60);
+        let settings = UpdateSettings::new(
+            Role::Daemon,
+            &env(&[("SERVICE_AUTOUPDATE_MIN_AGE_HOURS", "1.5"), ("SERVICE_AUTOUPDATE_RETRY_SECS", "-4")]),
+            UpdateFlags::default(),
+        );
+        assert_eq!(settings.min_age, Duration::from_secs(5400));
+        assert_eq!(settings.retry, Duration::from_secs(1800));
+    }
+
+    #[test]
+    fn restart_mode_follows_the_seed_table() {
+        assert_eq!(Restart::detect(true, &env(&[])), Restart::Supervised);
+        assert_eq!(Restart::detect(false, &env(&[("INVOCATION_ID", "abc")])), Restart::Supervised);
+        if cfg!(unix) {
+            assert_eq!(Restart::detect(false, &env(&[])), Restart::Exec);
+        }
+        let no_exec = env(&[("SERVICE_AUTOUPDATE_EXEC_RESTART", "0")]);
+        assert_eq!(Restart::detect(false, &no_exec), Restart::NextStart);
+    }
+}

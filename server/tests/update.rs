@@ -1,0 +1,243 @@
+//! The self-updater with real processes: an unsupervised daemon installs a new release and
+//! re-executes itself into it; a release that crashes at boot is rolled back on its third
+//! boot under a supervisor's restart loop (this test plays the supervisor), and the
+//! rollback record shows in `/api/update-check/status`.
+//!
+//! One binary plays every release: the test's install script writes the version it
+//! "installs" to the file `ROOST_VERSION_FILE` names, which roost reports as its version.
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+use std::{
+    io::{BufRead, BufReader},
+    path::Path,
+    process::{Child, Command, Stdio},
+    sync::mpsc,
+    time::{Duration, Instant},
+};
+
+use roost_tests::{FakeIndex, FakeInstaller};
+use serde_json::Value;
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// `roost daemon` on an ephemeral port with the local index and installer.
+fn daemon(data_dir: &Path, index: &FakeIndex, installer: &FakeInstaller, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_roost"));
+    cmd.env_remove("ROOST_DATABASE_URL")
+        .env_remove("ROOST_ADDR")
+        .env_remove("INVOCATION_ID")
+        .env_remove("SERVICE_AUTO_UPDATE")
+        .env("RUST_LOG", "info")
+        .env("ROOST_VERSION_FILE", installer.version_file())
+        .args(["daemon", "--addr", "127.0.0.1:0", "--log-format", "json", "--update-index-url", &index.url])
+        .args(["--update-install-command", &installer.command()])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(extra)
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Spawns `cmd` and forwards each "listening" address it logs (a re-exec logs another).
+fn spawn(mut cmd: Command) -> (Child, mpsc::Receiver<String>) {
+    let mut child = cmd.spawn().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            match serde_json::from_str::<Value>(&line) {
+                Ok(event) if event["fields"]["message"] == "listening" => {
+                    let _ = tx.send(event["fields"]["addr"].as_str().unwrap_or_default().to_owned());
+                }
+                Ok(_) => {}
+                // Plain lines: the guard's messages before logging starts.
+                Err(_) => eprintln!("roost: {line}"),
+            }
+        }
+    });
+    (child, rx)
+}
+
+async fn update_status(addr: &str) -> Value {
+    reqwest::get(format!("http://{addr}/api/update-check/status")).await.unwrap().json().await.unwrap()
+}
+
+fn stop(child: &mut Child) {
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let _ = child.wait();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsupervised_daemon_installs_and_reexecs_into_the_new_release() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = FakeIndex::start().await;
+    let installer = FakeInstaller::new(&dir.path().join("installer"));
+    std::fs::write(installer.version_file(), "0.2.0\n").unwrap();
+    index.publish("roost", "0.2.0", 10 * HOUR);
+    index.publish("roost", "0.3.0", HOUR);
+
+    let (mut child, listening) = spawn(daemon(&dir.path().join("data"), &index, &installer, &[]));
+    let first = listening.recv_timeout(Duration::from_secs(60)).expect("the daemon started");
+    // The worker polls at once, installs 0.3.0 and re-executes: the same process logs again.
+    let second = listening.recv_timeout(Duration::from_secs(60)).expect("the daemon restarted itself");
+    assert!(child.try_wait().unwrap().is_none(), "re-exec keeps the process (and its pid)");
+    assert_eq!(installer.installs(), ["roost 0.3.0"]);
+    let status = update_status(&second).await;
+    assert_eq!(status["current"], "0.3.0", "{status}");
+    assert_eq!(status["restart"], "exec");
+    assert_eq!(status["guard_armed"], true, "the new version is watched for a crash loop");
+    assert_eq!(status["last_attempt"]["outcome"], "ok");
+    assert_ne!(first, "", "{first}");
+    stop(&mut child);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_that_crashes_at_boot_is_rolled_back_on_its_third_boot() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = FakeIndex::start().await;
+    let installer = FakeInstaller::new(&dir.path().join("installer"));
+    std::fs::write(installer.version_file(), "0.2.0\n").unwrap();
+    // 0.3.0 "cannot start": its install leaves a runtime catalogue roost refuses; putting
+    // 0.2.0 back restores the good one.
+    let catalogue = dir.path().join("runtimes.toml");
+    let good = dir.path().join("good.toml");
+    std::fs::write(
+        &good,
+        "[[runtime]]\nid = \"echo\"\ndriver = \"echo\"\nprice_cents_month = 0\nincluded_model = true\ndefault_model = \"echo\"\n",
+    )
+    .unwrap();
+    std::fs::copy(&good, &catalogue).unwrap();
+    installer.after("0.3.0", &format!("echo 'not [[toml' > '{}'", catalogue.display()));
+    installer.after("0.2.0", &format!("cp '{}' '{}'", good.display(), catalogue.display()));
+    index.publish("roost", "0.3.0", HOUR);
+
+    let data = dir.path().join("data");
+    let mut exits = Vec::new();
+    // The supervisor: start roost again whenever it exits, like systemd's Restart=always.
+    let (mut stable, addr) = loop {
+        assert!(exits.len() < 6, "no stable start after {exits:?}");
+        let mut cmd = daemon(&data, &index, &installer, &["--supervised"]);
+        cmd.env("ROOST_RUNTIMES", &catalogue);
+        let (mut child, listening) = spawn(cmd);
+        let started = Instant::now();
+        let addr = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break Err(status.code().unwrap_or(-1));
+            }
+            if let Ok(addr) = listening.try_recv() {
+                break Ok(addr);
+            }
+            assert!(started.elapsed() < Duration::from_secs(60), "roost neither started nor exited");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        match addr {
+            Err(code) => exits.push(code),
+            // Up: either it installs and exits (supervised), or it is the stable one.
+            Ok(addr) => {
+                let deadline = Instant::now() + Duration::from_secs(10);
+                let mut exited = None;
+                while Instant::now() < deadline {
+                    if let Some(status) = child.try_wait().unwrap() {
+                        exited = Some(status.code().unwrap_or(-1));
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                match exited {
+                    Some(code) => exits.push(code),
+                    None => break (child, addr),
+                }
+            }
+        }
+    };
+    // 0.2.0 installs 0.3.0 and exits for the supervisor (0); 0.3.0 fails to start twice
+    // (2: bad configuration); its third boot rolls back (1); 0.2.0 then runs and stays.
+    assert_eq!(exits, [0, 2, 2, 1]);
+    assert_eq!(installer.installs(), ["roost 0.3.0", "roost 0.2.0"]);
+    let status = update_status(&addr).await;
+    assert_eq!(status["current"], "0.2.0");
+    let rollback = &status["rollback"];
+    assert_eq!((rollback["from"].as_str(), rollback["to"].as_str()), (Some("0.3.0"), Some("0.2.0")), "{status}");
+    assert_eq!((rollback["boots"].as_i64(), rollback["installed"].as_bool()), (Some(3), Some(true)));
+    assert!(rollback["time"].is_string() && rollback["reason"].as_str().unwrap().contains("crash loop"));
+    assert_eq!(status["guard_armed"], false);
+    // The rolled-back release is held, so the stable node does not install it again.
+    let held: Vec<&str> = status["held"].as_array().unwrap().iter().map(|h| h["version"].as_str().unwrap()).collect();
+    assert_eq!(held, ["0.3.0"]);
+    let record: Value = serde_json::from_slice(&std::fs::read(data.join("update_rollback.json")).unwrap()).unwrap();
+    assert_eq!(record["boots"], 3);
+    stop(&mut stable);
+    assert_eq!(installer.installs().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kill_switch_in_the_environment_stops_every_install() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = FakeIndex::start().await;
+    let installer = FakeInstaller::new(&dir.path().join("installer"));
+    std::fs::write(installer.version_file(), "0.2.0\n").unwrap();
+    index.publish("roost", "0.3.0", HOUR);
+    let mut cmd = daemon(&dir.path().join("data"), &index, &installer, &[]);
+    cmd.env("SERVICE_AUTO_UPDATE", "Off");
+    let (mut child, listening) = spawn(cmd);
+    let addr = listening.recv_timeout(Duration::from_secs(60)).expect("started");
+    let checked = reqwest::Client::new()
+        .post(format!("http://{addr}/api/update-check/check-now"))
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(checked["install"], Value::Null);
+    assert_eq!(
+        (checked["status"]["kill_switch"].as_bool(), checked["status"]["update_available"].as_bool()),
+        (Some(true), Some(true))
+    );
+    assert!(installer.installs().is_empty());
+    stop(&mut child);
+
+    // `roost update` says why it will not install.
+    let out = Command::new(env!("CARGO_BIN_EXE_roost"))
+        .env("SERVICE_AUTO_UPDATE", "0")
+        .args(["update", "--update-index-url", &index.url, "--update-install-command", &installer.command()])
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("SERVICE_AUTO_UPDATE"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roost_update_installs_and_explains_a_source_checkout() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = FakeIndex::start().await;
+    let installer = FakeInstaller::new(&dir.path().join("installer"));
+    index.publish("roost", "0.0.1", HOUR);
+    let update = |version: &str| {
+        std::fs::write(installer.version_file(), format!("{version}\n")).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_roost"))
+            .env_remove("SERVICE_AUTO_UPDATE")
+            .env("ROOST_VERSION_FILE", installer.version_file())
+            .args(["update", "--update-index-url", &index.url, "--update-install-command", &installer.command()])
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    // This test binary is built in the source checkout, and 0.1.0 is newer than every release.
+    let (code, out) = update("0.1.0");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("source checkout") && out.contains("not a downgrade"), "{out}");
+    assert!(installer.installs().is_empty());
+
+    index.publish("roost", "0.4.0", HOUR);
+    let (code, out) = update("0.1.0");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("installing roost 0.4.0") && out.contains("Installed roost 0.4.0"), "{out}");
+    assert_eq!(installer.installs(), ["roost 0.4.0"]);
+}
