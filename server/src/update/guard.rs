@@ -94,10 +94,11 @@ pub fn on_boot(data_dir: &Path, now_ms: i64) -> std::io::Result<BootVerdict> {
     Ok(BootVerdict::Armed { boots: guard.boots_ms.len() })
 }
 
-/// armed → disarmed once roost has been up for [`CONFIRM_AFTER_MS`] since `booted_ms`;
-/// true when this call confirmed the version.
-pub fn confirm_if_due(data_dir: &Path, booted_ms: i64, now_ms: i64) -> std::io::Result<bool> {
-    if now_ms - booted_ms < CONFIRM_AFTER_MS || read(data_dir).is_none() {
+/// armed → disarmed once `version`, the watched one, has been up for [`CONFIRM_AFTER_MS`]
+/// since `booted_ms`; true when this call confirmed it. A process still running the old
+/// version (its update waits for the next start) confirms nothing.
+pub fn confirm_if_due(data_dir: &Path, version: &str, booted_ms: i64, now_ms: i64) -> std::io::Result<bool> {
+    if now_ms - booted_ms < CONFIRM_AFTER_MS || read(data_dir).is_none_or(|g| g.to != version) {
         return Ok(false);
     }
     files::remove(&path(data_dir))?;
@@ -175,11 +176,12 @@ mod tests {
         arm(dir.path(), "0.2.0", "0.3.0", "roost", T0).unwrap();
         let booted = T0 + MIN;
         assert_eq!(on_boot(dir.path(), booted).unwrap(), BootVerdict::Armed { boots: 1 });
-        assert!(!confirm_if_due(dir.path(), booted, booted + CONFIRM_AFTER_MS - 1).unwrap());
+        assert!(!confirm_if_due(dir.path(), "0.3.0", booted, booted + CONFIRM_AFTER_MS - 1).unwrap());
+        assert!(!confirm_if_due(dir.path(), "0.2.0", booted, booted + CONFIRM_AFTER_MS).unwrap(), "not the old one");
         assert!(read(dir.path()).is_some());
-        assert!(confirm_if_due(dir.path(), booted, booted + CONFIRM_AFTER_MS).unwrap());
+        assert!(confirm_if_due(dir.path(), "0.3.0", booted, booted + CONFIRM_AFTER_MS).unwrap());
         assert_eq!(read(dir.path()), None, "disarmed");
-        assert!(!confirm_if_due(dir.path(), booted, booted + 2 * CONFIRM_AFTER_MS).unwrap());
+        assert!(!confirm_if_due(dir.path(), "0.3.0", booted, booted + 2 * CONFIRM_AFTER_MS).unwrap());
     }
 
     #[test]

@@ -86,6 +86,8 @@ pub struct State {
     pub plan: String,
     /// The package tracked, when not the configured free one (after a plan upgrade).
     pub package: String,
+    /// The paid-tier package, while an upgrade's install of it has not succeeded yet.
+    pub pending_package: String,
     /// Dismissed banner versions.
     pub dismissed: Vec<String>,
     /// Versions held back.
@@ -350,13 +352,14 @@ impl Updater {
     pub async fn apply_plan(&self, plan: &str) -> Option<Event> {
         let plan = plan.trim().to_ascii_lowercase();
         let entitled = ENTITLED_PLANS.contains(&plan.as_str());
-        let (upgraded, enabled) = self
+        let paid = self.settings.paid_package.clone();
+        let enabled = self
             .change(|s| {
                 let was_entitled = ENTITLED_PLANS.contains(&s.plan.as_str());
                 let changed = s.plan != plan;
                 s.plan.clone_from(&plan);
                 if !entitled || self.settings.kill_switch {
-                    return (false, false);
+                    return false;
                 }
                 let opted_out = s.auto_update == Some(false) && s.auto_update_source == "user";
                 let enabled = !opted_out && s.auto_update != Some(true);
@@ -364,31 +367,56 @@ impl Updater {
                     s.auto_update = Some(true);
                     s.auto_update_source = "plan".into();
                 }
+                if !was_entitled && paid != self.settings.package && s.package != paid {
+                    s.pending_package.clone_from(&paid);
+                }
                 if changed || enabled {
                     let what = if enabled { "auto_update enabled" } else { "auto_update unchanged" };
                     s.record(Event::new("plan", "", "ok", format!("plan {plan}: {what}")));
                 }
-                (!was_entitled && !opted_out, enabled)
+                enabled
             })
             .await;
         if enabled {
             info!(%plan, "entitled plan: auto_update enabled for this node");
         }
-        if !upgraded || !self.installs_unattended().await || self.settings.paid_package == self.settings.package {
+        self.install_pending_package().await
+    }
+
+    /// Installs the paid-tier package an upgrade asked for (retried at each heartbeat until
+    /// it succeeds; a failed version is held like any other).
+    async fn install_pending_package(&self) -> Option<Event> {
+        let state = self.state().await;
+        if state.pending_package.is_empty() || !self.installs_unattended().await {
             return None;
         }
-        let paid = self.settings.paid_package.clone();
-        let releases = match self.index.releases(&paid).await {
+        let package = state.pending_package.clone();
+        let releases = match self.index.releases(&package).await {
             Ok(releases) => releases,
             Err(err) => {
-                warn!(error = %err, "cannot list the paid-tier package");
+                warn!(error = %err, %package, "cannot list the paid-tier package");
                 return None;
             }
         };
+        // Any version of the other package counts, even one numbered like the running one.
         let any = Version::new(0, 0, 0);
-        let newest = releases::choose(&any, &releases, now_ms(), std::time::Duration::ZERO, &[]).latest?;
-        self.change(|s| s.package.clone_from(&paid)).await;
-        Some(self.install(&paid, &newest.to_string()).await)
+        let newest = releases::choose(&any, &releases, now_ms(), std::time::Duration::ZERO, &state.holds).install?;
+        // Tracked from now on (set before the install, which may restart roost at once).
+        let previous = self
+            .change(|s| {
+                s.pending_package.clear();
+                std::mem::replace(&mut s.package, package.clone())
+            })
+            .await;
+        let event = self.install(&package, &newest.to_string()).await;
+        if event.outcome != "ok" {
+            self.change(|s| {
+                s.package = previous;
+                s.pending_package = package;
+            })
+            .await;
+        }
+        Some(event)
     }
 
     /// Polls every `SERVICE_UPDATE_CHECK_SECS` until `stop`, starting at once; confirms a
@@ -402,7 +430,7 @@ impl Updater {
                 tokio::select! {
                     () = stop.cancelled() => {}
                     () = tokio::time::sleep(std::time::Duration::from_millis(u64::try_from(wait).unwrap_or(0))) => {
-                        match guard::confirm_if_due(&this.data_dir, this.booted_ms, now_ms()) {
+                        match guard::confirm_if_due(&this.data_dir, &this.settings.version, this.booted_ms, now_ms()) {
                             Ok(true) => info!(version = %this.settings.version, "update confirmed after 300 s of uptime"),
                             Ok(false) => {}
                             Err(err) => warn!(error = %err, "cannot disarm the crash-loop guard"),

@@ -199,7 +199,6 @@ async fn plan_sync(plan: &str, configure: impl FnOnce(&mut ServeConfig)) -> (Tes
         configure(config);
     })
     .await;
-    node.index.publish("roost-pro", "0.2.0", HOUR);
     (central, node)
 }
 
@@ -217,6 +216,7 @@ async fn wait_for_plan(node: &Node, plan: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_entitled_plan_enables_auto_update_and_installs_the_paid_package() {
     let (_central, node) = plan_sync("pro", |config| config.update.role = Role::Dashboard).await;
+    node.index.publish("roost-pro", "0.2.0", HOUR);
     // A dashboard that did not opt in: the plan turns the flag on, but it still does not install.
     let config = wait_for_plan(&node, "pro").await;
     assert_eq!(
@@ -228,14 +228,34 @@ async fn an_entitled_plan_enables_auto_update_and_installs_the_paid_package() {
 
     let (_central, node) = plan_sync("pro", |_| {}).await;
     wait_for_plan(&node, "pro").await;
+    node.index.publish("roost-pro", "0.2.0", HOUR);
+    wait_for_installs(&node, 1).await;
+    assert_eq!(node.installer.installs(), ["roost-pro 0.2.0"], "the upgrade installs the paid package at once");
+    assert_eq!(node.status().await["package"], "roost-pro");
+
+    // A failed paid install is tried again at a later heartbeat (the failed version held).
+    let (_central, node) = plan_sync("starter", |_| {}).await;
+    wait_for_plan(&node, "starter").await;
+    node.installer.fail("0.2.0", "error: failed to compile `roost-pro v0.2.0`");
+    node.index.publish("roost-pro", "0.2.0", HOUR);
+    wait_for_installs(&node, 1).await;
+    assert_eq!(node.status().await["package"], "roost", "not switched while the paid install failed");
+    node.index.publish("roost-pro", "0.2.1", HOUR);
+    wait_for_installs(&node, 2).await;
+    assert_eq!(node.installer.installs(), ["roost-pro 0.2.0", "roost-pro 0.2.1"]);
+    assert_eq!(node.status().await["package"], "roost-pro");
+}
+
+async fn wait_for_installs(node: &Node, count: usize) {
     for _ in 0..200 {
-        if !node.installer.installs().is_empty() {
-            break;
+        if node.installer.installs().len() >= count {
+            // Let the install's state be written.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            return;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    assert_eq!(node.installer.installs(), ["roost-pro 0.2.0"], "the upgrade installs the paid package at once");
-    assert_eq!(node.status().await["package"], "roost-pro");
+    panic!("{count} installs never happened: {:?}", node.installer.installs());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
