@@ -326,3 +326,40 @@ fn anchor(name: &str) -> String {
 fn cell(text: &str) -> String {
     text.replace('|', "\\|").replace('\n', " ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every body and answer names a message the descriptor knows, so the reference never
+    /// points at a type that does not exist.
+    #[test]
+    fn endpoints_name_real_messages() {
+        for section in crate::sections() {
+            for endpoint in &section.endpoints {
+                let route = format!("{} {}", endpoint.verb.as_str(), endpoint.path);
+                let body = match endpoint.body {
+                    Body::Json(message) | Body::ProtobufOrJson(message) => Some(message),
+                    Body::None | Body::JsonText(_) | Body::Otlp => None,
+                };
+                let answer = match endpoint.answer {
+                    Answer::Json(_, message) | Answer::JsonArray(message) | Answer::Sse(message) => Some(message),
+                    Answer::JsonText(..) | Answer::Otlp | Answer::Mcp | Answer::Document(_) => None,
+                };
+                for message in body.into_iter().chain(answer) {
+                    assert!(contract().message(message).is_some(), "{route} names {message:?}");
+                }
+                assert!(!endpoint.summary.is_empty(), "{route} has a summary");
+            }
+        }
+    }
+
+    #[test]
+    fn the_file_has_front_matter_and_every_tool() {
+        let text = render(&crate::sections(), &ListShapesResponse::default());
+        assert!(text.starts_with("---\nname: roost\ndescription: "));
+        for tool in TOOLS {
+            assert!(text.contains(&format!("### {}\n", tool.name)), "{}", tool.name);
+        }
+    }
+}

@@ -60,6 +60,23 @@ fn spawn(mut cmd: Command) -> (Child, mpsc::Receiver<String>) {
     (child, rx)
 }
 
+/// Makes 0.3.0 "unable to start": its install leaves a runtime catalogue roost refuses
+/// (exit 2 at boot); installing 0.2.0 again restores the good one. The catalogue's path,
+/// for `ROOST_RUNTIMES`.
+fn crashing_release(dir: &Path, installer: &FakeInstaller) -> std::path::PathBuf {
+    let catalogue = dir.join("runtimes.toml");
+    let good = dir.join("good.toml");
+    std::fs::write(
+        &good,
+        "[[runtime]]\nid = \"echo\"\ndriver = \"echo\"\nprice_cents_month = 0\nincluded_model = true\ndefault_model = \"echo\"\n",
+    )
+    .unwrap();
+    std::fs::copy(&good, &catalogue).unwrap();
+    installer.after("0.3.0", &format!("echo 'not [[toml' > '{}'", catalogue.display()));
+    installer.after("0.2.0", &format!("cp '{}' '{}'", good.display(), catalogue.display()));
+    catalogue
+}
+
 async fn update_status(addr: &str) -> Value {
     reqwest::get(format!("http://{addr}/api/update-check/status")).await.unwrap().json().await.unwrap()
 }
@@ -99,18 +116,7 @@ async fn a_release_that_crashes_at_boot_is_rolled_back_on_its_third_boot() {
     let index = FakeIndex::start().await;
     let installer = FakeInstaller::new(&dir.path().join("installer"));
     std::fs::write(installer.version_file(), "0.2.0\n").unwrap();
-    // 0.3.0 "cannot start": its install leaves a runtime catalogue roost refuses; putting
-    // 0.2.0 back restores the good one.
-    let catalogue = dir.path().join("runtimes.toml");
-    let good = dir.path().join("good.toml");
-    std::fs::write(
-        &good,
-        "[[runtime]]\nid = \"echo\"\ndriver = \"echo\"\nprice_cents_month = 0\nincluded_model = true\ndefault_model = \"echo\"\n",
-    )
-    .unwrap();
-    std::fs::copy(&good, &catalogue).unwrap();
-    installer.after("0.3.0", &format!("echo 'not [[toml' > '{}'", catalogue.display()));
-    installer.after("0.2.0", &format!("cp '{}' '{}'", good.display(), catalogue.display()));
+    let catalogue = crashing_release(dir.path(), &installer);
     index.publish("roost", "0.3.0", HOUR);
 
     let data = dir.path().join("data");
@@ -170,6 +176,37 @@ async fn a_release_that_crashes_at_boot_is_rolled_back_on_its_third_boot() {
     assert_eq!(record["boots"], 3);
     stop(&mut stable);
     assert_eq!(installer.installs().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsupervised_rollback_reexecs_into_the_previous_release() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = FakeIndex::start().await;
+    let installer = FakeInstaller::new(&dir.path().join("installer"));
+    std::fs::write(installer.version_file(), "0.2.0\n").unwrap();
+    let catalogue = crashing_release(dir.path(), &installer);
+    index.publish("roost", "0.3.0", HOUR);
+    let data = dir.path().join("data");
+    let start = || {
+        let mut cmd = daemon(&data, &index, &installer, &[]);
+        cmd.env("ROOST_RUNTIMES", &catalogue);
+        spawn(cmd)
+    };
+    // 0.2.0 installs 0.3.0 and re-executes into it; 0.3.0 cannot start (its first boot).
+    let (mut child, _) = start();
+    assert_eq!(child.wait().unwrap().code(), Some(2));
+    // The operator starts it again by hand: a second failed boot, then the third rolls back
+    // and, with nothing supervising, re-executes into 0.2.0, which stays up.
+    let (mut child, _) = start();
+    assert_eq!(child.wait().unwrap().code(), Some(2));
+    let (mut child, listening) = start();
+    let addr = listening.recv_timeout(Duration::from_secs(60)).expect("0.2.0 runs after the rollback");
+    assert!(child.try_wait().unwrap().is_none());
+    let status = update_status(&addr).await;
+    assert_eq!(status["current"], "0.2.0");
+    assert_eq!((status["rollback"]["from"].as_str(), status["rollback"]["boots"].as_i64()), (Some("0.3.0"), Some(3)));
+    assert_eq!(installer.installs(), ["roost 0.3.0", "roost 0.2.0"]);
+    stop(&mut child);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

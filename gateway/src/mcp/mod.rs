@@ -237,7 +237,8 @@ async fn report_progress(context: &RequestContext<RoleServer>, token: Option<rmc
     let started = tokio::time::Instant::now();
     loop {
         let waited = started.elapsed().as_secs_f64().floor();
-        let message = format!("waiting for the agent's turn ({waited:.0} s of at most {TURN_CAP_SECS:.0} s)");
+        let message =
+            format!("waiting for the agent's reply, queued or running ({waited:.0} s of the {TURN_CAP_SECS:.0} s cap)");
         let param =
             ProgressNotificationParam::new(token.clone(), waited).with_total(TURN_CAP_SECS).with_message(message);
         if context.peer.notify_progress(param).await.is_err() {

@@ -16,7 +16,7 @@ use crate::{
     shutdown::cancel_on_signal,
     streams::StreamLimits,
     telemetry::retention::RetentionConfig,
-    update::{Role, UpdateFlags, UpdateSettings},
+    update::{Restart, Role, UpdateFlags, UpdateSettings},
 };
 
 /// Flags of `roost serve`.
@@ -201,7 +201,14 @@ pub struct DaemonArgs {
 /// The crash-loop guard, before anything else of a start (seed: the guard runs first).
 fn guard(global: &GlobalArgs, args: &ServeArgs, role: Role) -> Result<(), ExitCode> {
     let Ok(data_dir) = global.data_dir() else { return Ok(()) };
-    crate::update::guard_at_boot(&data_dir, &args.update.settings(role)).map_err(ExitCode::from)
+    let settings = args.update.settings(role);
+    match crate::update::guard_at_boot(&data_dir, &settings) {
+        Ok(()) => Ok(()),
+        // Rolled back, and nothing supervises this process: run the old build in its place.
+        Err(0) if settings.restart == Restart::Exec => Err(restart()),
+        // Rolled back under a supervisor (or the rollback failed): exit for it to act.
+        Err(_) => Err(ExitCode::FAILURE),
+    }
 }
 
 /// Runs `roost serve` until a signal stops it.

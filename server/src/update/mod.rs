@@ -461,8 +461,9 @@ impl Updater {
 }
 
 /// The crash-loop guard's boot step, run first by `serve` and `daemon` (before their
-/// configuration is even read). `Err` is the exit code: a rollback happened (or was tried)
-/// and this process must stop so the supervisor starts the previous build.
+/// configuration is even read). `Err` means this process must not go on: `Err(0)` when the
+/// previous build was installed again (the caller exits for its supervisor, or re-executes
+/// into it), `Err(1)` when the rollback install failed (the next start tries again).
 pub fn guard_at_boot(data_dir: &Path, settings: &UpdateSettings) -> Result<(), u8> {
     let verdict = match guard::on_boot(data_dir, now_ms()) {
         Ok(verdict) => verdict,
@@ -512,9 +513,12 @@ pub fn guard_at_boot(data_dir: &Path, settings: &UpdateSettings) -> Result<(), u
     match result {
         Ok(_) => {
             let _ = guard::disarm(data_dir);
-            eprintln!("roost: {} installed again; exiting for the supervisor to start it", guard.from);
+            eprintln!("roost: {} installed again; starting it", guard.from);
+            Err(0)
         }
-        Err(err) => eprintln!("roost: the rollback install failed ({err}); the next start tries again"),
+        Err(err) => {
+            eprintln!("roost: the rollback install failed ({err}); the next start tries again");
+            Err(1)
+        }
     }
-    Err(1)
 }
