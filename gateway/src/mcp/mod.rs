@@ -41,7 +41,6 @@ use crate::{
     Call, Core, HttpError,
     access::DashboardAccess,
     api::{Answer, Endpoint, Routes},
-    usage::Surface,
 };
 
 /// What turns from MCP are recorded as.
@@ -203,7 +202,7 @@ impl ServerHandler for RoostMcp {
                 "the query tools read the dashboard's data: call from a loopback address while SERVICE_API_TOKENS \
                  is unset, or with a dashboard token as the bearer",
             );
-            self.core.usage.record(Surface::Mcp, def.name, true);
+            self.core.usage.record_tool(def.name, true);
             return Ok(error_result(&err).into());
         }
         let call = Call::from_parts(parts).with_header("x-roost-source", SOURCE);
@@ -216,7 +215,7 @@ impl ServerHandler for RoostMcp {
             _ = context.ct.cancelled() => return Err(McpError::internal_error("the client cancelled the call", None)),
             _ = report_progress(&context, progress_token), if name == "send_message" => unreachable_progress(),
         };
-        self.core.usage.record(Surface::Mcp, def.name, outcome.is_err());
+        self.core.usage.record_tool(def.name, outcome.is_err());
         Ok(match outcome {
             Ok(content) => {
                 let text = tools::summary(&name, &content);
