@@ -109,6 +109,16 @@ impl State {
             "install" => self.last_attempt = Some(event.clone()),
             _ => {}
         }
+        // A poll that found what the previous one found only moves that entry's time, so
+        // a minute's cadence does not push installs and rollbacks out of the history.
+        if let Some(last) = self.history.last_mut()
+            && event.kind == "check"
+            && last.kind == "check"
+            && (&last.version, &last.outcome, &last.detail) == (&event.version, &event.outcome, &event.detail)
+        {
+            last.at_ms = event.at_ms;
+            return;
+        }
         self.history.push(event);
         let excess = self.history.len().saturating_sub(HISTORY);
         self.history.drain(..excess);
@@ -520,5 +530,27 @@ pub fn guard_at_boot(data_dir: &Path, settings: &UpdateSettings) -> Result<(), u
             eprintln!("roost: the rollback install failed ({err}); the next start tries again");
             Err(1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repeated_identical_checks_keep_one_history_entry() {
+        let mut state = State::default();
+        let check = |detail: &str| Event::new("check", "0.3.0", "none", detail);
+        state.record(check("same"));
+        state.record(Event::new("install", "0.3.0", "ok", "installed"));
+        state.record(check("same"));
+        state.record(check("same"));
+        state.record(check("other"));
+        let kinds: Vec<(&str, &str)> = state.history.iter().map(|e| (e.kind.as_str(), e.detail.as_str())).collect();
+        assert_eq!(kinds, [("check", "same"), ("install", "installed"), ("check", "same"), ("check", "other")]);
+        for _ in 0..150 {
+            state.record(Event::new("config", "", "ok", "x"));
+        }
+        assert_eq!(state.history.len(), HISTORY);
     }
 }
