@@ -108,7 +108,9 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// A route with no body, answering 200 with `message`, and no particular errors.
+    /// A route with no body and no particular errors; its answer is set with
+    /// [`Endpoint::answers`] or [`Endpoint::answer_of`] (a unit test checks every route names
+    /// a real message).
     pub const fn new(verb: Verb, path: &'static str, summary: &'static str) -> Self {
         Self { verb, path, summary, params: &[], body: Body::None, answer: Answer::Json(200, ""), errors: &[] }
     }
