@@ -77,6 +77,15 @@ fn crashing_release(dir: &Path, installer: &FakeInstaller) -> std::path::PathBuf
     catalogue
 }
 
+/// A fresh directory, local index and installer, with roost "running" 0.2.0.
+async fn release_fixture() -> (tempfile::TempDir, FakeIndex, FakeInstaller) {
+    let dir = tempfile::tempdir().unwrap();
+    let index = FakeIndex::start().await;
+    let installer = FakeInstaller::new(&dir.path().join("installer"));
+    std::fs::write(installer.version_file(), "0.2.0\n").unwrap();
+    (dir, index, installer)
+}
+
 async fn update_status(addr: &str) -> Value {
     reqwest::get(format!("http://{addr}/api/update-check/status")).await.unwrap().json().await.unwrap()
 }
@@ -88,10 +97,7 @@ fn stop(child: &mut Child) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unsupervised_daemon_installs_and_reexecs_into_the_new_release() {
-    let dir = tempfile::tempdir().unwrap();
-    let index = FakeIndex::start().await;
-    let installer = FakeInstaller::new(&dir.path().join("installer"));
-    std::fs::write(installer.version_file(), "0.2.0\n").unwrap();
+    let (dir, index, installer) = release_fixture().await;
     index.publish("roost", "0.2.0", 10 * HOUR);
     index.publish("roost", "0.3.0", HOUR);
 
@@ -112,10 +118,7 @@ async fn an_unsupervised_daemon_installs_and_reexecs_into_the_new_release() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_that_crashes_at_boot_is_rolled_back_on_its_third_boot() {
-    let dir = tempfile::tempdir().unwrap();
-    let index = FakeIndex::start().await;
-    let installer = FakeInstaller::new(&dir.path().join("installer"));
-    std::fs::write(installer.version_file(), "0.2.0\n").unwrap();
+    let (dir, index, installer) = release_fixture().await;
     let catalogue = crashing_release(dir.path(), &installer);
     index.publish("roost", "0.3.0", HOUR);
 
@@ -180,10 +183,7 @@ async fn a_release_that_crashes_at_boot_is_rolled_back_on_its_third_boot() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unsupervised_rollback_reexecs_into_the_previous_release() {
-    let dir = tempfile::tempdir().unwrap();
-    let index = FakeIndex::start().await;
-    let installer = FakeInstaller::new(&dir.path().join("installer"));
-    std::fs::write(installer.version_file(), "0.2.0\n").unwrap();
+    let (dir, index, installer) = release_fixture().await;
     let catalogue = crashing_release(dir.path(), &installer);
     index.publish("roost", "0.3.0", HOUR);
     let data = dir.path().join("data");
@@ -211,10 +211,7 @@ async fn an_unsupervised_rollback_reexecs_into_the_previous_release() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_kill_switch_in_the_environment_stops_every_install() {
-    let dir = tempfile::tempdir().unwrap();
-    let index = FakeIndex::start().await;
-    let installer = FakeInstaller::new(&dir.path().join("installer"));
-    std::fs::write(installer.version_file(), "0.2.0\n").unwrap();
+    let (dir, index, installer) = release_fixture().await;
     index.publish("roost", "0.3.0", HOUR);
     let mut cmd = daemon(&dir.path().join("data"), &index, &installer, &[]);
     cmd.env("SERVICE_AUTO_UPDATE", "Off");

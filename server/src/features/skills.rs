@@ -7,7 +7,11 @@
 //! [`FLUSH_EVERY`], on shutdown, and before the page is answered. gRPC calls are not counted:
 //! the skill file documents REST and MCP.
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::{Arc, LazyLock},
+    time::Duration,
+};
 
 use roost_gateway::{
     mcp::tools::TOOLS,
@@ -91,7 +95,7 @@ impl Skills {
     /// read the list is still answered, with zero counts and the error.
     pub async fn page(&self) -> (GetSkillsResponse, Option<crate::Error>) {
         let mut page =
-            GetSkillsResponse { skill_file: "/skill.md".into(), skills: catalogue(), warning: String::new() };
+            GetSkillsResponse { skill_file: "/skill.md".into(), skills: CATALOGUE.clone(), warning: String::new() };
         let counts = match self.counts().await {
             Ok(counts) => counts,
             Err(err) => return (page, Some(err)),
@@ -116,7 +120,10 @@ impl Skills {
     }
 }
 
-/// Every documented route, in the skill file's order, then every tool.
+/// Every documented route, in the skill file's order, then every tool: fixed for a build,
+/// so built once rather than per page.
+static CATALOGUE: LazyLock<Vec<Skill>> = LazyLock::new(catalogue);
+
 fn catalogue() -> Vec<Skill> {
     let routes = roost_gateway::sections().into_iter().flat_map(|section| {
         let title = section.title;

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::files;
 
-/// A guard older than this is stale; boots older than this do not count.
+/// A guard older than this is stale (so every boot it counts is inside this window).
 pub const WINDOW_MS: i64 = 3_600_000;
 /// Boots inside the window that mean a crash loop.
 pub const MAX_BOOTS: usize = 3;
@@ -85,7 +85,7 @@ pub fn on_boot(data_dir: &Path, now_ms: i64) -> std::io::Result<BootVerdict> {
         files::remove(&path(data_dir))?;
         return Ok(BootVerdict::Stale);
     }
-    guard.boots_ms.retain(|&boot| now_ms - boot <= WINDOW_MS);
+    // Every boot recorded is inside the window: the guard itself is younger than it.
     guard.boots_ms.push(now_ms);
     files::write(&path(data_dir), &guard)?;
     if guard.boots_ms.len() >= MAX_BOOTS {

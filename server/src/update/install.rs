@@ -141,8 +141,9 @@ async fn read_all<R: tokio::io::AsyncRead + Unpin>(pipe: Option<R>) -> Vec<u8> {
 
 /// The same, blocking: for the boot-time rollback, which runs before the async runtime.
 pub fn run_blocking(command: &str) -> Result<String, String> {
-    let output = std::process::Command::new(if cfg!(windows) { "cmd" } else { "sh" })
-        .args(if cfg!(windows) { ["/C", command] } else { ["-c", command] })
+    let (shell, flag) = SHELL;
+    let output = std::process::Command::new(shell)
+        .args([flag, command])
         .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("cannot run `{command}`: {e}"))?;
@@ -152,9 +153,12 @@ pub fn run_blocking(command: &str) -> Result<String, String> {
     if output.status.success() { Ok(text) } else { Err(format!("`{command}` failed ({}): {text}", output.status)) }
 }
 
+/// The shell install commands run with, and its "run this" flag.
+const SHELL: (&str, &str) = if cfg!(windows) { ("cmd", "/C") } else { ("sh", "-c") };
+
 fn shell(command: &str) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(if cfg!(windows) { "cmd" } else { "sh" });
-    cmd.args(if cfg!(windows) { ["/C", command] } else { ["-c", command] });
+    let mut cmd = tokio::process::Command::new(SHELL.0);
+    cmd.args([SHELL.1, command]);
     cmd
 }
 
