@@ -15,6 +15,7 @@ pub mod bench;
 mod index;
 mod postgres;
 mod server;
+mod sql;
 mod sse;
 
 pub use api::{Api, Reply};

@@ -228,7 +228,7 @@ pub(crate) trait InstanceTx {
     async fn set_period(&mut self, id: &str, start: i64, end: i64, price: i64, now: i64) -> Result<()>;
     /// Replaces the settings a config call may change.
     async fn update_settings(&mut self, id: &str, settings: &Settings, now: i64) -> Result<()>;
-    /// Marks the instance destroyed.
+    /// Marks the instance destroyed; 404 when it already was (a destroy that lost a race).
     async fn mark_destroyed(&mut self, id: &str, now: i64) -> Result<()>;
     /// Records that the account's first-ever agent has been provisioned.
     async fn mark_first_agent(&mut self, account_id: &str, now: i64) -> Result<()>;
@@ -322,14 +322,17 @@ impl_for_connections! {
         }
 
         async fn mark_destroyed(&mut self, id: &str, now: i64) -> Result<()> {
-            sqlx::query(
+            let done = sqlx::query(
                 "UPDATE instances SET status = 'destroyed', status_detail = '', destroyed_at = $2, updated_at = $2 \
-                 WHERE id = $1",
+                 WHERE id = $1 AND destroyed_at IS NULL",
             )
             .bind(id)
             .bind(now)
             .execute(&mut *self)
             .await?;
+            if done.rows_affected() == 0 {
+                return Err(super::live::no_such_instance(id).into());
+            }
             Ok(())
         }
 

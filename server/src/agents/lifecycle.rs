@@ -148,7 +148,8 @@ impl Hosting {
             } else {
                 format!("first period of {}", runtime.id)
             };
-            let entry = LedgerEntry::new(account_id, Some(&row.id), ChargeKind::Provision, -charge, balance, what, now);
+            let entry = LedgerEntry::new(account_id, Some(&row.id), ChargeKind::Provision, -charge, balance, what, now)
+                .for_period(now);
             tx.insert_ledger(&entry).await?;
             tx.commit().await?;
             (charge, balance)
@@ -242,7 +243,7 @@ impl Hosting {
             ))
             .into());
         }
-        let _lifecycle = agent.lifecycle.lock().await;
+        let _lifecycle = agent.lock_lifecycle().await?;
         let status = agent.status();
         if !matches!(status, Status::Running | Status::Paused) {
             return Err(
@@ -268,7 +269,7 @@ impl Hosting {
     /// Stops a running agent.
     pub async fn pause(self: &Arc<Self>, account_id: &str, id: &str) -> Result<PauseResponse> {
         let agent = self.registry.owned(limits::instance_id(id)?, account_id)?;
-        let _lifecycle = agent.lifecycle.lock().await;
+        let _lifecycle = agent.lock_lifecycle().await?;
         let status = agent.status();
         if status != Status::Running {
             return Err(wrong_state(format!("only a running agent can be paused; it is {}", status.as_str())).into());
@@ -283,7 +284,7 @@ impl Hosting {
     /// Boots a paused or failed agent again; a suspended one pays its renewal first.
     pub async fn resume(self: &Arc<Self>, account_id: &str, id: &str) -> Result<ResumeResponse> {
         let agent = self.registry.owned(limits::instance_id(id)?, account_id)?;
-        let _lifecycle = agent.lifecycle.lock().await;
+        let _lifecycle = agent.lock_lifecycle().await?;
         let status = agent.status();
         if !matches!(status, Status::Paused | Status::Failed | Status::Suspended) {
             return Err(wrong_state(format!(
@@ -319,7 +320,8 @@ impl Hosting {
                         balance,
                         "renewal paid on resume",
                         now,
-                    );
+                    )
+                    .for_period(now);
                     tx.insert_ledger(&entry).await?;
                 }
                 tx.set_period(&agent.id, now, now + period, price, now).await?;
@@ -341,14 +343,23 @@ impl Hosting {
     }
 
     /// Removes an agent for good, refunding the unused part of its paid period.
+    ///
+    /// Racing destroys of one agent: the first wins; the others, queued on its lifecycle
+    /// lock, find it gone and get 404. The store checks too (the row must still be live
+    /// under the account's lock, and the ledger takes one refund per instance), so even
+    /// destroys from two processes sharing a PostgreSQL refund once.
     pub async fn destroy(self: &Arc<Self>, account_id: &str, id: &str) -> Result<DestroyResponse> {
         let agent = self.registry.owned(limits::instance_id(id)?, account_id)?;
-        let _lifecycle = agent.lifecycle.lock().await;
+        let _lifecycle = agent.lock_lifecycle().await?;
         let now = now_ms();
         let (refund, balance) = on_writer!(self.store, |pool| {
             let mut tx = pool.begin_write().await?;
             let account = tx.lock_caller(account_id, now).await?;
-            let row = tx.read_instance(&agent.id).await?.ok_or_else(|| no_such_instance(&agent.id))?;
+            let row = tx
+                .read_instance(&agent.id)
+                .await?
+                .filter(|row| row.destroyed_at.is_none())
+                .ok_or_else(|| no_such_instance(&agent.id))?;
             let refund = pro_rata_refund(row.period_price_cents, row.period_start, row.paid_through, now);
             let mut balance = account.balance_cents;
             // The refund row is written even when it is 0, so activity shows the outcome.
@@ -420,7 +431,8 @@ impl Hosting {
                             balance,
                             format!("renewal of {}", row.runtime),
                             now,
-                        );
+                        )
+                        .for_period(row.paid_through);
                         tx.insert_ledger(&entry).await?;
                     }
                     Renewal::Renewed

@@ -126,6 +126,16 @@ impl Agent {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Takes the lifecycle lock for a client's lifecycle call; 404 when the agent was
+    /// destroyed while the call waited for it (a destroy that won the race).
+    pub async fn lock_lifecycle(&self) -> Result<tokio::sync::MutexGuard<'_, ()>, ApiError> {
+        let guard = self.lifecycle.lock().await;
+        if self.status() == Status::Destroyed {
+            return Err(no_such_instance(&self.id));
+        }
+        Ok(guard)
+    }
+
     /// The current status.
     pub fn status(&self) -> Status {
         self.state().status

@@ -62,6 +62,11 @@ pub struct LedgerEntry {
     pub description: String,
     /// When (Unix ms).
     pub created_at: i64,
+    /// The paid period a provision or renewal pays for (its start): the store refuses a
+    /// second renewal of one instance and period.
+    pub period_start: Option<i64>,
+    /// The metered turn a usage charge is for: the store refuses a second charge of a turn.
+    pub turn_id: Option<String>,
 }
 
 impl LedgerEntry {
@@ -84,7 +89,21 @@ impl LedgerEntry {
             balance_after_cents,
             description: description.into(),
             created_at: now,
+            period_start: None,
+            turn_id: None,
         }
+    }
+
+    /// The entry, as paying for the period that starts at `start`.
+    pub fn for_period(mut self, start: i64) -> Self {
+        self.period_start = Some(start);
+        self
+    }
+
+    /// The entry, as the charge of metered turn `turn_id`.
+    pub fn for_turn(mut self, turn_id: &str) -> Self {
+        self.turn_id = Some(turn_id.to_owned());
+        self
     }
 }
 

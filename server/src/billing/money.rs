@@ -1,6 +1,8 @@
 //! The statements every money movement is made of, for both backends' connections.
 
-use crate::{Result, billing::LedgerEntry, store::impl_for_connections};
+use roost_proto::{ApiError, ErrorReason};
+
+use crate::{Error, Result, billing::LedgerEntry, store::impl_for_connections};
 
 /// An account row locked for the rest of the transaction.
 #[derive(Debug, Clone, Copy, sqlx::FromRow)]
@@ -29,7 +31,9 @@ pub(crate) trait MoneyTx {
     /// balance.
     async fn adjust(&mut self, account_id: &str, cents: i64, carry_nanocents: i64) -> Result<i64>;
 
-    /// Writes a ledger row.
+    /// Writes a ledger row. A movement the store already has (a second refund of an
+    /// instance, a second renewal of a period, a second charge of a turn: see migration
+    /// 0008) is 409 `wrong_state` and the transaction must be rolled back.
     async fn insert_ledger(&mut self, entry: &LedgerEntry) -> Result<()>;
 }
 
@@ -71,8 +75,8 @@ impl_for_connections! {
 
         async fn insert_ledger(&mut self, entry: &LedgerEntry) -> Result<()> {
             sqlx::query(
-                "INSERT INTO ledger (id, account_id, instance_id, kind, amount_cents, balance_after_cents, description, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                "INSERT INTO ledger (id, account_id, instance_id, kind, amount_cents, balance_after_cents, description, \
+                 created_at, period_start, turn_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             )
             .bind(&entry.id)
             .bind(&entry.account_id)
@@ -82,9 +86,24 @@ impl_for_connections! {
             .bind(entry.balance_after_cents)
             .bind(&entry.description)
             .bind(entry.created_at)
+            .bind(entry.period_start)
+            .bind(&entry.turn_id)
             .execute(&mut *self)
-            .await?;
+            .await
+            .map_err(|err| already_moved(err, entry))?;
             Ok(())
         }
+    }
+}
+
+/// A ledger insert refused by one of the once-only indexes is a lost race (two destroys of
+/// one instance), not a fault: 409, and nothing moves.
+fn already_moved(err: sqlx::Error, entry: &LedgerEntry) -> Error {
+    match &err {
+        sqlx::Error::Database(db) if db.is_unique_violation() => {
+            tracing::warn!(kind = entry.kind.as_str(), instance = ?entry.instance_id, turn = ?entry.turn_id, "ledger refused a repeated movement");
+            ApiError::new(ErrorReason::WrongState, format!("this {} was already made", entry.kind.as_str())).into()
+        }
+        _ => err.into(),
     }
 }

@@ -5,6 +5,7 @@ mod billing;
 mod concurrency;
 mod errors;
 mod flow;
+mod money;
 mod process;
 mod restart;
 

@@ -1,0 +1,341 @@
+//! Every path that moves money, raced: five concurrent calls on each of ten agents, over
+//! REST and gRPC at once. Afterwards the ledger must add up to the balance, and no instance
+//! may have two provision charges, two refunds, two renewals of one period or two charges
+//! of one turn (the store refuses those too: migration 0008).
+
+use std::time::Duration;
+
+use roost_proto::v1::DestroyRequest;
+use roost_server::billing::metering::PriceBook;
+use roost_tests::{Api, Backend, Reply, TestAccount, TestServer, each_backend};
+use serde_json::{Value, json};
+
+use super::start;
+
+each_backend!(
+    racing_destroys_refund_each_agent_once,
+    racing_pauses_resumes_and_configs_move_no_money,
+    racing_resumes_of_suspended_agents_pay_one_renewal_each,
+    renewals_racing_lifecycle_calls_charge_each_period_once,
+    racing_metered_turns_charge_each_turn_once
+);
+
+const AGENTS: usize = 10;
+const RACERS: usize = 5;
+
+/// Provisions `n` agents of `runtime` one after the other (a deploy settles before the
+/// next), each running; their ids.
+async fn running_agents(api: &Api, runtime: &str, n: usize) -> Vec<String> {
+    let mut ids = Vec::with_capacity(n);
+    for i in 0..n {
+        let id = api.provision(runtime, &format!("agent {i}")).await["id"].as_str().unwrap().to_owned();
+        api.wait_status(&id, "running").await;
+        ids.push(id);
+    }
+    ids
+}
+
+/// Runs `RACERS` copies of `call` on every agent at once; the answers per agent.
+async fn race<F, Fut>(ids: &[String], call: F) -> Vec<Vec<Reply>>
+where
+    F: Fn(String, usize) -> Fut,
+    Fut: std::future::Future<Output = Reply> + Send + 'static,
+{
+    let handles: Vec<Vec<_>> =
+        ids.iter().map(|id| (0..RACERS).map(|racer| tokio::spawn(call(id.clone(), racer))).collect()).collect();
+    let mut out = Vec::with_capacity(handles.len());
+    for agent in handles {
+        let mut replies = Vec::with_capacity(RACERS);
+        for handle in agent {
+            replies.push(handle.await.expect("racer"));
+        }
+        out.push(replies);
+    }
+    out
+}
+
+/// A gRPC destroy, answered as the REST client would see it (status and code).
+async fn grpc_destroy(server: &TestServer, key: &str, id: String) -> Reply {
+    let mut client = server.agents(key).await;
+    match client.destroy(DestroyRequest { instance_id: id }).await {
+        Ok(done) => Reply { status: 200, body: json!({"refunded_cents": done.get_ref().refunded_cents}) },
+        Err(status) => {
+            let err = roost_proto::ApiError::from_status(&status);
+            Reply {
+                status: err.reason().http_status().as_u16(),
+                body: json!({"error": err.message(), "code": err.reason().code()}),
+            }
+        }
+    }
+}
+
+/// The books of `account`: the ledger's sum equals the balance, and nothing was moved
+/// twice for one reason. Returns the balance.
+async fn assert_books_balance(server: &TestServer, account: &TestAccount) -> i64 {
+    let api = server.api(Some(account));
+    let balance = api.get("/api/account").await.ok()["balance_cents"].as_i64().unwrap();
+    let ledger = api.get("/api/account/ledger?limit=500").await.ok();
+    let charges = ledger["charges"].as_array().unwrap();
+    assert!(charges.len() < 500, "the whole ledger was read");
+    let sum: i64 = charges.iter().map(|c| c["amount_cents"].as_i64().unwrap()).sum();
+    assert_eq!(sum, balance, "the ledger adds up to the balance: {ledger}");
+    let twice = server
+        .sql(&format!(
+            "SELECT COUNT(*) FROM (SELECT instance_id, kind, period_start, turn_id FROM ledger \
+             WHERE account_id = '{}' AND kind IN ('provision', 'refund', 'renewal', 'usage') \
+             GROUP BY instance_id, kind, period_start, turn_id HAVING COUNT(*) > 1) AS repeated",
+            account.id
+        ))
+        .await
+        .unwrap();
+    assert_eq!(twice, [0], "money moved twice for one reason: {ledger}");
+    balance
+}
+
+fn count(replies: &[Reply], status: u16) -> usize {
+    replies.iter().filter(|r| r.status == status).count()
+}
+
+async fn racing_destroys_refund_each_agent_once(backend: Backend) {
+    let server = start(backend, |_| {}).await;
+    let account = server.account(10_000).await;
+    let api = server.api(Some(&account));
+    // The first agent is free; the ten racing ones cost 100 cents each.
+    running_agents(&api, "echo", 1).await;
+    let ids = running_agents(&api, "echo-paid", AGENTS).await;
+    assert_eq!(assert_books_balance(&server, &account).await, 9_000);
+
+    // Three REST and two gRPC destroys of each agent, all fifty at once.
+    let server = std::sync::Arc::new(server);
+    let answers = race(&ids, |id, racer| {
+        let (api, server, key) = (api.clone(), server.clone(), account.key.clone());
+        async move {
+            if racer < 3 {
+                api.post(&format!("/api/instances/{id}/destroy"), json!({})).await
+            } else {
+                grpc_destroy(&server, &key, id).await
+            }
+        }
+    })
+    .await;
+    let mut refunded = 0;
+    for (id, replies) in ids.iter().zip(&answers) {
+        assert_eq!(count(replies, 200), 1, "one destroy of {id} wins: {replies:?}");
+        for reply in replies.iter().filter(|r| r.status != 200) {
+            assert!(matches!(reply.status, 404 | 409), "a losing destroy is 404 or 409: {reply:?}");
+        }
+        refunded += replies.iter().find(|r| r.status == 200).unwrap().body["refunded_cents"].as_i64().unwrap();
+        api.get(&format!("/api/instances/{id}")).await.err(404, "not_found");
+        let activity = api.get(&format!("/api/instances/{id}/activity")).await.ok();
+        let refunds = activity["charges"].as_array().unwrap().iter().filter(|c| c["kind"] == "refund").count();
+        assert_eq!(refunds, 1, "one refund row for {id}: {activity}");
+    }
+    // Each refund is at most what was paid, and together they are what the books show.
+    assert!((0..=1_000).contains(&refunded), "refunded {refunded}");
+    assert_eq!(assert_books_balance(&server, &account).await, 9_000 + refunded);
+
+    // The store refuses a second refund of an instance by itself.
+    let second = server
+        .sql(&format!(
+            "INSERT INTO ledger (id, account_id, instance_id, kind, amount_cents, balance_after_cents, description, \
+             created_at) VALUES ('chg_again', '{}', '{}', 'refund', 100, 0, 'again', 0)",
+            account.id, ids[0]
+        ))
+        .await;
+    assert!(second.is_err(), "a second refund row must be refused by the store");
+}
+
+async fn racing_pauses_resumes_and_configs_move_no_money(backend: Backend) {
+    let server = start(backend, |_| {}).await;
+    let account = server.account(5_000).await;
+    let api = server.api(Some(&account));
+    let ids = running_agents(&api, "echo-paid", AGENTS).await;
+    let before = assert_books_balance(&server, &account).await;
+
+    let paused = race(&ids, |id, _| {
+        let api = api.clone();
+        async move { api.post(&format!("/api/instances/{id}/pause"), json!({})).await }
+    })
+    .await;
+    for replies in &paused {
+        assert_eq!(count(replies, 200), 1, "one pause wins: {replies:?}");
+        replies.iter().filter(|r| r.status != 200).for_each(|r| r.err(409, "wrong_state"));
+    }
+
+    // Resumes race each other and every other agent's boot (one deploy settles at a time
+    // per account): rounds until every agent is back.
+    let mut waiting = ids.clone();
+    for _ in 0..200 {
+        if waiting.is_empty() {
+            break;
+        }
+        let resumed = race(&waiting, |id, _| {
+            let api = api.clone();
+            async move { api.post(&format!("/api/instances/{id}/resume"), json!({})).await }
+        })
+        .await;
+        let mut still = Vec::new();
+        for (id, replies) in waiting.iter().zip(&resumed) {
+            assert!(count(replies, 200) <= 1, "at most one resume of {id} wins: {replies:?}");
+            for reply in replies.iter().filter(|r| r.status != 200) {
+                assert_eq!(reply.status, 409, "{reply:?}");
+            }
+            if count(replies, 200) == 1 {
+                assert_eq!(replies.iter().find(|r| r.status == 200).unwrap().body["charged_cents"], 0);
+                api.wait_status(id, "running").await;
+            } else {
+                still.push(id.clone());
+            }
+        }
+        waiting = still;
+    }
+    assert!(waiting.is_empty(), "every agent resumed: {waiting:?}");
+
+    let configured = race(&ids, |id, racer| {
+        let api = api.clone();
+        async move {
+            api.post(&format!("/api/instances/{id}/config"), json!({"agent_brief": format!("brief {racer}")})).await
+        }
+    })
+    .await;
+    for (id, replies) in ids.iter().zip(&configured) {
+        assert!(count(replies, 200) >= 1, "a config of {id} goes through: {replies:?}");
+        replies.iter().filter(|r| r.status != 200).for_each(|r| r.err(409, "wrong_state"));
+        let running = api.wait_status(id, "running").await;
+        assert!(running["brief"].as_str().unwrap().starts_with("brief "), "{running}");
+    }
+    assert_eq!(assert_books_balance(&server, &account).await, before, "pause, resume and config are free");
+}
+
+async fn racing_resumes_of_suspended_agents_pay_one_renewal_each(backend: Backend) {
+    let server = start(backend, |config| config.hosting.billing.period = Duration::from_secs(2)).await;
+    // The free first agent, then ten at 100: nothing is left for their renewals.
+    let account = server.account(1_000).await;
+    let api = server.api(Some(&account));
+    running_agents(&api, "echo", 1).await;
+    let ids = running_agents(&api, "echo-paid", AGENTS).await;
+    for id in &ids {
+        api.wait_status(id, "suspended").await;
+    }
+    assert_eq!(assert_books_balance(&server, &account).await, 0);
+    server.store().await.add_credits(&account.id, 5_000).await.unwrap();
+
+    let mut waiting = ids.clone();
+    for _ in 0..200 {
+        if waiting.is_empty() {
+            break;
+        }
+        let resumed = race(&waiting, |id, _| {
+            let api = api.clone();
+            async move { api.post(&format!("/api/instances/{id}/resume"), json!({})).await }
+        })
+        .await;
+        let mut still = Vec::new();
+        for (id, replies) in waiting.iter().zip(&resumed) {
+            assert!(count(replies, 200) <= 1, "at most one resume of {id} wins: {replies:?}");
+            replies.iter().filter(|r| r.status != 200).for_each(|r| assert_eq!(r.status, 409, "{r:?}"));
+            match replies.iter().find(|r| r.status == 200) {
+                Some(won) => assert_eq!(won.body["charged_cents"], 100, "{won:?}"),
+                None => still.push(id.clone()),
+            }
+        }
+        waiting = still;
+    }
+    assert!(waiting.is_empty(), "every agent resumed: {waiting:?}");
+    // Stop the clock of the books: destroy everything, then count.
+    for id in &ids {
+        api.post(&format!("/api/instances/{id}/destroy"), json!({})).await.ok();
+    }
+    assert_books_balance(&server, &account).await;
+    for id in &ids {
+        let paid_on_resume = server
+            .sql(&format!(
+                "SELECT COUNT(*) FROM ledger WHERE instance_id = '{id}' AND kind = 'renewal' \
+                 AND description = 'renewal paid on resume'"
+            ))
+            .await
+            .unwrap();
+        assert_eq!(paid_on_resume, [1], "{id} paid its renewal once on resume");
+    }
+}
+
+async fn renewals_racing_lifecycle_calls_charge_each_period_once(backend: Backend) {
+    let server = start(backend, |config| config.hosting.billing.period = Duration::from_millis(700)).await;
+    let account = server.account(20_000).await;
+    let api = server.api(Some(&account));
+    running_agents(&api, "echo", 1).await;
+    let ids = running_agents(&api, "echo-paid", AGENTS).await;
+
+    // While the renewal worker charges period after period, race pauses, resumes and
+    // finally destroys of every agent against it.
+    for call in ["pause", "resume", "pause", "resume"] {
+        race(&ids, |id, _| {
+            let api = api.clone();
+            async move { api.post(&format!("/api/instances/{id}/{call}"), json!({})).await }
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    let destroyed = race(&ids, |id, _| {
+        let api = api.clone();
+        async move { api.post(&format!("/api/instances/{id}/destroy"), json!({})).await }
+    })
+    .await;
+    for replies in &destroyed {
+        assert_eq!(count(replies, 200), 1, "{replies:?}");
+    }
+    let renewals = server
+        .sql(&format!("SELECT COUNT(*) FROM ledger WHERE account_id = '{}' AND kind = 'renewal'", account.id))
+        .await
+        .unwrap();
+    assert!(renewals[0] > 0, "the worker renewed while the calls raced");
+    assert!(assert_books_balance(&server, &account).await >= 0);
+}
+
+async fn racing_metered_turns_charge_each_turn_once(backend: Backend) {
+    // echo's model priced at one cent per token: "[agent i] hi" is 3 tokens in all.
+    let prices = "[default]\ninput_usd_per_mtok = 0\noutput_usd_per_mtok = 0\n\
+                  [models.echo]\ninput_usd_per_mtok = 10000\noutput_usd_per_mtok = 10000\n";
+    let server =
+        start(backend, |config| config.hosting.prices = PriceBook::from_toml(prices).expect("price book")).await;
+    let account = server.account(120).await;
+    let api = server.api(Some(&account));
+    let ids = running_agents(&api, "echo", AGENTS).await;
+
+    // Rounds of five messages to each agent at once, until the credits run out.
+    let mut charged = 0;
+    let mut answered = 0;
+    for _ in 0..10 {
+        let round = race(&ids, |id, _| {
+            let api = api.clone();
+            async move { api.message(&id, "hi").await }
+        })
+        .await;
+        for reply in round.iter().flatten() {
+            match reply.status {
+                200 => {
+                    answered += 1;
+                    charged += reply.body["charged_cents"].as_i64().unwrap();
+                }
+                _ => reply.err(402, "insufficient_credits"),
+            }
+        }
+    }
+    assert!(answered > 0 && charged > 0, "turns ran and were charged");
+    let balance = assert_books_balance(&server, &account).await;
+    assert_eq!(balance, 120 - charged, "the balance moved by what the replies said");
+    // Metering may go below zero by less than one round of turns in flight, never more.
+    assert!(balance > -(5 * (AGENTS * RACERS) as i64), "balance {balance}");
+
+    // Every answered turn is stored, with the charge its reply reported.
+    let mut stored = 0;
+    let mut stored_charges = 0;
+    for id in &ids {
+        let activity: Value = api.get(&format!("/api/instances/{id}/activity?limit=500")).await.ok();
+        for turn in activity["turns"].as_array().unwrap().iter().filter(|t| t["status"] == "completed") {
+            stored += 1;
+            stored_charges += turn["charged_cents"].as_i64().unwrap();
+        }
+    }
+    assert_eq!((stored, stored_charges), (answered, charged));
+}
