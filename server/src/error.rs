@@ -37,6 +37,12 @@ impl Error {
         Self::Io { context: context.into(), source }
     }
 
+    /// True when the store could not be reached (worth retrying), as opposed to a
+    /// statement it refused.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Self::Database(err) if is_unreachable(err))
+    }
+
     /// The error as a client sees it.
     pub fn to_api(&self) -> ApiError {
         match self {
@@ -45,6 +51,14 @@ impl Error {
                 tracing::warn!(error = %err, "store unavailable");
                 ApiError::new(ErrorReason::Unavailable, "the store is unavailable; try again shortly")
             }
+            // The API boundary refuses NUL in what clients send and ingest replaces it, so
+            // this is a last net, not the rule: PostgreSQL's text cannot hold U+0000.
+            Self::Database(sqlx::Error::Database(db))
+                if db.code().is_some_and(|c| NUL_REFUSED.contains(&c.as_ref())) =>
+            {
+                tracing::warn!(error = %db, "the store refused a NUL character");
+                ApiError::invalid_argument("a text value contains a NUL character (U+0000), which roost does not store")
+            }
             other => {
                 tracing::error!(error = %other, "internal error");
                 ApiError::internal("internal error; see the roost log")
@@ -52,6 +66,11 @@ impl Error {
         }
     }
 }
+
+/// PostgreSQL's SQLSTATEs for text it cannot store: `invalid byte sequence for encoding
+/// "UTF8": 0x00` (22021, character_not_in_repertoire) and 22P05 (untranslatable_character,
+/// `\u0000` in jsonb).
+const NUL_REFUSED: [&str; 2] = ["22021", "22P05"];
 
 fn is_unreachable(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_))

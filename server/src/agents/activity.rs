@@ -90,8 +90,7 @@ impl Hosting {
         if !owned {
             return Err(no_such_instance(id).into());
         }
-        // Turns answered before this call may still be on their way to the store.
-        self.recorder.flush().await;
+        // No flush needed: a turn's caller is answered only after its record commits.
         let limit = clamp_limit(limit);
         let turns: Vec<TurnRow> = on_reader!(self.store, |pool| {
             sqlx::query_as(

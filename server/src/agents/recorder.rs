@@ -4,13 +4,14 @@
 //! (about 0.4 ms on SQLite with `synchronous=FULL`). The recorder takes whatever has queued
 //! up since its last commit and writes it in one transaction.
 //!
-//! - A turn that costs money (a metered managed turn) waits for its commit: the charge is
-//!   made in that same transaction and its reply reports `charged_cents`.
-//! - A free turn does not wait. Its record follows within one commit, is flushed on
-//!   shutdown, and [`Recorder::flush`] (which activity reads call first) makes sure a
-//!   reader always sees the turns answered before it asked. Only a power loss in the
-//!   instant after a reply could lose a free turn's record; never money.
-
+//! - Every turn waits for its commit before its caller gets the reply: a turn that was
+//!   answered is stored, with its charge (a metered turn is charged in that same
+//!   transaction and its reply reports `charged_cents`). Callers arriving while a commit
+//!   runs are batched into the next one, so waiting costs latency, not throughput.
+//! - A batch that fails is never lost as a whole: after the retries a failing store gets,
+//!   its records are written one transaction each, so the good ones are stored and charged
+//!   and only a record the store refuses is quarantined: logged with the reason, and its
+//!   caller gets an error instead of a reply that was never recorded.
 use std::time::Duration;
 
 use roost_proto::ApiError;
@@ -69,7 +70,7 @@ pub struct TurnRecord {
 }
 
 enum Job {
-    Turn(Box<TurnRecord>, Option<oneshot::Sender<Result<i64, ApiError>>>),
+    Turn(Box<TurnRecord>, Ack),
     Flush(oneshot::Sender<()>),
 }
 
@@ -78,6 +79,9 @@ enum Job {
 pub struct Recorder {
     jobs: mpsc::Sender<Job>,
 }
+
+/// What one record's caller is told: the cents charged, or why it is not recorded.
+type Ack = oneshot::Sender<Result<i64, ApiError>>;
 
 impl Recorder {
     /// Starts the writer task; it ends (after writing everything queued) once every
@@ -88,16 +92,12 @@ impl Recorder {
         (Self { jobs }, task)
     }
 
-    /// Records a turn. A turn with a cost waits for its commit and returns the cents
-    /// charged; a free one returns 0 at once.
-    pub async fn record(&self, record: TurnRecord) -> Result<i64, ApiError> {
-        let paid = record.cost_nanocents > 0;
-        let (ack, done) = if paid { Some(oneshot::channel()) } else { None }.unzip();
+    /// Records a turn and waits for its commit; the cents charged for it.
+    pub async fn record(&self, mut record: TurnRecord) -> Result<i64, ApiError> {
+        record.make_storable();
+        let (ack, done) = oneshot::channel();
         self.jobs.send(Job::Turn(Box::new(record), ack)).await.map_err(|_| stopped())?;
-        match done {
-            Some(done) => done.await.map_err(|_| stopped())?,
-            None => Ok(0),
-        }
+        done.await.map_err(|_| stopped())?
     }
 
     /// Waits until every turn recorded before this call is committed.
@@ -105,6 +105,19 @@ impl Recorder {
         let (tx, rx) = oneshot::channel();
         if self.jobs.send(Job::Flush(tx)).await.is_ok() {
             let _ = rx.await;
+        }
+    }
+}
+
+impl TurnRecord {
+    /// What a runtime answers is not checked at the API boundary: a NUL in a reply, an
+    /// error or a model name (which PostgreSQL's text cannot hold) becomes U+FFFD here, so
+    /// one odd reply cannot make its record unstorable.
+    fn make_storable(&mut self) {
+        for text in [&mut self.text, &mut self.reply, &mut self.error, &mut self.model, &mut self.source] {
+            if text.contains('\0') {
+                *text = text.replace('\0', "\u{FFFD}");
+            }
         }
     }
 }
@@ -123,46 +136,77 @@ async fn write_loop(store: Store, mut jobs: mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
-        commit_with_retries(&store, &mut batch).await;
+        commit(&store, &mut batch).await;
     }
 }
 
-/// Writes a batch, retrying a failing store a few times before giving the records up.
-async fn commit_with_retries(store: &Store, batch: &mut Vec<Job>) {
-    let records: Vec<&TurnRecord> =
-        batch.iter().filter_map(|j| if let Job::Turn(r, _) = j { Some(r.as_ref()) } else { None }).collect();
-    let mut outcome = write_batch(store, &records).await;
-    for delay in [100, 500, 2000] {
-        if outcome.is_ok() {
-            break;
-        }
-        warn!(error = %outcome.as_ref().err().map(ToString::to_string).unwrap_or_default(), "recording turns failed; retrying");
-        tokio::time::sleep(Duration::from_millis(delay)).await;
-        outcome = write_batch(store, &records).await;
-    }
-    let mut charges = match outcome {
-        Ok(charges) => Ok(charges.into_iter()),
-        Err(err) => {
-            error!(error = %err, turns = records.len(), "could not record turns");
-            Err(err.to_api())
-        }
-    };
+/// Writes a batch and answers its callers. A failing batch is retried while the failure
+/// looks like the store being away; then its records are written one by one.
+async fn commit(store: &Store, batch: &mut Vec<Job>) {
+    let mut records = Vec::with_capacity(batch.len());
+    let mut acks = Vec::with_capacity(batch.len());
+    let mut flushes = Vec::new();
     for job in batch.drain(..) {
         match job {
-            Job::Turn(_, ack) => {
-                let result = match &mut charges {
-                    Ok(charged) => Ok(charged.next().unwrap_or_default()),
-                    Err(err) => Err(err.clone()),
-                };
-                if let Some(ack) = ack {
-                    let _ = ack.send(result);
-                }
+            Job::Turn(record, ack) => {
+                records.push(*record);
+                acks.push(ack);
             }
-            Job::Flush(done) => {
-                let _ = done.send(());
+            Job::Flush(done) => flushes.push(done),
+        }
+    }
+    let all: Vec<&TurnRecord> = records.iter().collect();
+    match with_retries(store, &all).await {
+        Ok(charged) => {
+            for (ack, cents) in acks.into_iter().zip(charged) {
+                let _ = ack.send(Ok(cents));
+            }
+        }
+        Err(err) => {
+            warn!(error = %err, turns = records.len(), "recording a batch of turns failed; recording them one by one");
+            for (record, ack) in records.iter().zip(acks) {
+                let _ = ack.send(record_alone(store, record).await);
             }
         }
     }
+    for done in flushes {
+        let _ = done.send(());
+    }
+}
+
+/// One record in a transaction of its own; a record the store refuses is quarantined.
+async fn record_alone(store: &Store, record: &TurnRecord) -> Result<i64, ApiError> {
+    match with_retries(store, &[record]).await {
+        Ok(charged) => Ok(charged.first().copied().unwrap_or_default()),
+        Err(err) => {
+            error!(
+                error = %err,
+                turn = %record.id,
+                instance = %record.instance_id,
+                account = %record.account_id,
+                status = record.status,
+                "turn quarantined: the store refused its record, so its caller gets an error and it is not charged"
+            );
+            Err(err.to_api())
+        }
+    }
+}
+
+/// [`write_batch`], retried a few times while the store is unreachable (a data error
+/// would fail again: it is returned at once).
+async fn with_retries(store: &Store, records: &[&TurnRecord]) -> Result<Vec<i64>> {
+    let mut outcome = write_batch(store, records).await;
+    for delay in [100, 500, 2000] {
+        match &outcome {
+            Err(err) if err.is_unavailable() => {
+                warn!(error = %err, "recording turns failed; retrying");
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+                outcome = write_batch(store, records).await;
+            }
+            _ => break,
+        }
+    }
+    outcome
 }
 
 /// One transaction: every turn row, plus the metered charges. Returns the cents charged
@@ -214,7 +258,8 @@ impl_for_connections! {
                     balance,
                     what,
                     record.started_at,
-                );
+                )
+                .for_turn(&record.id);
                 self.insert_ledger(&entry).await?;
             }
             Ok(cents)

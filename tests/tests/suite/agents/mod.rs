@@ -7,6 +7,7 @@ mod errors;
 mod flow;
 mod money;
 mod process;
+mod recording;
 mod restart;
 
 use std::time::Duration;
