@@ -110,17 +110,18 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     }
 
     let auth = Arc::new(Authenticator::new(store.clone(), &config.data_dir));
+    let failures = Arc::new(crate::features::failures::HandlerFailures::default());
     let services = Services {
         system: Arc::new(SystemCore::new(store.clone(), config.data_dir.clone())),
         agents: Arc::new(AgentCore::new(hosting.clone(), auth.clone())),
         accounts: Arc::new(AccountCore::new(auth.clone())),
         otlp: Arc::new(OtlpCore::new(telemetry.clone())),
         ingest: Arc::new(IngestCore::new(telemetry.clone(), auth)),
-        query: Arc::new(QueryCore::new(store.clone())),
+        query: Arc::new(QueryCore::new(store.clone(), failures.clone())),
         streams: Arc::new(StreamCore::new(live.clone())),
         features: Arc::new(FeatureCore::new(
             store.clone(),
-            FeatureParts { health: checks, crons, alerts, guard, skills, updater: updater.clone() },
+            FeatureParts { health: checks, crons, alerts, guard, skills, updater: updater.clone(), failures },
         )),
         control: Arc::new(ControlCore::new(store.clone(), hosting.clone(), shutdown.clone())),
         updates: Arc::new(UpdateCore::new(updater.clone())),

@@ -7,6 +7,7 @@
 pub mod alerts;
 pub mod channels;
 pub mod crons;
+pub mod failures;
 pub mod guard;
 pub mod health;
 pub mod schedule;

@@ -1,6 +1,6 @@
 //! `FeatureService`: the dashboard pages' answers.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use roost_proto::v1::{
     AcknowledgeAlertRequest, AcknowledgeAlertResponse, CreateAlertRuleRequest, CreateAlertRuleResponse,
@@ -9,17 +9,17 @@ use roost_proto::v1::{
     DeleteGuardPolicyResponse, GetAlertsRequest, GetAlertsResponse, GetChannelsRequest, GetChannelsResponse,
     GetCronRequest, GetCronResponse, GetGuardRequest, GetGuardResponse, GetHealthReportRequest,
     GetHealthReportResponse, GetSkillsRequest, GetSkillsResponse, GetStatusRequest, GetStatusResponse, GetUsageRequest,
-    GetUsageResponse, HandlerFailure, IngestStatus, KillCronRequest, KillCronResponse, ListCronsRequest,
-    ListCronsResponse, StoreStatus, UpdateAlertRuleRequest, UpdateAlertRuleResponse, UpdateCronRequest,
-    UpdateCronResponse, UpdateGuardPolicyRequest, UpdateGuardPolicyResponse, feature_service_server::FeatureService,
+    GetUsageResponse, IngestStatus, KillCronRequest, KillCronResponse, ListCronsRequest, ListCronsResponse,
+    StoreStatus, UpdateAlertRuleRequest, UpdateAlertRuleResponse, UpdateCronRequest, UpdateCronResponse,
+    UpdateGuardPolicyRequest, UpdateGuardPolicyResponse, feature_service_server::FeatureService,
 };
 use tonic::{Request, Response, Status};
-use tracing::warn;
 
 use super::{
     alerts::{Alerts, RuleSpec},
     channels,
     crons::Crons,
+    failures::HandlerFailures,
     guard::Guard,
     health::HealthChecks,
     skills::Skills,
@@ -29,7 +29,6 @@ use crate::{
     Result,
     build_info::BUILD,
     store::{Store, on_reader},
-    time::{now_ms, timestamp_ms},
     update::Updater,
 };
 
@@ -42,7 +41,7 @@ pub struct FeatureCore {
     guard: Arc<Guard>,
     skills: Arc<Skills>,
     updater: Arc<Updater>,
-    last_failure: Mutex<Option<HandlerFailure>>,
+    failures: Arc<HandlerFailures>,
 }
 
 /// The workers and pages [`FeatureCore`] answers from.
@@ -59,38 +58,19 @@ pub struct FeatureParts {
     pub skills: Arc<Skills>,
     /// The self-updater, for `roost status`.
     pub updater: Arc<Updater>,
+    /// Reads that answered empty (shared with q/1), for `roost status`.
+    pub failures: Arc<HandlerFailures>,
 }
 
 impl FeatureCore {
     /// Features over `store`.
     pub fn new(store: Store, parts: FeatureParts) -> Self {
-        let FeatureParts { health, crons, alerts, guard, skills, updater } = parts;
-        Self { store, health, crons, alerts, guard, skills, updater, last_failure: Mutex::new(None) }
+        let FeatureParts { health, crons, alerts, guard, skills, updater, failures } = parts;
+        Self { store, health, crons, alerts, guard, skills, updater, failures }
     }
 }
 
 impl FeatureCore {
-    /// The seed's rule for feature APIs: a page that cannot be built is answered empty with
-    /// a `warning` (and logged, and kept for `roost status`), never with a 500.
-    fn or_warning<T: Default>(&self, page: &str, result: Result<T>, set_warning: impl FnOnce(&mut T, String)) -> T {
-        match result {
-            Ok(answer) => answer,
-            Err(err) => {
-                let mut empty = T::default();
-                set_warning(&mut empty, self.note_failure(page, &err));
-                empty
-            }
-        }
-    }
-
-    /// Logs a page's failure, keeps it for `roost status`, and returns the warning to show.
-    fn note_failure(&self, page: &str, err: &crate::Error) -> String {
-        warn!(page, error = %err, "feature API answered without its data");
-        let failure = HandlerFailure { page: page.into(), error: err.to_string(), at: Some(timestamp_ms(now_ms())) };
-        *self.last_failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(failure);
-        format!("the {page} page could not be built ({err}); this is not an empty store")
-    }
-
     async fn status(&self) -> GetStatusResponse {
         let store = &self.store;
         let mut status = StoreStatus {
@@ -118,7 +98,7 @@ impl FeatureCore {
             Err(err) => status.error = err.to_string(),
         }
         let (total, rate) = self.health.telemetry.stats().snapshot();
-        let last = self.last_failure.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        let last = self.failures.last();
         let verdict = match (&last, status.reachable) {
             (None, _) => "none",
             (Some(_), true) => "transient",
@@ -161,11 +141,12 @@ impl FeatureService for FeatureCore {
             n => i64::from(n).clamp(1, 366),
         };
         let page = usage::usage_page(&self.store, days).await;
-        Ok(Response::new(self.or_warning("usage", page, |p, w| p.warning = w)))
+        Ok(Response::new(self.failures.or_warning("usage", page, |p, w| p.warning = w)?))
     }
 
     async fn list_crons(&self, _req: Request<ListCronsRequest>) -> Result<Response<ListCronsResponse>, Status> {
-        Ok(Response::new(ListCronsResponse { crons: self.crons.list().await? }))
+        let page = self.crons.list().await.map(|crons| ListCronsResponse { crons, warning: String::new() });
+        Ok(Response::new(self.failures.or_warning("crons", page, |p, w| p.warning = w)?))
     }
 
     async fn create_cron(&self, req: Request<CreateCronRequest>) -> Result<Response<CreateCronResponse>, Status> {
@@ -198,7 +179,7 @@ impl FeatureService for FeatureCore {
 
     async fn get_alerts(&self, _req: Request<GetAlertsRequest>) -> Result<Response<GetAlertsResponse>, Status> {
         let page = self.alerts.page().await;
-        Ok(Response::new(self.or_warning("alerts", page, |p, w| p.warning = w)))
+        Ok(Response::new(self.failures.or_warning("alerts", page, |p, w| p.warning = w)?))
     }
 
     async fn create_alert_rule(
@@ -262,7 +243,7 @@ impl FeatureService for FeatureCore {
 
     async fn get_guard(&self, _req: Request<GetGuardRequest>) -> Result<Response<GetGuardResponse>, Status> {
         let page = self.guard.page().await;
-        Ok(Response::new(self.or_warning("guard", page, |p, w| p.warning = w)))
+        Ok(Response::new(self.failures.or_warning("guard", page, |p, w| p.warning = w)?))
     }
 
     async fn create_guard_policy(
@@ -298,14 +279,14 @@ impl FeatureService for FeatureCore {
 
     async fn get_channels(&self, _req: Request<GetChannelsRequest>) -> Result<Response<GetChannelsResponse>, Status> {
         let page = channels::channels_page(&self.store).await;
-        Ok(Response::new(self.or_warning("channels", page, |p, w| p.warning = w)))
+        Ok(Response::new(self.failures.or_warning("channels", page, |p, w| p.warning = w)?))
     }
 
     async fn get_skills(&self, _req: Request<GetSkillsRequest>) -> Result<Response<GetSkillsResponse>, Status> {
         // The list never needs the store; only the counts do.
         let (mut page, failure) = self.skills.page().await;
         if let Some(err) = failure {
-            page.warning = self.note_failure("skills", &err);
+            page.warning = self.failures.note("skills", &err);
         }
         Ok(Response::new(page))
     }

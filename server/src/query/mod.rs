@@ -7,7 +7,7 @@ pub mod args;
 pub mod registry;
 pub mod run;
 
-use std::time::Instant;
+use std::{sync::Arc, time::Instant};
 
 use roost_proto::{
     ApiError,
@@ -20,7 +20,7 @@ use roost_proto::{
 use serde_json::{Map, Value as Json};
 use tonic::{Request, Response, Status};
 
-use crate::{Result, store::Store, time::now_ms};
+use crate::{Result, features::failures::HandlerFailures, store::Store, time::now_ms};
 use args::Args;
 use registry::{CONTRACT, SHAPES};
 
@@ -36,12 +36,14 @@ pub struct Rows {
 /// The query service over the store.
 pub struct QueryCore {
     store: Store,
+    failures: Arc<HandlerFailures>,
 }
 
 impl QueryCore {
-    /// Queries `store`.
-    pub fn new(store: Store) -> Self {
-        Self { store }
+    /// Queries `store`; a shape that cannot run answers empty with a warning, noted in
+    /// `failures` for `roost status`.
+    pub fn new(store: Store, failures: Arc<HandlerFailures>) -> Self {
+        Self { store, failures }
     }
 
     /// Runs `shape` with `args` (a JSON object).
@@ -90,14 +92,16 @@ impl QueryService for QueryCore {
     async fn query(&self, req: Request<QueryRequest>) -> Result<Response<QueryResponse>, Status> {
         let req = req.into_inner();
         let args = req.args.as_ref().map(struct_to_map).unwrap_or_default();
-        let result = QueryCore::query(self, &req.shape, &args).await?;
-        Ok(Response::new(QueryResponse {
+        let result = QueryCore::query(self, &req.shape, &args).await.map(|result| QueryResponse {
             count: result.rows.len() as i64,
             rows: result.rows.iter().map(map_to_struct).collect(),
-            shape: req.shape,
-            contract: CONTRACT.to_owned(),
             elapsed_ms: result.elapsed_ms,
-        }))
+            ..QueryResponse::default()
+        });
+        let mut answer = self.failures.or_warning(&format!("q/1 {}", req.shape), result, |a, w| a.warning = w)?;
+        answer.shape = req.shape;
+        answer.contract = CONTRACT.to_owned();
+        Ok(Response::new(answer))
     }
 
     async fn list_shapes(&self, _req: Request<ListShapesRequest>) -> Result<Response<ListShapesResponse>, Status> {
@@ -113,13 +117,15 @@ impl QueryService for QueryCore {
         if req.get_ref().limit != 0 {
             args.insert("limit".to_owned(), Json::from(req.get_ref().limit));
         }
-        let result = QueryCore::query(self, "sessions", &args).await?;
-        Ok(Response::new(ListSessionsResponse {
+        let result = QueryCore::query(self, "sessions", &args).await.map(|result| ListSessionsResponse {
             count: result.rows.len() as i64,
             rows: result.rows.iter().map(map_to_struct).collect(),
-            shape: "sessions".to_owned(),
-            contract: CONTRACT.to_owned(),
             elapsed_ms: result.elapsed_ms,
-        }))
+            ..ListSessionsResponse::default()
+        });
+        let mut answer = self.failures.or_warning("q/1 sessions", result, |a, w| a.warning = w)?;
+        answer.shape = "sessions".to_owned();
+        answer.contract = CONTRACT.to_owned();
+        Ok(Response::new(answer))
     }
 }
