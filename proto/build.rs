@@ -53,10 +53,16 @@ fn main() -> Result<(), Box<dyn Error>> {
     run_protoc(&root, &protos, &descriptor_path)?;
     let fds = FileDescriptorSet::decode(fs::read(&descriptor_path)?.as_slice())?;
 
-    let mut config = tonic_prost_build::configure().btree_map(".").build_client(true).build_server(true);
+    let mut config = tonic_prost_build::configure()
+        .btree_map(".")
+        .build_client(true)
+        .build_server(true)
+        .codec_path("crate::codec::RoostCodec");
     let mut enums = String::new();
+    let mut inbound = String::new();
     for file in fds.file.iter().filter(|f| f.package() == PACKAGE) {
         for message in &file.message_type {
+            write_inbound(&mut inbound, message);
             for attr in message_attributes(message) {
                 config = config.message_attribute(format!(".{PACKAGE}.{}", message.name()), attr);
             }
@@ -69,6 +75,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
     }
     fs::write(out.join("roost.v1.json_enums.rs"), enums)?;
+    fs::write(out.join("roost.v1.inbound.rs"), inbound)?;
     config.compile_fds(fds)?;
     Ok(())
 }
@@ -88,6 +95,17 @@ fn run_protoc(root: &Path, protos: &[PathBuf], out: &Path) -> Result<(), Box<dyn
         return Err(format!("protoc failed: {status}").into());
     }
     Ok(())
+}
+
+/// Emits `impl Inbound` for one message: requests (`…Request`) come from clients, so the
+/// gRPC codec holds them to the API boundary's rules; what roost sends is not checked.
+fn write_inbound(out: &mut String, message: &DescriptorProto) {
+    let from_clients = message.name().ends_with("Request");
+    let _ = writeln!(
+        out,
+        "impl crate::codec::Inbound for {} {{ const FROM_CLIENTS: bool = {from_clients}; }}",
+        message.name()
+    );
 }
 
 fn message_attributes(message: &DescriptorProto) -> Vec<&'static str> {

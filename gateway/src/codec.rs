@@ -2,8 +2,9 @@
 //!
 //! - `Content-Type`: `application/x-protobuf` (or `application/protobuf`) or
 //!   `application/json`; anything else, or none, is 415.
-//! - `Content-Encoding`: `gzip` or none; anything else is 415. The body is limited before
-//!   and after decompression (413), so a small gzip bomb cannot expand past the limit.
+//! - `Content-Encoding`: `gzip` or none; anything else is 415 (JSON bodies follow the same
+//!   rule). The body is limited before and after decompression (413), so a small gzip bomb
+//!   cannot expand past the limit.
 //! - A body that does not decode is 400.
 
 use std::io::Read;
@@ -51,20 +52,7 @@ pub async fn decode<T: Message + Default + DeserializeOwned>(
             return Err((ApiError::new(ErrorReason::UnsupportedMediaType, why), Encoding::Json));
         }
     };
-    let gzip = match req
-        .headers()
-        .get(CONTENT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| v.trim().to_ascii_lowercase())
-    {
-        None => false,
-        Some(e) if e.is_empty() || e == "identity" => false,
-        Some(e) if e == "gzip" => true,
-        Some(other) => {
-            let why = format!("Content-Encoding {other:?} is not supported; use gzip or none");
-            return Err((ApiError::new(ErrorReason::UnsupportedMediaType, why), encoding));
-        }
-    };
+    let gzip = gzipped(req.headers()).map_err(|e| (e, encoding))?;
     let raw = read_limited(req.into_body(), limit).await.map_err(|e| (e.0, encoding))?;
     let bytes = if gzip { gunzip(&raw, limit).map_err(|e| (e, encoding))? } else { raw.to_vec() };
     let message = match encoding {
@@ -78,8 +66,22 @@ pub async fn decode<T: Message + Default + DeserializeOwned>(
     Ok((message, encoding))
 }
 
+/// Whether the body is gzipped (`Content-Encoding: gzip`); none or `identity` is plain,
+/// any other encoding is 415: roost would otherwise read bytes it cannot decode.
+pub(crate) fn gzipped(headers: &http::HeaderMap) -> Result<bool, ApiError> {
+    let encoding = headers.get(CONTENT_ENCODING).map(|v| v.to_str().unwrap_or("?").trim().to_ascii_lowercase());
+    match encoding.as_deref() {
+        None | Some("" | "identity") => Ok(false),
+        Some("gzip") => Ok(true),
+        Some(other) => Err(ApiError::new(
+            ErrorReason::UnsupportedMediaType,
+            format!("Content-Encoding {other:?} is not supported; use gzip or none"),
+        )),
+    }
+}
+
 /// Decompresses, refusing output over `limit` bytes.
-fn gunzip(compressed: &[u8], limit: usize) -> Result<Vec<u8>, ApiError> {
+pub(crate) fn gunzip(compressed: &[u8], limit: usize) -> Result<Vec<u8>, ApiError> {
     let mut out = Vec::new();
     let read = flate2::read::GzDecoder::new(compressed)
         .take(limit as u64 + 1)

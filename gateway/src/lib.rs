@@ -16,6 +16,7 @@ pub mod mcp;
 mod routes;
 pub mod skill;
 pub mod streams;
+mod uri;
 pub mod usage;
 
 use std::sync::Arc;
@@ -124,5 +125,6 @@ pub fn router(core: Core) -> Router {
         .route_layer(axum::middleware::from_fn_with_state(core.clone(), usage::count))
         .fallback(fallback::not_found)
         .method_not_allowed_fallback(fallback::method_not_allowed)
+        .layer(axum::middleware::from_fn(uri::refuse_unreadable))
         .with_state(core)
 }

@@ -5,15 +5,18 @@
 //! The messages derive serde (see `build.rs`) because the REST gateway's JSON bodies are
 //! these same messages.
 
+pub mod codec;
 pub mod describe;
 pub mod error;
 pub mod json;
+pub mod nul;
 
 /// Package `roost.v1`: every message, enum, client and server roost speaks.
 pub mod v1 {
     #![allow(clippy::all, clippy::unwrap_used)]
     include!(concat!(env!("OUT_DIR"), "/roost.v1.rs"));
     include!(concat!(env!("OUT_DIR"), "/roost.v1.json_enums.rs"));
+    include!(concat!(env!("OUT_DIR"), "/roost.v1.inbound.rs"));
 }
 
 /// The encoded `FileDescriptorSet` of `roost.v1` (with its imports), for gRPC reflection.

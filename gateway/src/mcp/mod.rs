@@ -123,9 +123,50 @@ async fn serve(State(core): State<Core>, request: Request) -> Response {
     }
     let service = core.mcp.transport.get_or_init(|| transport(&core)).clone();
     match service.oneshot(request).await {
-        Ok(response) => response.map(axum::body::Body::new),
+        Ok(response) => json_errors(response.map(axum::body::Body::new)).await,
         Err(never) => match never {},
     }
+}
+
+/// The transport refuses some HTTP requests itself (a wrong content type, a missing
+/// `Accept`, an unknown session, a disallowed `Host`) with plain-text bodies; roost's errors
+/// are all the JSON error body, so those are rewritten with the same status.
+async fn json_errors(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let reason = match status.as_u16() {
+        401 => ErrorReason::Unauthenticated,
+        403 => ErrorReason::CrossOrigin,
+        404 => ErrorReason::NotFound,
+        405 => ErrorReason::MethodNotAllowed,
+        409 => ErrorReason::WrongState,
+        413 => ErrorReason::PayloadTooLarge,
+        415 => ErrorReason::UnsupportedMediaType,
+        429 => ErrorReason::QueueFull,
+        503 => ErrorReason::Unavailable,
+        500..=599 => ErrorReason::Internal,
+        _ => ErrorReason::InvalidArgument,
+    };
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 64 * 1024).await.unwrap_or_default();
+    let mut message = String::from_utf8_lossy(&text).trim().to_owned();
+    if message.is_empty() {
+        message = status.canonical_reason().unwrap_or("refused").to_owned();
+    }
+    let mut rewritten = (status, axum::Json(ApiError::new(reason, message).to_json())).into_response();
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            rewritten.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    rewritten
 }
 
 async fn authenticate(core: &Core, headers: http::HeaderMap, access: DashboardAccess) -> Result<(), Response> {

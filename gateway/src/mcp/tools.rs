@@ -259,10 +259,14 @@ pub(crate) async fn registry(core: &Core) -> ListShapesResponse {
 }
 
 /// Tool arguments as the rpc's request: the same strict serde as a REST body, so a
-/// misspelt or unknown argument is `invalid_argument` naming it.
-fn parse<T: DeserializeOwned>(args: Map<String, Value>) -> Result<T, ApiError> {
-    serde_json::from_value(Value::Object(args))
-        .map_err(|e| ApiError::invalid_argument(format!("invalid arguments: {e}")))
+/// misspelt or unknown argument, or text holding a NUL, is `invalid_argument` naming it.
+fn parse<T: DeserializeOwned + Serialize>(args: Map<String, Value>) -> Result<T, ApiError> {
+    let args: T = serde_json::from_value(Value::Object(args))
+        .map_err(|e| ApiError::invalid_argument(format!("invalid arguments: {e}")))?;
+    match roost_proto::nul::nul_field(&args) {
+        Some(field) => Err(roost_proto::codec::nul_refused(&field)),
+        None => Ok(args),
+    }
 }
 
 fn answer<T: Serialize>(reply: Result<tonic::Response<T>, tonic::Status>) -> Result<Value, ApiError> {

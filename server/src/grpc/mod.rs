@@ -1,8 +1,11 @@
 //! The gRPC side of the one port: roost's services, grpc.health.v1 and server reflection,
 //! each also reachable as gRPC-web over HTTP/1.1.
 
+mod decode_errors;
+
 use std::sync::Arc;
 
+use decode_errors::DecodeErrorsAreInvalid;
 use opentelemetry_proto::tonic::collector::{
     logs::v1::logs_service_server::LogsServiceServer, metrics::v1::metrics_service_server::MetricsServiceServer,
     trace::v1::trace_service_server::TraceServiceServer,
@@ -87,18 +90,24 @@ pub async fn add_services(router: axum::Router, services: &Services) -> anyhow::
         .add_service(web(FeatureServiceServer::from_arc(services.features.clone())))
         .add_service(web(ControlServiceServer::from_arc(services.control.clone())))
         .add_service(web(UpdateServiceServer::from_arc(services.updates.clone())))
-        .add_service(web(TraceServiceServer::from_arc(services.otlp.clone())
-            .accept_compressed(CompressionEncoding::Gzip)
-            .max_decoding_message_size(MAX_OTLP_MESSAGE)))
-        .add_service(web(LogsServiceServer::from_arc(services.otlp.clone())
-            .accept_compressed(CompressionEncoding::Gzip)
-            .max_decoding_message_size(MAX_OTLP_MESSAGE)))
-        .add_service(web(MetricsServiceServer::from_arc(services.otlp.clone())
-            .accept_compressed(CompressionEncoding::Gzip)
-            .max_decoding_message_size(MAX_OTLP_MESSAGE)))
-        .add_service(web(health))
-        .add_service(web(reflection().build_v1()?))
-        .add_service(web(reflection().build_v1alpha()?));
+        .add_service(web(DecodeErrorsAreInvalid(
+            TraceServiceServer::from_arc(services.otlp.clone())
+                .accept_compressed(CompressionEncoding::Gzip)
+                .max_decoding_message_size(MAX_OTLP_MESSAGE),
+        )))
+        .add_service(web(DecodeErrorsAreInvalid(
+            LogsServiceServer::from_arc(services.otlp.clone())
+                .accept_compressed(CompressionEncoding::Gzip)
+                .max_decoding_message_size(MAX_OTLP_MESSAGE),
+        )))
+        .add_service(web(DecodeErrorsAreInvalid(
+            MetricsServiceServer::from_arc(services.otlp.clone())
+                .accept_compressed(CompressionEncoding::Gzip)
+                .max_decoding_message_size(MAX_OTLP_MESSAGE),
+        )))
+        .add_service(web(DecodeErrorsAreInvalid(health)))
+        .add_service(web(DecodeErrorsAreInvalid(reflection().build_v1()?)))
+        .add_service(web(DecodeErrorsAreInvalid(reflection().build_v1alpha()?)));
     Ok((routes.prepare().into_axum_router(), reporter))
 }
 

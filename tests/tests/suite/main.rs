@@ -5,6 +5,8 @@
 
 mod access;
 mod agents;
+mod boundary;
+mod fuzz;
 mod grpc;
 mod mcp;
 mod observe;

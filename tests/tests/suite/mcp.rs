@@ -250,6 +250,10 @@ async fn keys_and_errors_answer_as_rest_does(backend: Backend) {
     assert!(err["error"].as_str().unwrap().contains("txt"), "{err}");
     fails(&mine, "create_agent", json!({"runtime": "nope", "brief": "x"}), 400, "invalid_argument").await;
     fails(&mine, "no_such_tool", json!({}), 404, "not_found").await;
+    // Text holding NUL is refused naming the argument, as over REST and gRPC.
+    let err =
+        fails(&mine, "send_message", json!({"instance_id": id, "text": "a\u{0}b"}), 400, "invalid_argument").await;
+    assert!(err["error"].as_str().unwrap().starts_with("text contains a NUL"), "{err}");
 
     // A key revoked mid-session stops working on the next request.
     let revoked = server.account(0).await;
