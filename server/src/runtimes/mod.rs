@@ -9,6 +9,7 @@ pub mod assistant;
 pub mod catalogue;
 pub mod echo;
 pub mod process;
+pub mod procfs;
 
 use std::sync::Arc;
 
