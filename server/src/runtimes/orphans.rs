@@ -248,3 +248,20 @@ fn collect_zombie(victim: ProcessId) {
 
 #[cfg(not(unix))]
 fn collect_zombie(_victim: ProcessId) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_installation_keeps_its_id() {
+        let dir = tempfile::tempdir().expect("temporary dir");
+        let first = installation_id(dir.path()).expect("made");
+        assert!(first.starts_with("inst_"), "{first}");
+        assert_eq!(installation_id(dir.path()).expect("read"), first);
+        let other = tempfile::tempdir().expect("temporary dir");
+        assert_ne!(installation_id(other.path()).expect("made"), first, "another data directory, another id");
+        let files: Vec<_> = std::fs::read_dir(dir.path()).expect("list").flatten().map(|e| e.file_name()).collect();
+        assert_eq!(files, [INSTALLATION_FILE], "no draft left behind");
+    }
+}
