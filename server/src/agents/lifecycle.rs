@@ -460,8 +460,10 @@ impl Hosting {
     }
 
     /// Loads every agent of the store and boots those that were up (or on their way up)
-    /// when roost last stopped.
+    /// when roost last stopped; first it kills any runtime process an earlier roost left
+    /// running, so none runs beside the new ones.
     pub async fn restore(self: &Arc<Self>) -> Result<usize> {
+        self.drivers.process.reap_orphans().await?;
         let rows = self.store.live_instances().await?;
         let mut booted = 0;
         for row in &rows {

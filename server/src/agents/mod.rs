@@ -25,7 +25,7 @@ use tokio::task::JoinHandle;
 
 use crate::{
     billing::{BillingConfig, metering::PriceBook},
-    runtimes::{Catalogue, Drivers, assistant, process},
+    runtimes::{Catalogue, Drivers, assistant, orphans::ChildRecords, process},
     store::Store,
     telemetry::turns::TurnEvents,
 };
@@ -81,7 +81,8 @@ pub struct Hosting {
 
 impl Hosting {
     /// The core over `store`. Process runtimes find roost's example runtime in
-    /// `<data_dir>/runtimes` and send telemetry to `otlp` (roost itself).
+    /// `<data_dir>/runtimes`, send telemetry to `otlp` (roost itself), and are recorded in
+    /// the store under the installation id in `<data_dir>/installation_id`.
     ///
     /// Turns are reported to `turn_events` as observed activity, when given.
     pub fn new(
@@ -94,7 +95,12 @@ impl Hosting {
         let runtimes_dir = data_dir.join("runtimes");
         process::ProcessDriver::install_example(&runtimes_dir)?;
         let drivers = Drivers {
-            process: process::ProcessDriver::new(runtimes_dir, otlp, config.boot_timeout),
+            process: process::ProcessDriver::new(
+                runtimes_dir,
+                otlp,
+                config.boot_timeout,
+                ChildRecords::new(store.clone(), data_dir)?,
+            ),
             assistant: assistant::AssistantDriver::new(
                 store.clone(),
                 config.model_upstream.clone(),

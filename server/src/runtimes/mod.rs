@@ -7,8 +7,13 @@
 
 pub mod assistant;
 pub mod catalogue;
+mod deathsig;
 pub mod echo;
+pub mod orphans;
 pub mod process;
+pub mod procfs;
+mod slots;
+mod spawner;
 
 use std::sync::Arc;
 

@@ -8,7 +8,13 @@
 //!   else is "garbage" and fails the turn.
 //! - Stop: SIGTERM to the process group, SIGKILL after a grace period.
 //! - Death: a reaper task waits on the child, so an exit is noticed at once and reported
-//!   through [`Machine::died`].
+//!   through [`Machine::died`]. Whatever the runtime started itself is killed with it
+//!   (SIGKILL to its process group).
+//! - Never two: an agent's next process starts only once its previous one has ended
+//!   ([`super::slots`]).
+//! - Dying with roost: children are forked from [`super::spawner`]'s thread with a
+//!   parent-death signal, and recorded in the store until they end, so a roost killed with
+//!   SIGKILL reaps any survivor at its next start ([`super::orphans`]).
 //!
 //! The child inherits roost's environment minus roost's own settings (`ROOST_*`,
 //! `SERVICE_API_TOKENS`): an agent must not see the database URL or dashboard tokens.
@@ -32,7 +38,13 @@ use tracing::{debug, info, warn};
 
 use roost_proto::{ApiError, ErrorReason};
 
-use super::{Machine, MachineSpec, TurnInput, TurnOutput};
+use super::{
+    Machine, MachineSpec, TurnInput, TurnOutput,
+    orphans::{ChildRecords, Reaped},
+    slots::{Slot, Slots},
+    spawner,
+};
+use crate::store::ChildRecord;
 
 /// roost's example runtime, written to `<data-dir>/runtimes/` at start-up.
 pub const EXAMPLE_AGENT: &str = include_str!("example_agent.py");
@@ -60,15 +72,23 @@ pub struct ProcessDriver {
     otlp: OtlpExport,
     boot_timeout: Duration,
     client: reqwest::Client,
+    records: ChildRecords,
+    slots: Slots,
 }
 
 impl ProcessDriver {
     /// A driver whose commands may use `{runtimes_dir}`, whose children send telemetry to
-    /// `otlp`, and whose boots fail after `boot_timeout`.
-    pub fn new(runtimes_dir: PathBuf, otlp: OtlpExport, boot_timeout: Duration) -> Self {
+    /// `otlp` and are recorded in `records`, and whose boots fail after `boot_timeout`.
+    pub fn new(runtimes_dir: PathBuf, otlp: OtlpExport, boot_timeout: Duration, records: ChildRecords) -> Self {
         // Children are on loopback: never route to them through a proxy from the environment.
         let client = reqwest::Client::builder().no_proxy().build().unwrap_or_default();
-        Self { runtimes_dir, otlp, boot_timeout, client }
+        Self { runtimes_dir, otlp, boot_timeout, client, records, slots: Slots::default() }
+    }
+
+    /// Kills the runtime processes an earlier roost of this installation left running, so
+    /// none of them runs beside the ones this start boots. Call before any agent boots.
+    pub async fn reap_orphans(&self) -> crate::Result<Reaped> {
+        self.records.reap().await
     }
 
     /// Writes the example runtime into the runtimes directory (only when it changed, so a
@@ -104,7 +124,25 @@ impl ProcessDriver {
         }
         cmd.envs(extra_env).envs(self.environment(spec, port));
 
-        let mut child = cmd.spawn().map_err(|e| format!("cannot start {:?}: {e}", argv[0]))?;
+        // The agent's previous process, if any, must be gone first: never two at once.
+        let slot = tokio::time::timeout(self.boot_timeout, self.slots.take(&spec.instance_id))
+            .await
+            .map_err(|_| "the agent's previous runtime process did not stop".to_owned())?;
+        let mut child = spawner::spawn(cmd).await.map_err(|e| format!("cannot start {:?}: {e}", argv[0]))?;
+        let pid = child.id();
+        let record = match pid {
+            Some(pid) => self.records.record(pid, &spec.instance_id).await,
+            None => Ok(None),
+        };
+        let record = match record {
+            Ok(record) => record,
+            Err(err) => {
+                // A child roost could not reap after a crash must not run.
+                kill_group(pid, Ending::Kill);
+                let _ = child.wait().await;
+                return Err(format!("cannot record the runtime process: {err}"));
+            }
+        };
         let stderr_tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
         if let Some(out) = child.stdout.take() {
             tokio::spawn(forward_lines(out, spec.instance_id.clone(), None));
@@ -112,7 +150,8 @@ impl ProcessDriver {
         if let Some(err) = child.stderr.take() {
             tokio::spawn(forward_lines(err, spec.instance_id.clone(), Some(stderr_tail.clone())));
         }
-        let machine = Arc::new(ProcessMachine::spawn_reaper(child, port, self.client.clone()));
+        let ended = Ended { records: self.records.clone(), record, slot };
+        let machine = Arc::new(ProcessMachine::spawn_reaper(child, port, self.client.clone(), ended));
         if let Err(why) = machine.wait_ready(self.boot_timeout).await {
             machine.stop().await;
             let tail: Vec<String> = stderr_tail.lock().map(|t| t.iter().cloned().collect()).unwrap_or_default();
@@ -199,12 +238,22 @@ struct TurnUsage {
     output_tokens: i64,
 }
 
+/// What is left to do once a child has ended: forget its record, free its agent's slot.
+struct Ended {
+    records: ChildRecords,
+    record: Option<ChildRecord>,
+    slot: Slot,
+}
+
 impl ProcessMachine {
-    /// Hands the child to a reaper task that waits for it to exit, or stops it when asked.
-    fn spawn_reaper(mut child: Child, port: u16, client: reqwest::Client) -> Self {
+    /// Hands the child to a reaper task that waits for it to exit, or stops it when asked;
+    /// either way it kills what the child left in its process group, forgets its record and
+    /// frees the agent's slot before reporting the death.
+    fn spawn_reaper(mut child: Child, port: u16, client: reqwest::Client, ended: Ended) -> Self {
         let stop = CancellationToken::new();
         let (died_tx, died) = watch::channel(None);
         let stopping = stop.clone();
+        let pid = child.id();
         tokio::spawn(async move {
             let why = tokio::select! {
                 status = child.wait() => match status {
@@ -212,10 +261,18 @@ impl ProcessMachine {
                     Err(e) => format!("lost the runtime process: {e}"),
                 },
                 () = stopping.cancelled() => {
-                    terminate(&mut child).await;
+                    terminate(&mut child, pid).await;
                     "stopped".to_owned()
                 }
             };
+            // What the runtime started itself may outlive it: the group goes with it. While
+            // any member lives, the kernel does not reuse the leader's pid (the group's id),
+            // so this reaches no one else's process; with no member left it reaches nothing.
+            kill_group(pid, Ending::Kill);
+            if let Some(record) = &ended.record {
+                ended.records.forget(record).await;
+            }
+            drop(ended.slot);
             died_tx.send_replace(Some(why));
         });
         Self { base_url: format!("http://127.0.0.1:{port}"), client, stop, died }
@@ -291,14 +348,38 @@ impl ProcessMachine {
 }
 
 /// SIGTERM to the child's process group, then SIGKILL if it has not exited in time.
-async fn terminate(child: &mut Child) {
-    #[cfg(unix)]
-    if let Some(pid) = child.id().and_then(|id| rustix::process::Pid::from_raw(id as i32)) {
-        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::TERM);
-        if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_ok() {
-            return;
-        }
-        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+async fn terminate(child: &mut Child, pid: Option<u32>) {
+    kill_group(pid, Ending::Term);
+    if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_ok() {
+        return;
     }
+    kill_group(pid, Ending::Kill);
     let _ = child.kill().await;
+}
+
+/// How [`kill_group`] asks a process group to end.
+#[derive(Debug, Clone, Copy)]
+enum Ending {
+    /// SIGTERM: finish up.
+    Term,
+    /// SIGKILL: now.
+    Kill,
+}
+
+/// Signals the process group that child `pid` leads (roost starts each child as the leader
+/// of a new group).
+fn kill_group(pid: Option<u32>, ending: Ending) {
+    #[cfg(unix)]
+    {
+        use rustix::process::{Pid, Signal, kill_process_group};
+        let signal = match ending {
+            Ending::Term => Signal::TERM,
+            Ending::Kill => Signal::KILL,
+        };
+        if let Some(pid) = pid.and_then(|pid| Pid::from_raw(pid as i32)) {
+            let _ = kill_process_group(pid, signal);
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (pid, ending);
 }

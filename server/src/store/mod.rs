@@ -11,6 +11,7 @@
 //! lock (`BEGIN IMMEDIATE` plus a busy timeout handles the CLI writing to the same file).
 //! A write is acknowledged only after its commit, with `synchronous=FULL`.
 
+mod children;
 mod meta;
 mod url;
 
@@ -27,6 +28,7 @@ use sqlx::{
 };
 use tracing::info;
 
+pub use children::ChildRecord;
 pub use url::DatabaseUrl;
 
 use crate::{Error, Result};
