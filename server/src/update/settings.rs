@@ -155,10 +155,28 @@ pub fn is_kill_switch(value: &str) -> bool {
     matches!(value.trim().to_ascii_lowercase().as_str(), "0" | "false" | "no" | "off")
 }
 
-/// The poll cadence: 60 by default, clamped to [30, 86400]; an unreadable value is the
-/// default.
+/// The poll cadence (`SERVICE_UPDATE_CHECK_SECS`): 60 when unset, else the number of
+/// seconds clamped to [30, 86400] (the seed's rule), so `-5`, `0` and `29` are 30 and
+/// anything over a day is a day. Fractions are dropped. A value that is not a plain
+/// decimal number (`soon`, `1e3`, `""`) cannot be clamped: it is the default 60, with a
+/// warning.
 pub fn check_secs(value: Option<&str>) -> u64 {
-    value.and_then(|v| v.trim().parse::<u64>().ok()).unwrap_or(60).clamp(30, 86_400)
+    const DEFAULT: u64 = 60;
+    let Some(text) = value.map(str::trim) else { return DEFAULT };
+    let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
+    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+    let plain = !(whole.is_empty() && fraction.is_empty())
+        && [whole, fraction].iter().all(|part| part.bytes().all(|b| b.is_ascii_digit()));
+    if !plain {
+        tracing::warn!(value = %text, "SERVICE_UPDATE_CHECK_SECS is not a number of seconds; polling every 60 s");
+        return DEFAULT;
+    }
+    if text.starts_with('-') {
+        return 30;
+    }
+    // Digits only: a number too long for u64 is over the upper bound anyway.
+    let secs = if whole.is_empty() { 0 } else { whole.parse::<u64>().unwrap_or(u64::MAX) };
+    secs.clamp(30, 86_400)
 }
 
 fn non_negative(value: Option<&str>, default: f64) -> f64 {
@@ -213,6 +231,26 @@ mod tests {
         assert_eq!(check_secs(Some("5")), 30);
         assert_eq!(check_secs(Some("999999")), 86_400);
         assert_eq!(check_secs(Some("soon")), 60);
+        // issue 12: a negative cadence is below the lower bound, not unreadable.
+        assert_eq!(check_secs(Some("-5")), 30);
+        assert_eq!(check_secs(Some(" -86401 ")), 30);
+        assert_eq!(check_secs(Some("0")), 30);
+        assert_eq!(check_secs(Some("-0")), 30);
+        assert_eq!(check_secs(Some("29")), 30);
+        assert_eq!(check_secs(Some("30")), 30);
+        assert_eq!(check_secs(Some("+45")), 45);
+        assert_eq!(check_secs(Some("45.9")), 45);
+        assert_eq!(check_secs(Some("86400")), 86_400);
+        assert_eq!(check_secs(Some("86401")), 86_400);
+        assert_eq!(check_secs(Some("18446744073709551616")), 86_400, "past u64");
+        assert_eq!(check_secs(Some("99999999999999999999999999999999999999999")), 86_400);
+        assert_eq!(check_secs(Some("-99999999999999999999999999999999999999999")), 30);
+        assert_eq!(check_secs(Some(".5")), 30);
+        assert_eq!(check_secs(Some("90.")), 90);
+        // Not a plain number: nothing to clamp, the default.
+        for unreadable in ["", " ", "-", "+", ".", "1e3", "60s", "NaN", "inf", "--5", "5-", "0x1e", "1.2.3"] {
+            assert_eq!(check_secs(Some(unreadable)), 60, "{unreadable:?}");
+        }
         let settings = UpdateSettings::new(
             Role::Daemon,
             &env(&[("SERVICE_AUTOUPDATE_MIN_AGE_HOURS", "1.5"), ("SERVICE_AUTOUPDATE_RETRY_SECS", "-4")]),
