@@ -77,12 +77,18 @@ pub struct UpdateSettings {
     pub restart: Restart,
     /// A crates.io-compatible index (`GET {index}/api/v1/crates/{name}`).
     pub index_url: String,
-    /// The package of the free tier.
+    /// The package of the free tier: roost's own crate by default.
     pub package: String,
-    /// The package of the paid tier, installed when the plan becomes entitled.
+    /// The package of the paid tier, installed when the plan becomes entitled; empty for
+    /// none.
     pub paid_package: String,
     /// The install command; `{package}` and `{version}` are replaced, run by `sh -c`.
     pub install_command: String,
+    /// The minisign public key (base64) every release must be signed with; `None`: the
+    /// repository check alone decides.
+    pub public_key: Option<String>,
+    /// Where a release's signature is published (`{package}`, `{version}` filled in).
+    pub signature_url: String,
     /// The version running now.
     pub version: String,
 }
@@ -90,8 +96,13 @@ pub struct UpdateSettings {
 /// How long a version is held when the index listed it before every mirror had it.
 pub const PROPAGATION_HOLD: Duration = Duration::from_secs(120);
 
-/// The default install command.
+/// The default install command. cargo takes a bare `--version X.Y.Z` as exactly that
+/// version, and `--locked` builds it with the dependencies it was released with.
 pub const DEFAULT_INSTALL_COMMAND: &str = "cargo install {package} --version {version} --locked --force";
+
+/// The default package: this binary's own crate (not the crates.io name `roost`, which
+/// belongs to an unrelated project).
+pub const DEFAULT_PACKAGE: &str = env!("CARGO_PKG_NAME");
 
 impl UpdateSettings {
     /// Settings for `role` from the seed's environment variables (via `env`), with roost's
@@ -110,8 +121,10 @@ impl UpdateSettings {
             restart: Restart::detect(flags.supervised, env),
             index_url: flags.index_url.trim_end_matches('/').to_owned(),
             package: flags.package,
-            paid_package: flags.paid_package,
+            paid_package: flags.paid_package.trim().to_owned(),
             install_command: flags.install_command,
+            public_key: flags.public_key.or_else(|| super::signature::DEFAULT_PUBLIC_KEY.map(str::to_owned)),
+            signature_url: flags.signature_url,
             version: running_version(env),
         }
     }
@@ -132,10 +145,14 @@ pub struct UpdateFlags {
     pub index_url: String,
     /// `--update-package`.
     pub package: String,
-    /// `--update-paid-package`.
+    /// `--update-paid-package` (empty: none).
     pub paid_package: String,
     /// `--update-install-command`.
     pub install_command: String,
+    /// `--update-public-key`, checked to be a minisign public key.
+    pub public_key: Option<String>,
+    /// `--update-signature-url`.
+    pub signature_url: String,
 }
 
 impl Default for UpdateFlags {
@@ -143,9 +160,11 @@ impl Default for UpdateFlags {
         Self {
             supervised: false,
             index_url: "https://crates.io".into(),
-            package: "roost".into(),
-            paid_package: "roost-pro".into(),
+            package: DEFAULT_PACKAGE.into(),
+            paid_package: String::new(),
             install_command: DEFAULT_INSTALL_COMMAND.into(),
+            public_key: None,
+            signature_url: super::signature::DEFAULT_SIGNATURE_URL.into(),
         }
     }
 }
@@ -258,6 +277,22 @@ mod tests {
         );
         assert_eq!(settings.min_age, Duration::from_secs(5400));
         assert_eq!(settings.retry, Duration::from_secs(1800));
+    }
+
+    #[test]
+    fn the_defaults_track_roosts_own_crate_and_no_paid_package() {
+        let settings = UpdateSettings::new(
+            Role::Daemon,
+            &env(&[("SERVICE_UPDATE_CHECK_SECS", "-5"), ("ROOST_VERSION_FILE", "/nonexistent")]),
+            UpdateFlags::default(),
+        );
+        assert_eq!(settings.package, "roost-server", "not `roost`, another project's crates.io name");
+        assert_eq!(settings.paid_package, "", "no paid-tier package unless configured");
+        assert_eq!(settings.public_key, None, "no release key is shipped yet");
+        assert_eq!(settings.check_every, Duration::from_secs(30));
+        assert!(
+            settings.install_command.contains("--version {version}") && settings.install_command.contains("--locked")
+        );
     }
 
     #[test]
