@@ -19,7 +19,7 @@ mod sql;
 mod sse;
 
 pub use api::{Api, Reply};
-pub use index::{FakeIndex, FakeInstaller};
+pub use index::{FakeIndex, FakeInstaller, ROOST_PACKAGE, ROOST_REPOSITORY, ReleaseKey};
 pub use postgres::TestDatabase;
 pub use server::{TestAccount, TestServer};
 pub use sse::{SseClient, SseItem};

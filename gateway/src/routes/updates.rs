@@ -15,7 +15,8 @@ use crate::{
 const STATUS: Endpoint = Endpoint::get(
     "/api/update-check/status",
     "The running and latest versions, whether an update is available, the last check and install attempt, the \
-     rollback record, and the update settings (role, cadence, minimum age, kill switch).",
+     rollback record, versions held back (failed or refused) and why, and the update settings (role, cadence, \
+     minimum age, kill switch, the repository releases must name, the release key).",
 )
 .answers("GetUpdateStatusResponse");
 

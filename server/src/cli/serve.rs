@@ -118,15 +118,24 @@ pub struct UpdateArgs {
     /// crates.io-compatible package index the updater polls (`{url}/api/v1/crates/{package}`).
     #[arg(long, env = "ROOST_UPDATE_INDEX_URL", value_name = "URL", default_value = "https://crates.io")]
     update_index_url: String,
-    /// The package to update to.
-    #[arg(long, env = "ROOST_UPDATE_PACKAGE", default_value = "roost")]
+    /// The package to update to: roost's own crate (only releases whose index metadata
+    /// names roost's repository are installed).
+    #[arg(long, env = "ROOST_UPDATE_PACKAGE", default_value = crate::update::settings::DEFAULT_PACKAGE)]
     update_package: String,
-    /// The paid tier's package, installed when the upstream reports an entitled plan.
-    #[arg(long, env = "ROOST_UPDATE_PAID_PACKAGE", default_value = "roost-pro")]
-    update_paid_package: String,
+    /// The paid tier's package, installed when the upstream reports an entitled plan
+    /// (none unless set).
+    #[arg(long, env = "ROOST_UPDATE_PAID_PACKAGE", value_name = "NAME")]
+    update_paid_package: Option<String>,
     /// The install command; `{package}` and `{version}` are filled in, and it runs with `sh -c`.
     #[arg(long, env = "ROOST_UPDATE_INSTALL_COMMAND", value_name = "COMMAND", default_value = crate::update::settings::DEFAULT_INSTALL_COMMAND)]
     update_install_command: String,
+    /// minisign public key (the base64 line of minisign.pub): when set, only releases whose
+    /// signature verifies with it are installed.
+    #[arg(long, env = "ROOST_UPDATE_PUBLIC_KEY", value_name = "KEY", value_parser = crate::update::signature::parse_public_key)]
+    update_public_key: Option<String>,
+    /// Where a release's signature is published; `{package}` and `{version}` are filled in.
+    #[arg(long, env = "ROOST_UPDATE_SIGNATURE_URL", value_name = "URL", default_value = crate::update::signature::DEFAULT_SIGNATURE_URL)]
+    update_signature_url: String,
 }
 
 impl UpdateArgs {
@@ -136,8 +145,10 @@ impl UpdateArgs {
             supervised: self.supervised,
             index_url: self.update_index_url.clone(),
             package: self.update_package.clone(),
-            paid_package: self.update_paid_package.clone(),
+            paid_package: self.update_paid_package.clone().unwrap_or_default(),
             install_command: self.update_install_command.clone(),
+            public_key: self.update_public_key.clone(),
+            signature_url: self.update_signature_url.clone(),
         };
         UpdateSettings::new(role, &|key| std::env::var(key).ok(), flags)
     }

@@ -71,6 +71,14 @@ pub fn update_lines(u: &GetUpdateStatusResponse) -> String {
             "auto-update off".to_owned()
         }
     );
+    if !u.repository.is_empty() {
+        let signatures = if u.public_key.is_empty() {
+            "signatures not checked (no --update-public-key)".to_owned()
+        } else {
+            format!("signed with {}", u.public_key)
+        };
+        out += &format!("  trusts       {} releases naming {}, {signatures}\n", u.package, u.repository);
+    }
     if let Some(check) = &u.last_check {
         out += &format!("  last check   {} {}\n", check.outcome, check.detail);
     }

@@ -52,6 +52,11 @@ pub async fn update(global: &GlobalArgs, args: UpdateCommandArgs) -> ExitCode {
     }
     println!("{}", outcome.check.detail);
     let Some(version) = outcome.candidate else {
+        if outcome.check.outcome == "refused" {
+            // A stranger's release under the package's name: worth a failed exit.
+            eprintln!("roost: nothing installed: the newer release is not roost's (see above)");
+            return ExitCode::FAILURE;
+        }
         let latest = updater.state().await.latest;
         if let (Ok(current), Ok(latest_v)) = (semver::Version::parse(&current), semver::Version::parse(&latest))
             && latest_v < current
@@ -60,8 +65,9 @@ pub async fn update(global: &GlobalArgs, args: UpdateCommandArgs) -> ExitCode {
                 Some(root) => println!(
                     "This roost ({current}) was built from the source checkout at {}; it is newer than the latest \
                      release {latest}, which is not a downgrade to install. To follow releases, install one \
-                     (`cargo install roost`) and run it from outside the checkout.",
-                    root.display()
+                     (`cargo install {}`) and run it from outside the checkout.",
+                    root.display(),
+                    crate::update::settings::DEFAULT_PACKAGE
                 ),
                 None => println!("This roost ({current}) is newer than the latest release ({latest}); nothing to do."),
             }
@@ -77,8 +83,12 @@ pub async fn update(global: &GlobalArgs, args: UpdateCommandArgs) -> ExitCode {
     let package = updater.package_of(&updater.state().await);
     println!("installing {package} {version} (this can take minutes)...");
     let event = updater.install(&package, &version).await;
-    if event.outcome != "ok" {
+    if event.outcome == "refused" {
+        eprintln!("roost: {}; nothing installed", event.detail);
+    } else if event.outcome != "ok" {
         eprintln!("roost: the install failed: {}", event.detail);
+    }
+    if event.outcome != "ok" {
         let held = status(&updater).await.held.into_iter().find(|h| h.version == version);
         if let Some(held) = held {
             eprintln!("roost: {version} is held back ({}); newer releases are still considered", held.reason);

@@ -93,11 +93,24 @@ fn process_alive(pid: u32) -> bool {
 }
 
 /// The install command for `package` at `version`: the template with both filled in.
-/// Both are checked to be plain names first, so nothing reaches the shell unquoted.
+/// Both are checked to be plain names first (the version an exact `X.Y.Z`), so nothing
+/// reaches the shell unquoted. The command must install exactly the version that was
+/// vetted: a template without `{version}` is refused, and so is a `cargo install` without
+/// `--locked` (it would build the release with other dependencies than it was released
+/// with).
 pub fn command_line(template: &str, package: &str, version: &str) -> Result<String, String> {
     let plain = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.+".contains(c));
-    if !plain(package) || !plain(version) {
+    if !plain(package) || !plain(version) || semver::Version::parse(version).is_err() {
         return Err(format!("refusing to install {package:?} {version:?}: not a package name and version"));
+    }
+    if !template.contains("{version}") {
+        return Err(format!(
+            "refusing to run the install command `{template}`: it has no {{version}}, so it would not install the \
+             version that was checked"
+        ));
+    }
+    if template.contains("cargo install") && !template.split_whitespace().any(|word| word == "--locked") {
+        return Err(format!("refusing to run the install command `{template}`: `cargo install` needs --locked"));
     }
     Ok(template.replace("{package}", package).replace("{version}", version))
 }
@@ -194,10 +207,25 @@ mod tests {
 
     #[test]
     fn only_plain_names_reach_the_shell() {
-        let t = "cargo install {package} --version {version}";
-        assert_eq!(command_line(t, "roost", "0.3.0").unwrap(), "cargo install roost --version 0.3.0");
+        let t = super::super::settings::DEFAULT_INSTALL_COMMAND;
+        assert_eq!(
+            command_line(t, "roost-server", "0.3.0").unwrap(),
+            "cargo install roost-server --version 0.3.0 --locked --force"
+        );
         assert!(command_line(t, "roost; rm -rf /", "0.3.0").is_err());
         assert!(command_line(t, "roost", "$(reboot)").is_err());
+        assert!(command_line(t, "roost", "0.3").is_err(), "only an exact version");
+        assert!(command_line(t, "roost", "latest").is_err());
+    }
+
+    #[test]
+    fn the_command_installs_the_exact_version_locked() {
+        let no_version = command_line("cargo install {package} --locked", "roost-server", "0.3.0").unwrap_err();
+        assert!(no_version.contains("{version}"), "{no_version}");
+        let unlocked =
+            command_line("cargo install {package} --version {version}", "roost-server", "0.3.0").unwrap_err();
+        assert!(unlocked.contains("--locked"), "{unlocked}");
+        assert!(command_line("sh install.sh {package} {version}", "roost-server", "0.3.0").is_ok());
     }
 
     #[tokio::test]

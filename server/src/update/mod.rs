@@ -11,7 +11,11 @@
 //! The worker polls the index every `SERVICE_UPDATE_CHECK_SECS`, picks the newest release
 //! newer than the running one and at least `SERVICE_AUTOUPDATE_MIN_AGE_HOURS` old (not
 //! held), installs it with the configured command when auto_update is on, arms the guard,
-//! and gets the new build running per [`Restart`]. Whether it installs is decided in this
+//! and gets the new build running per [`Restart`]. Only roost's own releases are candidates,
+//! and each is vetted again right before its install ([`trust`]: its index entry must name
+//! roost's repository, it must not have been yanked since the check, and with
+//! `--update-public-key` its signature must verify); a refused version is held like a
+//! failed one and the refusal recorded. Whether it installs is decided in this
 //! order: the kill switch (`SERVICE_AUTO_UPDATE=0|false|no|off`) first, then the role (a
 //! dashboard only with `SERVICE_AUTO_UPDATE=1`), then the stored flag (an explicit
 //! `auto_update` from `POST /api/update-check/config`, or one enabled by an entitled
@@ -19,10 +23,13 @@
 
 pub mod files;
 pub mod guard;
+pub mod identity;
 pub mod install;
 pub mod releases;
 pub mod service;
 pub mod settings;
+pub mod signature;
+pub mod trust;
 
 use std::{
     path::{Path, PathBuf},
@@ -39,6 +46,7 @@ use self::{
     guard::{BootVerdict, RollbackRecord},
     install::InstallLock,
     releases::{Hold, Index},
+    trust::Refusal,
 };
 use crate::time::now_ms;
 
@@ -56,7 +64,8 @@ pub struct Event {
     pub kind: String,
     /// The version concerned.
     pub version: String,
-    /// "ok", "failed", "none", "skipped", "held".
+    /// "ok", "failed", "none", "skipped", "held", "refused" (not roost's, unsigned, badly
+    /// signed or yanked: the detail says which).
     pub outcome: String,
     /// For humans.
     pub detail: String,
@@ -239,13 +248,15 @@ impl Updater {
     }
 
     /// Polls the index and, when `install` allows, installs the chosen release. `manual`
-    /// checks (`roost update`) ignore the minimum age.
+    /// checks (`roost update`) ignore the minimum age. A newer release that is not roost's
+    /// is refused: held, and named in the check's detail (outcome "refused" when nothing
+    /// else is to install).
     pub async fn check(&self, install: bool, manual: bool) -> CheckOutcome {
         let state = self.state().await;
         let package = self.package_of(&state);
         let current = Version::parse(&self.settings.version).unwrap_or_else(|_| Version::new(0, 0, 0));
-        let releases = match self.index.releases(&package).await {
-            Ok(releases) => releases,
+        let listing = match self.index.listing(&package).await {
+            Ok(listing) => listing,
             Err(err) => {
                 let check = Event::new("check", "", "failed", err);
                 self.change(|s| s.record(check.clone())).await;
@@ -253,16 +264,28 @@ impl Updater {
             }
         };
         let min_age = if manual { std::time::Duration::ZERO } else { self.settings.min_age };
-        let choice = releases::choose(&current, &releases, now_ms(), min_age, &state.holds);
+        let review = trust::review(&listing, &current, now_ms(), min_age, &state.holds);
+        let choice = review.choice;
         let latest = choice.latest.as_ref().map(ToString::to_string).unwrap_or_default();
-        let detail = match &choice.install {
+        let mut detail = match &choice.install {
             Some(version) => format!("{package} {version} is available (running {current})"),
             None if choice.latest.as_ref().is_some_and(|l| *l > current) => {
                 format!("{package} {latest} is newer but held back or younger than the minimum age")
             }
+            None if latest.is_empty() => format!("the index lists no release of {package} from roost's repository"),
             None => format!("{package} {current} is the newest (latest release: {latest})"),
         };
-        let outcome = if choice.install.is_some() { "ok" } else { "none" };
+        if let Some((version, reason)) = &review.refused {
+            detail = format!("{detail}; refused {package} {version}: {reason}");
+            if self.hold_once(&version.to_string(), self.settings.retry, "refused: another repository").await {
+                warn!(%package, %version, %reason, "refusing a release that is not roost's; version held");
+            }
+        }
+        let outcome = match (&choice.install, &review.refused) {
+            (Some(_), _) => "ok",
+            (None, Some(_)) => "refused",
+            (None, None) => "none",
+        };
         let check = Event::new("check", &latest, outcome, detail);
         self.change(|s| {
             s.latest.clone_from(&latest);
@@ -285,10 +308,18 @@ impl Updater {
         self.check(allowed, false).await
     }
 
-    /// Installs `package` at `version`: one at a time, the guard armed on success, the
-    /// version held on failure; then the new build is started per [`Restart`].
+    /// Installs `package` at `version`: one at a time, vetted first ([`trust::vet`]: a
+    /// refused version is held and nothing runs), the guard armed on success, the version
+    /// held on failure; then the new build is started per [`Restart`].
     pub async fn install(&self, package: &str, version: &str) -> Event {
         let _one = self.installing.lock().await;
+        let policy = trust::Policy {
+            public_key: self.settings.public_key.as_deref(),
+            signature_url: &self.settings.signature_url,
+        };
+        if let Err(refusal) = trust::vet(&self.index, policy, package, version).await {
+            return self.refuse("install", package, version, refusal).await;
+        }
         let now = now_ms();
         let result = match InstallLock::acquire(&self.data_dir, now) {
             Err(err) => Err(err),
@@ -328,6 +359,27 @@ impl Updater {
             self.start_new_build(version);
         }
         event
+    }
+
+    /// Records that `version` of `package` is refused (an event of `kind`, outcome
+    /// "refused") and holds it like a failed version.
+    async fn refuse(&self, kind: &str, package: &str, version: &str, refusal: Refusal) -> Event {
+        let hold = if refusal.transient { settings::PROPAGATION_HOLD } else { self.settings.retry };
+        self.hold(version, hold, &format!("refused: {}", refusal.short)).await;
+        warn!(%package, %version, reason = %refusal.detail, "update refused; version held");
+        let event = Event::new(kind, version, "refused", format!("refused {package} {version}: {}", refusal.detail));
+        self.change(|s| s.record(event.clone())).await;
+        event
+    }
+
+    /// Holds `version` unless it is held already; true when this call held it.
+    async fn hold_once(&self, version: &str, hold: std::time::Duration, reason: &str) -> bool {
+        let now = now_ms();
+        if self.state.lock().await.holds.iter().any(|h| h.version == version && h.until_ms > now) {
+            return false;
+        }
+        self.hold(version, hold, reason).await;
+        true
     }
 
     async fn hold(&self, version: &str, hold: std::time::Duration, reason: &str) {
@@ -377,7 +429,7 @@ impl Updater {
                     s.auto_update = Some(true);
                     s.auto_update_source = "plan".into();
                 }
-                if !was_entitled && paid != self.settings.package && s.package != paid {
+                if !was_entitled && !paid.is_empty() && paid != self.settings.package && s.package != paid {
                     s.pending_package.clone_from(&paid);
                 }
                 if changed || enabled {
@@ -401,8 +453,8 @@ impl Updater {
             return None;
         }
         let package = state.pending_package.clone();
-        let releases = match self.index.releases(&package).await {
-            Ok(releases) => releases,
+        let listing = match self.index.listing(&package).await {
+            Ok(listing) => listing,
             Err(err) => {
                 warn!(error = %err, %package, "cannot list the paid-tier package");
                 return None;
@@ -410,7 +462,17 @@ impl Updater {
         };
         // Any version of the other package counts, even one numbered like the running one.
         let any = Version::new(0, 0, 0);
-        let newest = releases::choose(&any, &releases, now_ms(), std::time::Duration::ZERO, &state.holds).install?;
+        let review = trust::review(&listing, &any, now_ms(), std::time::Duration::ZERO, &state.holds);
+        if let Some((version, reason)) = &review.refused {
+            let version = version.to_string();
+            // Heartbeats come often: the refusal is recorded once per hold.
+            if self.hold_once(&version, self.settings.retry, "refused: another repository").await {
+                warn!(%package, %version, %reason, "refusing a paid-tier release that is not roost's");
+                let detail = format!("paid-tier package: refused {package} {version}: {reason}");
+                self.change(|s| s.record(Event::new("plan", &version, "refused", detail))).await;
+            }
+        }
+        let newest = review.choice.install?;
         // Tracked from now on (set before the install, which may restart roost at once).
         let previous = self
             .change(|s| {

@@ -1,17 +1,26 @@
 //! The package index and the choice of a release.
 //!
-//! The index is crates.io's API (`GET {index}/api/v1/crates/{name}`: `versions` with `num`,
-//! `created_at`, `yanked`), or anything that answers like it: a mirror, or a test's local
+//! The index is crates.io's API (`GET {index}/api/v1/crates/{name}`: the crate's
+//! `repository`, and `versions` with `num`, `created_at`, `yanked`, `checksum`,
+//! `repository`, `trustpub_data`; `GET {index}/api/v1/crates/{name}/{version}/download`:
+//! the `.crate` file), or anything that answers like it: a mirror, or a test's local
 //! server. One conditional GET per poll: the `ETag` of the last answer goes back as
-//! `If-None-Match`, and a 304 reuses the releases already read.
+//! `If-None-Match`, and a 304 reuses the listing already read.
 
 use std::{collections::HashMap, sync::Mutex, time::Duration};
 
 use semver::Version;
 use serde::{Deserialize, Serialize};
 
+use super::identity::TrustedPublisher;
+
+/// The largest `.crate` file downloaded to verify its signature (crates.io allows 10 MB).
+const MAX_CRATE_BYTES: usize = 50 * 1024 * 1024;
+/// The largest signature file read (a minisign signature is under 1 KB).
+const MAX_SIGNATURE_BYTES: usize = 16 * 1024;
+
 /// One published version.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Release {
     /// Its version.
     pub num: String,
@@ -21,21 +30,54 @@ pub struct Release {
     /// Withdrawn by its publisher.
     #[serde(default)]
     pub yanked: bool,
+    /// The SHA-256 of its `.crate` file, hex: what cargo checks the download against.
+    #[serde(default)]
+    pub checksum: String,
+    /// The repository this version's manifest declared (crates.io records it per version).
+    #[serde(default)]
+    pub repository: Option<String>,
+    /// Who published it, when crates.io's trusted publishing did.
+    #[serde(default)]
+    pub trustpub_data: Option<TrustedPublisher>,
+}
+
+/// What the index says about a package.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Listing {
+    /// The crate's `repository`.
+    pub repository: Option<String>,
+    /// Every version.
+    pub releases: Vec<Release>,
+}
+
+impl Listing {
+    /// The release numbered `version`.
+    pub fn release(&self, version: &str) -> Option<&Release> {
+        self.releases.iter().find(|r| r.num.trim() == version)
+    }
+}
+
+#[derive(Default, Deserialize)]
+struct CrateMeta {
+    #[serde(default)]
+    repository: Option<String>,
 }
 
 #[derive(Deserialize)]
 struct CrateAnswer {
+    #[serde(rename = "crate", default)]
+    krate: CrateMeta,
     versions: Vec<Release>,
 }
 
-/// A version held back after a failed install.
+/// A version held back after a failed or refused install.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Hold {
     /// The version.
     pub version: String,
     /// Held until, Unix ms.
     pub until_ms: i64,
-    /// Why ("not yet on every mirror", "install failed", "rolled back").
+    /// Why ("not yet on every mirror", "install failed", "rolled back", "refused: …").
     pub reason: String,
 }
 
@@ -43,7 +85,7 @@ pub struct Hold {
 pub struct Index {
     http: reqwest::Client,
     base: String,
-    cached: Mutex<HashMap<String, (String, Vec<Release>)>>,
+    cached: Mutex<HashMap<String, (String, Listing)>>,
 }
 
 impl Index {
@@ -57,8 +99,8 @@ impl Index {
         Self { http, base: base.trim_end_matches('/').to_owned(), cached: Mutex::new(HashMap::new()) }
     }
 
-    /// The releases of `package`: one GET, conditional when an answer is cached.
-    pub async fn releases(&self, package: &str) -> Result<Vec<Release>, String> {
+    /// What the index lists for `package`: one GET, conditional when an answer is cached.
+    pub async fn listing(&self, package: &str) -> Result<Listing, String> {
         let url = format!("{}/api/v1/crates/{package}", self.base);
         let cached = self.cached.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(package).cloned();
         let mut request = self.http.get(&url);
@@ -68,21 +110,58 @@ impl Index {
         let response = request.send().await.map_err(|e| format!("GET {url}: {e}"))?;
         let status = response.status();
         if status == reqwest::StatusCode::NOT_MODIFIED
-            && let Some((_, releases)) = cached
+            && let Some((_, listing)) = cached
         {
-            return Ok(releases);
+            return Ok(listing);
         }
         if !status.is_success() {
             return Err(format!("GET {url}: {status}"));
         }
         let etag = response.headers().get(reqwest::header::ETAG).and_then(|v| v.to_str().ok()).map(str::to_owned);
         let answer: CrateAnswer = response.json().await.map_err(|e| format!("GET {url}: unreadable answer: {e}"))?;
+        let listing = Listing { repository: answer.krate.repository, releases: answer.versions };
         if let Some(etag) = etag {
             let mut cache = self.cached.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            cache.insert(package.to_owned(), (etag, answer.versions.clone()));
+            cache.insert(package.to_owned(), (etag, listing.clone()));
         }
-        Ok(answer.versions)
+        Ok(listing)
     }
+
+    /// The `.crate` file of `package` at `version`, as the registry serves it (crates.io
+    /// redirects to its static host; redirects are followed).
+    pub async fn download(&self, package: &str, version: &str) -> Result<Vec<u8>, String> {
+        let url = format!("{}/api/v1/crates/{package}/{version}/download", self.base);
+        let response = self.http.get(&url).send().await.map_err(|e| format!("GET {url}: {e}"))?;
+        if !response.status().is_success() {
+            return Err(format!("GET {url}: {}", response.status()));
+        }
+        read_capped(response, MAX_CRATE_BYTES).await.map_err(|e| format!("GET {url}: {e}"))
+    }
+
+    /// The text at `url` (a release signature); `Ok(None)` when it is not there (404).
+    pub async fn fetch_signature(&self, url: &str) -> Result<Option<String>, String> {
+        let response = self.http.get(url).send().await.map_err(|e| format!("GET {url}: {e}"))?;
+        if response.status() == reqwest::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if !response.status().is_success() {
+            return Err(format!("GET {url}: {}", response.status()));
+        }
+        let bytes = read_capped(response, MAX_SIGNATURE_BYTES).await.map_err(|e| format!("GET {url}: {e}"))?;
+        Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+    }
+}
+
+/// The body of `response`, refused past `max` bytes (an index is not trusted to be small).
+async fn read_capped(mut response: reqwest::Response, max: usize) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+        if body.len() + chunk.len() > max {
+            return Err(format!("larger than {max} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 /// What the index offers relative to the running version.
@@ -99,10 +178,7 @@ pub struct Choice {
 /// tracks the newest release at least that old.
 pub fn choose(current: &Version, releases: &[Release], now_ms: i64, min_age: Duration, holds: &[Hold]) -> Choice {
     let min_age_ms = i64::try_from(min_age.as_millis()).unwrap_or(i64::MAX);
-    let stable = releases.iter().filter(|r| !r.yanked).filter_map(|r| {
-        let version = Version::parse(r.num.trim()).ok().filter(|v| v.pre.is_empty())?;
-        Some((version, published_ms(&r.created_at)))
-    });
+    let stable = releases.iter().filter_map(|r| Some((stable_version(r)?, published_ms(&r.created_at))));
     let mut choice = Choice::default();
     for (version, published) in stable {
         if choice.latest.as_ref().is_none_or(|l| version > *l) {
@@ -115,6 +191,14 @@ pub fn choose(current: &Version, releases: &[Release], now_ms: i64, min_age: Dur
         }
     }
     choice
+}
+
+/// The version of a release that may be installed: not yanked, not a pre-release.
+pub fn stable_version(release: &Release) -> Option<Version> {
+    if release.yanked {
+        return None;
+    }
+    Version::parse(release.num.trim()).ok().filter(|v| v.pre.is_empty())
 }
 
 /// When a release was published, Unix ms.
@@ -141,7 +225,7 @@ mod tests {
 
     fn release(num: &str, age_hours: i64, yanked: bool) -> Release {
         let ts = prost_types::Timestamp { seconds: (NOW - age_hours * HOUR) / 1000, nanos: 0 };
-        Release { num: num.into(), created_at: ts.to_string(), yanked }
+        Release { num: num.into(), created_at: ts.to_string(), yanked, ..Release::default() }
     }
 
     fn v(s: &str) -> Version {

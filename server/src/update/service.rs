@@ -84,6 +84,8 @@ pub async fn status(updater: &Updater) -> GetUpdateStatusResponse {
             .collect(),
         guard_armed: guard::read(updater.data_dir()).is_some(),
         installing: updater.is_installing(),
+        repository: super::identity::REPOSITORY.into(),
+        public_key: settings.public_key.clone().unwrap_or_default(),
     }
 }
 

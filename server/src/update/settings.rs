@@ -77,12 +77,18 @@ pub struct UpdateSettings {
     pub restart: Restart,
     /// A crates.io-compatible index (`GET {index}/api/v1/crates/{name}`).
     pub index_url: String,
-    /// The package of the free tier.
+    /// The package of the free tier: roost's own crate by default.
     pub package: String,
-    /// The package of the paid tier, installed when the plan becomes entitled.
+    /// The package of the paid tier, installed when the plan becomes entitled; empty for
+    /// none.
     pub paid_package: String,
     /// The install command; `{package}` and `{version}` are replaced, run by `sh -c`.
     pub install_command: String,
+    /// The minisign public key (base64) every release must be signed with; `None`: the
+    /// repository check alone decides.
+    pub public_key: Option<String>,
+    /// Where a release's signature is published (`{package}`, `{version}` filled in).
+    pub signature_url: String,
     /// The version running now.
     pub version: String,
 }
@@ -90,8 +96,13 @@ pub struct UpdateSettings {
 /// How long a version is held when the index listed it before every mirror had it.
 pub const PROPAGATION_HOLD: Duration = Duration::from_secs(120);
 
-/// The default install command.
+/// The default install command. cargo takes a bare `--version X.Y.Z` as exactly that
+/// version, and `--locked` builds it with the dependencies it was released with.
 pub const DEFAULT_INSTALL_COMMAND: &str = "cargo install {package} --version {version} --locked --force";
+
+/// The default package: this binary's own crate (not the crates.io name `roost`, which
+/// belongs to an unrelated project).
+pub const DEFAULT_PACKAGE: &str = env!("CARGO_PKG_NAME");
 
 impl UpdateSettings {
     /// Settings for `role` from the seed's environment variables (via `env`), with roost's
@@ -110,8 +121,10 @@ impl UpdateSettings {
             restart: Restart::detect(flags.supervised, env),
             index_url: flags.index_url.trim_end_matches('/').to_owned(),
             package: flags.package,
-            paid_package: flags.paid_package,
+            paid_package: flags.paid_package.trim().to_owned(),
             install_command: flags.install_command,
+            public_key: flags.public_key.or_else(|| super::signature::DEFAULT_PUBLIC_KEY.map(str::to_owned)),
+            signature_url: flags.signature_url,
             version: running_version(env),
         }
     }
@@ -132,10 +145,14 @@ pub struct UpdateFlags {
     pub index_url: String,
     /// `--update-package`.
     pub package: String,
-    /// `--update-paid-package`.
+    /// `--update-paid-package` (empty: none).
     pub paid_package: String,
     /// `--update-install-command`.
     pub install_command: String,
+    /// `--update-public-key`, checked to be a minisign public key.
+    pub public_key: Option<String>,
+    /// `--update-signature-url`.
+    pub signature_url: String,
 }
 
 impl Default for UpdateFlags {
@@ -143,9 +160,11 @@ impl Default for UpdateFlags {
         Self {
             supervised: false,
             index_url: "https://crates.io".into(),
-            package: "roost".into(),
-            paid_package: "roost-pro".into(),
+            package: DEFAULT_PACKAGE.into(),
+            paid_package: String::new(),
             install_command: DEFAULT_INSTALL_COMMAND.into(),
+            public_key: None,
+            signature_url: super::signature::DEFAULT_SIGNATURE_URL.into(),
         }
     }
 }
@@ -155,10 +174,28 @@ pub fn is_kill_switch(value: &str) -> bool {
     matches!(value.trim().to_ascii_lowercase().as_str(), "0" | "false" | "no" | "off")
 }
 
-/// The poll cadence: 60 by default, clamped to [30, 86400]; an unreadable value is the
-/// default.
+/// The poll cadence (`SERVICE_UPDATE_CHECK_SECS`): 60 when unset, else the number of
+/// seconds clamped to [30, 86400] (the seed's rule), so `-5`, `0` and `29` are 30 and
+/// anything over a day is a day. Fractions are dropped. A value that is not a plain
+/// decimal number (`soon`, `1e3`, `""`) cannot be clamped: it is the default 60, with a
+/// warning.
 pub fn check_secs(value: Option<&str>) -> u64 {
-    value.and_then(|v| v.trim().parse::<u64>().ok()).unwrap_or(60).clamp(30, 86_400)
+    const DEFAULT: u64 = 60;
+    let Some(text) = value.map(str::trim) else { return DEFAULT };
+    let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
+    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+    let plain = !(whole.is_empty() && fraction.is_empty())
+        && [whole, fraction].iter().all(|part| part.bytes().all(|b| b.is_ascii_digit()));
+    if !plain {
+        tracing::warn!(value = %text, "SERVICE_UPDATE_CHECK_SECS is not a number of seconds; polling every 60 s");
+        return DEFAULT;
+    }
+    if text.starts_with('-') {
+        return 30;
+    }
+    // Digits only: a number too long for u64 is over the upper bound anyway.
+    let secs = if whole.is_empty() { 0 } else { whole.parse::<u64>().unwrap_or(u64::MAX) };
+    secs.clamp(30, 86_400)
 }
 
 fn non_negative(value: Option<&str>, default: f64) -> f64 {
@@ -213,6 +250,26 @@ mod tests {
         assert_eq!(check_secs(Some("5")), 30);
         assert_eq!(check_secs(Some("999999")), 86_400);
         assert_eq!(check_secs(Some("soon")), 60);
+        // issue 12: a negative cadence is below the lower bound, not unreadable.
+        assert_eq!(check_secs(Some("-5")), 30);
+        assert_eq!(check_secs(Some(" -86401 ")), 30);
+        assert_eq!(check_secs(Some("0")), 30);
+        assert_eq!(check_secs(Some("-0")), 30);
+        assert_eq!(check_secs(Some("29")), 30);
+        assert_eq!(check_secs(Some("30")), 30);
+        assert_eq!(check_secs(Some("+45")), 45);
+        assert_eq!(check_secs(Some("45.9")), 45);
+        assert_eq!(check_secs(Some("86400")), 86_400);
+        assert_eq!(check_secs(Some("86401")), 86_400);
+        assert_eq!(check_secs(Some("18446744073709551616")), 86_400, "past u64");
+        assert_eq!(check_secs(Some("99999999999999999999999999999999999999999")), 86_400);
+        assert_eq!(check_secs(Some("-99999999999999999999999999999999999999999")), 30);
+        assert_eq!(check_secs(Some(".5")), 30);
+        assert_eq!(check_secs(Some("90.")), 90);
+        // Not a plain number: nothing to clamp, the default.
+        for unreadable in ["", " ", "-", "+", ".", "1e3", "60s", "NaN", "inf", "--5", "5-", "0x1e", "1.2.3"] {
+            assert_eq!(check_secs(Some(unreadable)), 60, "{unreadable:?}");
+        }
         let settings = UpdateSettings::new(
             Role::Daemon,
             &env(&[("SERVICE_AUTOUPDATE_MIN_AGE_HOURS", "1.5"), ("SERVICE_AUTOUPDATE_RETRY_SECS", "-4")]),
@@ -220,6 +277,22 @@ mod tests {
         );
         assert_eq!(settings.min_age, Duration::from_secs(5400));
         assert_eq!(settings.retry, Duration::from_secs(1800));
+    }
+
+    #[test]
+    fn the_defaults_track_roosts_own_crate_and_no_paid_package() {
+        let settings = UpdateSettings::new(
+            Role::Daemon,
+            &env(&[("SERVICE_UPDATE_CHECK_SECS", "-5"), ("ROOST_VERSION_FILE", "/nonexistent")]),
+            UpdateFlags::default(),
+        );
+        assert_eq!(settings.package, "roost-server", "not `roost`, another project's crates.io name");
+        assert_eq!(settings.paid_package, "", "no paid-tier package unless configured");
+        assert_eq!(settings.public_key, None, "no release key is shipped yet");
+        assert_eq!(settings.check_every, Duration::from_secs(30));
+        assert!(
+            settings.install_command.contains("--version {version}") && settings.install_command.contains("--locked")
+        );
     }
 
     #[test]
