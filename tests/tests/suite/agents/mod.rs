@@ -7,6 +7,7 @@ mod errors;
 mod flow;
 mod process;
 mod restart;
+mod secrets;
 
 use std::time::Duration;
 
