@@ -7,6 +7,7 @@ use roost_gateway::{AccessPolicy, GatewayOptions};
 use crate::{
     agents::HostingConfig,
     node::pusher::PushConfig,
+    secrets::SecretKey,
     store::{DatabaseUrl, StoreOptions},
     streams::StreamLimits,
     telemetry::retention::RetentionConfig,
@@ -47,6 +48,9 @@ pub struct ServeConfig {
     pub guard_every: Duration,
     /// The self-updater. An empty `index_url` turns polling off.
     pub update: UpdateSettings,
+    /// The key hosted agents' secrets are sealed with (`ROOST_SECRET_KEY`); `None` uses
+    /// `<data-dir>/secret.key`, generated on first start (see `secrets::unlock`).
+    pub secret_key: Option<SecretKey>,
 }
 
 impl ServeConfig {
@@ -71,6 +75,7 @@ impl ServeConfig {
                 restart: Restart::NextStart,
                 ..UpdateSettings::new(Role::Dashboard, &|_| None, UpdateFlags::default())
             },
+            secret_key: None,
         }
     }
 }

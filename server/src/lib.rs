@@ -20,6 +20,7 @@ pub mod logging;
 pub mod node;
 pub mod query;
 pub mod runtimes;
+pub mod secrets;
 pub mod serve;
 pub mod shutdown;
 pub mod store;

@@ -29,6 +29,7 @@ use crate::{
     node::pusher,
     query::QueryCore,
     runtimes::process::OtlpExport,
+    secrets,
     store::Store,
     streams::{Live, own_logs, service::StreamCore},
     system::SystemCore,
@@ -52,6 +53,9 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     let store = Store::open(&config.database_url, &config.store)
         .await
         .with_context(|| format!("opening the store at {}", config.database_url))?;
+    let secret_key = secrets::unlock(&store, config.secret_key.clone(), &config.data_dir)
+        .await
+        .context("unlocking the secret key")?;
 
     let live = Live::new(config.streams);
     own_logs::attach(&live.logs);
@@ -64,8 +68,9 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         endpoint: format!("http://{}", reachable(addr)),
         token: access.ingest_token.clone().unwrap_or_default(),
     };
-    let hosting = Hosting::new(store.clone(), config.hosting.clone(), &config.data_dir, otlp, Some(turn_events))
-        .context("preparing the runtimes directory")?;
+    let hosting =
+        Hosting::new(store.clone(), config.hosting.clone(), &config.data_dir, otlp, Some(turn_events), secret_key)
+            .context("preparing the runtimes directory")?;
     hosting.restore().await.context("restoring hosted agents")?;
     let workers = CancellationToken::new();
     let renewals = tokio::spawn(renewal::run(hosting.clone(), workers.clone()));

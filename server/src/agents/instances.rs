@@ -7,6 +7,7 @@ use super::live::Settings;
 use crate::{
     Result,
     runtimes::ModelMode,
+    secrets::Sealed,
     store::{Store, impl_for_connections, on_reader, on_writer},
     time::timestamp_ms,
 };
@@ -90,9 +91,9 @@ pub struct InstanceRow {
     pub model_mode: String,
     /// Model selection ("" = runtime default).
     pub model: String,
-    /// byok key.
+    /// byok key, sealed (`crate::secrets`).
     pub provider_api_key: Option<String>,
-    /// Chat bot token.
+    /// Chat bot token, sealed.
     pub messaging_bot_token: Option<String>,
     /// Plan price it renews at.
     pub price_cents_month: i64,
@@ -228,7 +229,8 @@ pub(crate) trait InstanceTx {
     async fn set_period(&mut self, id: &str, start: i64, end: i64, price: i64, now: i64) -> Result<()>;
     /// Replaces the settings a config call may change.
     async fn update_settings(&mut self, id: &str, settings: &Settings, now: i64) -> Result<()>;
-    /// Marks the instance destroyed; 404 when it already was (a destroy that lost a race).
+    /// Marks the instance destroyed and drops its secrets, which nothing needs any more;
+    /// 404 when it already was (a destroy that lost a race).
     async fn mark_destroyed(&mut self, id: &str, now: i64) -> Result<()>;
     /// Records that the account's first-ever agent has been provisioned.
     async fn mark_first_agent(&mut self, account_id: &str, now: i64) -> Result<()>;
@@ -313,8 +315,8 @@ impl_for_connections! {
             .bind(id)
             .bind(&settings.brief)
             .bind(&settings.model)
-            .bind(&settings.provider_api_key)
-            .bind(&settings.messaging_bot_token)
+            .bind(settings.provider_api_key.as_ref().map(Sealed::as_str))
+            .bind(settings.messaging_bot_token.as_ref().map(Sealed::as_str))
             .bind(now)
             .execute(&mut *self)
             .await?;
@@ -323,8 +325,8 @@ impl_for_connections! {
 
         async fn mark_destroyed(&mut self, id: &str, now: i64) -> Result<()> {
             let done = sqlx::query(
-                "UPDATE instances SET status = 'destroyed', status_detail = '', destroyed_at = $2, updated_at = $2 \
-                 WHERE id = $1 AND destroyed_at IS NULL",
+                "UPDATE instances SET status = 'destroyed', status_detail = '', destroyed_at = $2, updated_at = $2, \
+                 provider_api_key = NULL, messaging_bot_token = NULL WHERE id = $1 AND destroyed_at IS NULL",
             )
             .bind(id)
             .bind(now)

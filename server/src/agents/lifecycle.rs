@@ -38,6 +38,7 @@ use crate::{
     billing::{ChargeKind, LedgerEntry, LockedAccount, MoneyTx, pro_rata_refund},
     ids::new_id,
     runtimes::{DriverSpec, Machine, RuntimeSpec},
+    secrets::{SecretKey, Slot},
     store::{BeginWrite, impl_for_connections, on_writer},
     time::now_ms,
 };
@@ -173,7 +174,10 @@ impl Hosting {
             }
             // A boot is not interrupted half-way (a child process could be left behind);
             // a cancelled generation's machine is stopped as soon as it is up.
-            let started = this.drivers.start(agent.machine_spec()).await;
+            let started = match agent.machine_spec(&this.secret_key) {
+                Ok(spec) => this.drivers.start(spec).await,
+                Err(why) => Err(why),
+            };
             let _lifecycle = agent.lifecycle.lock().await;
             if generation.is_cancelled() {
                 if let Ok(machine) = started {
@@ -250,7 +254,7 @@ impl Hosting {
                 wrong_state(format!("config needs the agent running or paused; it is {}", status.as_str())).into()
             );
         }
-        let (settings, applied) = apply_config(agent.state().settings.clone(), &req);
+        let (settings, applied) = apply_config(agent.state().settings.clone(), &req, &self.secret_key, &agent.id);
         let next = if status == Status::Running { Status::Restarting } else { Status::Paused };
         on_writer!(self.store, |pool| {
             let mut tx = pool.begin_write().await?;
@@ -497,19 +501,22 @@ impl Hosting {
     }
 }
 
-/// New settings from a config request, and the REST names of what changed.
-fn apply_config(mut settings: Settings, req: &ConfigureRequest) -> (Settings, Vec<String>) {
+/// New settings from a config request (its secrets sealed for agent `id`), and the REST
+/// names of what changed.
+fn apply_config(mut settings: Settings, req: &ConfigureRequest, key: &SecretKey, id: &str) -> (Settings, Vec<String>) {
     let mut applied = Vec::new();
     if let Some(brief) = &req.agent_brief {
         settings.brief = brief.clone();
         applied.push("agent_brief".to_owned());
     }
-    if let Some(key) = &req.provider_api_key {
-        settings.provider_api_key = Some(key.clone()).filter(|k| !k.is_empty());
+    if let Some(plain) = &req.provider_api_key {
+        settings.provider_api_key =
+            Some(plain).filter(|k| !k.is_empty()).map(|k| key.seal(k, Slot::provider_api_key(id)));
         applied.push("PROVIDER_API_KEY".to_owned());
     }
     if let Some(token) = &req.messaging_bot_token {
-        settings.messaging_bot_token = Some(token.clone()).filter(|t| !t.is_empty());
+        settings.messaging_bot_token =
+            Some(token).filter(|t| !t.is_empty()).map(|t| key.seal(t, Slot::messaging_bot_token(id)));
         applied.push("MESSAGING_BOT_TOKEN".to_owned());
     }
     if let Some(model) = &req.model {

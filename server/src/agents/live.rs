@@ -23,9 +23,13 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use super::instances::{InstanceRow, Status};
-use crate::runtimes::{Machine, MachineSpec, ModelMode, RuntimeSpec};
+use crate::{
+    runtimes::{Machine, MachineSpec, ModelMode, RuntimeSpec},
+    secrets::{Sealed, SecretKey, Slot},
+};
 
-/// What a config call may change, and what the machine is started with.
+/// What a config call may change, and what the machine is started with. Secrets stay
+/// sealed here as in the store; [`Agent::machine_spec`] opens them for the runtime.
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// Standing brief.
@@ -34,10 +38,10 @@ pub struct Settings {
     pub model_mode: ModelMode,
     /// Model selection ("" = runtime default).
     pub model: String,
-    /// byok key.
-    pub provider_api_key: Option<String>,
-    /// Chat bot token.
-    pub messaging_bot_token: Option<String>,
+    /// byok key, sealed.
+    pub provider_api_key: Option<Sealed>,
+    /// Chat bot token, sealed.
+    pub messaging_bot_token: Option<Sealed>,
 }
 
 impl Settings {
@@ -47,8 +51,8 @@ impl Settings {
             brief: row.brief.clone(),
             model_mode: ModelMode::parse(&row.model_mode),
             model: row.model.clone(),
-            provider_api_key: row.provider_api_key.clone(),
-            messaging_bot_token: row.messaging_bot_token.clone(),
+            provider_api_key: row.provider_api_key.clone().map(Sealed::from_stored),
+            messaging_bot_token: row.messaging_bot_token.clone().map(Sealed::from_stored),
         }
     }
 }
@@ -180,19 +184,30 @@ impl Agent {
         live.machine.take()
     }
 
-    /// The spec the machine of this agent starts from.
-    pub fn machine_spec(&self) -> MachineSpec {
+    /// The spec the machine of this agent starts from: the one place its secrets are
+    /// opened. The error (a boot failure's detail) says which secret did not open.
+    pub fn machine_spec(&self, key: &SecretKey) -> Result<MachineSpec, String> {
         let settings = self.state().settings.clone();
         let model = if settings.model.is_empty() { self.runtime.default_model.clone() } else { settings.model.clone() };
-        MachineSpec {
+        let open = |name: &str, sealed: Option<Sealed>, slot: Slot<'_>| {
+            sealed
+                .map(|sealed| key.open(&sealed, slot))
+                .transpose()
+                .map_err(|why| format!("the stored {name} cannot be opened ({why}); set it again with the config call"))
+        };
+        Ok(MachineSpec {
             instance_id: self.id.clone(),
             runtime: self.runtime.clone(),
             brief: settings.brief,
             model_mode: settings.model_mode,
             model,
-            provider_api_key: settings.provider_api_key,
-            messaging_bot_token: settings.messaging_bot_token,
-        }
+            provider_api_key: open("PROVIDER_API_KEY", settings.provider_api_key, Slot::provider_api_key(&self.id))?,
+            messaging_bot_token: open(
+                "MESSAGING_BOT_TOKEN",
+                settings.messaging_bot_token,
+                Slot::messaging_bot_token(&self.id),
+            )?,
+        })
     }
 }
 

@@ -26,6 +26,7 @@ use tokio::task::JoinHandle;
 use crate::{
     billing::{BillingConfig, metering::PriceBook},
     runtimes::{Catalogue, Drivers, assistant, orphans::ChildRecords, process},
+    secrets::SecretKey,
     store::Store,
     telemetry::turns::TurnEvents,
 };
@@ -77,6 +78,8 @@ pub struct Hosting {
     registry: Registry,
     recorder: Recorder,
     recorder_task: std::sync::Mutex<Option<JoinHandle<()>>>,
+    /// Seals secrets from config calls; opens them only for a machine's spec.
+    secret_key: SecretKey,
 }
 
 impl Hosting {
@@ -84,13 +87,15 @@ impl Hosting {
     /// `<data_dir>/runtimes`, send telemetry to `otlp` (roost itself), and are recorded in
     /// the store under the installation id in `<data_dir>/installation_id`.
     ///
-    /// Turns are reported to `turn_events` as observed activity, when given.
+    /// Turns are reported to `turn_events` as observed activity, when given. Agents'
+    /// secrets are sealed with `secret_key` (see [`crate::secrets`]).
     pub fn new(
         store: Store,
         config: HostingConfig,
         data_dir: &Path,
         otlp: process::OtlpExport,
         turn_events: Option<TurnEvents>,
+        secret_key: SecretKey,
     ) -> std::io::Result<Arc<Self>> {
         let runtimes_dir = data_dir.join("runtimes");
         process::ProcessDriver::install_example(&runtimes_dir)?;
@@ -116,6 +121,7 @@ impl Hosting {
             registry: Registry::default(),
             recorder,
             recorder_task: std::sync::Mutex::new(Some(task)),
+            secret_key,
         }))
     }
 

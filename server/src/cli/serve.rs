@@ -12,6 +12,7 @@ use crate::{
     billing::metering::PriceBook,
     node::pusher::PushConfig,
     runtimes::{Catalogue, assistant::Upstream},
+    secrets::{KeyRefused, SecretKey},
     serve,
     shutdown::cancel_on_signal,
     streams::StreamLimits,
@@ -192,7 +193,22 @@ impl ServeArgs {
         config.alerts_every = Duration::from_secs(self.alerts_check_secs);
         config.guard_every = Duration::from_secs(self.guard_check_secs);
         config.extra_addrs = self.otlp_grpc_addr.iter().chain(&self.otlp_http_addr).cloned().collect();
+        config.secret_key = secret_key_from_env()?;
         Ok(config)
+    }
+}
+
+/// `ROOST_SECRET_KEY`, if set. Read from the environment only, never a flag: a key on the
+/// command line would show in `ps` and shell history.
+fn secret_key_from_env() -> Result<Option<SecretKey>, String> {
+    match std::env::var("ROOST_SECRET_KEY") {
+        Ok(text) => {
+            SecretKey::parse(&text).map(Some).map_err(|why| format!("ROOST_SECRET_KEY is not a secret key: {why}"))
+        }
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            Err("ROOST_SECRET_KEY is not a secret key: it is not UTF-8".to_owned())
+        }
     }
 }
 
@@ -267,6 +283,12 @@ async fn serve(config: ServeConfig, addr: &str) -> ExitCode {
     match serve::run(config, listener, shutdown).await {
         Ok(()) if crate::control::restart_requested() => restart(),
         Ok(()) => ExitCode::SUCCESS,
+        // The key is configuration: like a bad flag, exit 2 with what to do.
+        Err(err) if err.chain().any(|cause| cause.is::<KeyRefused>()) => {
+            tracing::error!(error = format!("{err:#}"), "roost refused to start");
+            eprintln!("roost: {err:#}");
+            ExitCode::from(2)
+        }
         Err(err) => {
             tracing::error!(error = format!("{err:#}"), "roost stopped with an error");
             eprintln!("roost: {err:#}");

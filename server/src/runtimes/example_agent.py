@@ -18,12 +18,14 @@ handling by hand and in its tests:
   sleep:<ms> <text>   wait <ms> milliseconds, then reply
   crash               exit at once (roost reports the agent failed)
   garbage             answer something that is not the protocol
-  env                 reply with the settings this process started with, as JSON
+  env                 reply with the settings this process started with, as JSON (the
+                      secrets only as set or not and their SHA-256, never themselves)
   stats               reply with this process's turn order and peak concurrency, as JSON
 
 EXAMPLE_BOOT_DELAY_MS delays readiness, to see a slow boot.
 """
 
+import hashlib
 import json
 import os
 import threading
@@ -39,6 +41,11 @@ peak = 0
 order = []
 
 
+def digest(name):
+    value = os.environ.get(name)
+    return hashlib.sha256(value.encode()).hexdigest() if value else ""
+
+
 def settings():
     return {
         "brief": BRIEF,
@@ -46,6 +53,8 @@ def settings():
         "model": MODEL,
         "provider_api_key_set": bool(os.environ.get("PROVIDER_API_KEY")),
         "messaging_bot_token_set": bool(os.environ.get("MESSAGING_BOT_TOKEN")),
+        "provider_api_key_sha256": digest("PROVIDER_API_KEY"),
+        "messaging_bot_token_sha256": digest("MESSAGING_BOT_TOKEN"),
         "otlp_endpoint": os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", ""),
         "instance_id": os.environ.get("ROOST_INSTANCE_ID", ""),
         "pid": os.getpid(),

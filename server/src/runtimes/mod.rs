@@ -45,8 +45,10 @@ impl ModelMode {
     }
 }
 
-/// Everything a driver needs to start an agent's machine.
-#[derive(Debug, Clone)]
+/// Everything a driver needs to start an agent's machine. It holds the agent's secrets
+/// opened (the runtime needs them plain), so it lives only as long as a boot, and its
+/// `Debug` leaves them out.
+#[derive(Clone)]
 pub struct MachineSpec {
     /// The agent.
     pub instance_id: String,
@@ -62,6 +64,21 @@ pub struct MachineSpec {
     pub provider_api_key: Option<String>,
     /// Chat bot token, if set.
     pub messaging_bot_token: Option<String>,
+}
+
+impl std::fmt::Debug for MachineSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hidden = |secret: &Option<String>| secret.as_ref().map(|_| "<hidden>");
+        f.debug_struct("MachineSpec")
+            .field("instance_id", &self.instance_id)
+            .field("runtime", &self.runtime.id)
+            .field("brief", &self.brief)
+            .field("model_mode", &self.model_mode)
+            .field("model", &self.model)
+            .field("provider_api_key", &hidden(&self.provider_api_key))
+            .field("messaging_bot_token", &hidden(&self.messaging_bot_token))
+            .finish()
+    }
 }
 
 /// One message for a machine.

@@ -27,4 +27,23 @@ impl Store {
         })?;
         Ok(())
     }
+
+    /// Stores `value` under `key` unless a value is there already (a first writer wins,
+    /// also between replicas starting together); returns the value stored now.
+    pub async fn meta_insert_absent(&self, key: &str, value: &str) -> Result<String> {
+        on_writer!(self, |pool| {
+            sqlx::query(
+                "INSERT INTO roost_meta (key, value, updated_at) VALUES ($1, $2, $3) ON CONFLICT (key) DO NOTHING",
+            )
+            .bind(key)
+            .bind(value)
+            .bind(now_ms())
+            .execute(pool)
+            .await
+            .map(|done| done.rows_affected())
+        })?;
+        Ok(on_writer!(self, |pool| {
+            sqlx::query_scalar("SELECT value FROM roost_meta WHERE key = $1").bind(key).fetch_one(pool).await
+        })?)
+    }
 }

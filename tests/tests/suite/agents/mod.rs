@@ -9,6 +9,7 @@ mod money;
 mod process;
 mod recording;
 mod restart;
+mod secrets;
 
 use std::time::Duration;
 
