@@ -32,25 +32,9 @@ each_backend!(
     runtime_processes_that_outlive_roost_are_reaped_at_start,
     a_boot_cancelled_while_starting_never_doubles_the_process,
     acked_spans_survive_a_kill_during_ingest,
-    money_and_agents_survive_a_kill_during_provisions
+    money_and_agents_survive_a_kill_during_provisions,
+    answered_turns_survive_a_kill
 );
-
-/// Not in [`each_backend!`]: ignored until turns are recorded before they are answered.
-mod turns {
-    use roost_tests::Backend;
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    #[ignore = "needs the recorder fix from the lead (free turns are recorded after the reply)"]
-    async fn answered_turns_survive_a_kill_sqlite() {
-        super::answered_turns_survive_a_kill(Backend::Sqlite).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    #[ignore = "needs the recorder fix from the lead (free turns are recorded after the reply)"]
-    async fn answered_turns_survive_a_kill_postgres() {
-        super::answered_turns_survive_a_kill(Backend::Postgres).await;
-    }
-}
 
 /// The runtimes these tests use. `stubborn` is the example runtime started by a Python
 /// line that first clears its parent-death signal (`prctl(PR_SET_PDEATHSIG, 0)`): a
