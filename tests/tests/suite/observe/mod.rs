@@ -4,6 +4,7 @@
 mod control;
 mod features;
 mod hosted;
+mod limits;
 mod node;
 mod otlp;
 mod query;
