@@ -10,7 +10,7 @@ use crate::{
     secrets::SecretKey,
     store::{DatabaseUrl, StoreOptions},
     streams::StreamLimits,
-    telemetry::retention::RetentionConfig,
+    telemetry::{limits::Limits, retention::RetentionConfig},
     update::{Restart, Role, UpdateFlags, UpdateSettings},
 };
 
@@ -32,6 +32,8 @@ pub struct ServeConfig {
     pub shutdown_grace: Duration,
     /// Bounds of the raw telemetry.
     pub retention: RetentionConfig,
+    /// What ingest keeps of each request's strings and lists (`--max-attribute-bytes`).
+    pub telemetry: Limits,
     /// Push everything ingested to an upstream roost (the daemon role), if set.
     pub push: Option<PushConfig>,
     /// More addresses serving the same endpoints, such as OTLP's conventional 4317 (gRPC)
@@ -64,6 +66,7 @@ impl ServeConfig {
             hosting: HostingConfig::default(),
             shutdown_grace: Duration::from_secs(30),
             retention: RetentionConfig::default(),
+            telemetry: Limits::default(),
             push: None,
             extra_addrs: Vec::new(),
             access: AccessPolicy::default(),

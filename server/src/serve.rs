@@ -59,7 +59,13 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
 
     let live = Live::new(config.streams);
     own_logs::attach(&live.logs);
-    let telemetry = Telemetry::new(store.clone(), config.hosting.prices.clone(), config.push.is_some(), live.clone());
+    let telemetry = Telemetry::new(
+        store.clone(),
+        config.hosting.prices.clone(),
+        config.telemetry,
+        config.push.is_some(),
+        live.clone(),
+    );
     let (turn_events, turn_events_task) = TurnEvents::start(telemetry.clone());
     // Process runtimes send their telemetry back here.
     let mut access = config.access.clone();

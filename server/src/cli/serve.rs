@@ -69,6 +69,11 @@ pub struct ServeArgs {
     /// Seconds between retention passes.
     #[arg(long, env = "ROOST_RETENTION_CHECK_SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
     retention_check_secs: u64,
+    /// Longest telemetry string kept, in bytes (attribute values and keys, log bodies,
+    /// names); a longer one is cut at a character boundary and ends with
+    /// `…[truncated N bytes]`.
+    #[arg(long, env = "ROOST_MAX_ATTRIBUTE_BYTES", default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
+    max_attribute_bytes: u64,
     /// OpenAI-compatible base URL byok assistant agents call with their own key.
     #[arg(long, env = "ROOST_BYOK_UPSTREAM_URL", value_name = "URL", default_value = "https://api.openai.com/v1")]
     byok_upstream_url: String,
@@ -181,6 +186,7 @@ impl ServeArgs {
             max_bytes: (self.retention_max_mb > 0).then(|| self.retention_max_mb.saturating_mul(1024 * 1024)),
             every: Duration::from_secs(self.retention_check_secs),
         };
+        config.telemetry.max_attribute_bytes = usize::try_from(self.max_attribute_bytes).unwrap_or(usize::MAX);
         config.access.api_tokens =
             self.api_tokens.iter().map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()).collect();
         config.streams = StreamLimits {

@@ -19,7 +19,9 @@ use crate::{
     Result,
     store::{BeginWrite, on_reader, on_writer},
     telemetry::{
-        Telemetry, otlp,
+        Telemetry,
+        limits::Bounds,
+        otlp,
         rows::Batch,
         runs::{event_rows, run_end, run_row},
         writer::NodeCursor,
@@ -99,28 +101,44 @@ impl Telemetry {
         Ok(PushBatchResponse { ok: true, applied_through: through, applied, skipped })
     }
 
-    /// What a pushed item adds.
+    /// What a pushed item adds. Its strings are bounded as local ingest bounds them (U+0000
+    /// replaced, sizes limited): an item from a node that stored it before these rules, or
+    /// from a node with larger limits, is applied rather than failing its batch, which the
+    /// node would push again forever.
     fn decode_item(&self, kind: &str, payload: &[u8]) -> std::result::Result<Batch, String> {
         let garbled = |e: prost::DecodeError| format!("cannot decode a {kind} payload: {e}");
+        let mut bounds = Bounds::new(&self.limits);
         Ok(match kind {
             kinds::OTLP_TRACES => {
-                otlp::traces::convert(&ExportTraceServiceRequest::decode(payload).map_err(garbled)?, &self.prices).0
+                let mut req = ExportTraceServiceRequest::decode(payload).map_err(garbled)?;
+                bounds.traces(&mut req);
+                otlp::traces::convert(&req, &self.prices).0
             }
             kinds::OTLP_LOGS => {
-                otlp::logs::convert(&ExportLogsServiceRequest::decode(payload).map_err(garbled)?, &self.prices).0
+                let mut req = ExportLogsServiceRequest::decode(payload).map_err(garbled)?;
+                bounds.logs(&mut req);
+                otlp::logs::convert(&req, &self.prices).0
             }
             kinds::OTLP_METRICS => {
-                otlp::metrics::convert(&ExportMetricsServiceRequest::decode(payload).map_err(garbled)?).0
+                let mut req = ExportMetricsServiceRequest::decode(payload).map_err(garbled)?;
+                bounds.metrics(&mut req);
+                otlp::metrics::convert(&req).0
             }
-            kinds::RUN => Batch { runs: vec![run_row(&Run::decode(payload).map_err(garbled)?)], ..Batch::default() },
+            kinds::RUN => {
+                let mut run = Run::decode(payload).map_err(garbled)?;
+                bounds.run(&mut run);
+                Batch { runs: vec![run_row(&run)], ..Batch::default() }
+            }
             kinds::RUN_EVENTS => {
-                let req = AddRunEventsRequest::decode(payload).map_err(garbled)?;
+                let mut req = AddRunEventsRequest::decode(payload).map_err(garbled)?;
+                bounds.run_events(&mut req);
                 Batch { events: event_rows(&req, &self.prices), ..Batch::default() }
             }
-            kinds::RUN_END => Batch {
-                run_ends: vec![run_end(&EndRunResponse::decode(payload).map_err(garbled)?)],
-                ..Batch::default()
-            },
+            kinds::RUN_END => {
+                let mut end = EndRunResponse::decode(payload).map_err(garbled)?;
+                bounds.run_end(&mut end);
+                Batch { run_ends: vec![run_end(&end)], ..Batch::default() }
+            }
             other => return Err(format!("unknown item kind {other:?}")),
         })
     }

@@ -2,6 +2,8 @@
 //!
 //! [`registry::SHAPES`] declares every shape; [`QueryCore`] (the gRPC QueryService) checks
 //! arguments against it and runs the shape. REST and MCP call QueryService.
+//!
+//! An answer holds at most [`MAX_ANSWER_BYTES`] of rows; past it, it says `truncated`.
 
 pub mod args;
 pub mod registry;
@@ -23,12 +25,15 @@ use tonic::{Request, Response, Status};
 use crate::{Result, features::failures::HandlerFailures, store::Store, time::now_ms};
 use args::Args;
 use registry::{CONTRACT, SHAPES};
+pub use run::MAX_ANSWER_BYTES;
 
 /// What a query returned.
 #[derive(Debug)]
 pub struct Rows {
     /// One object per row.
     pub rows: Vec<Map<String, Json>>,
+    /// Rows were left out to stay within [`MAX_ANSWER_BYTES`].
+    pub truncated: bool,
     /// Time spent in roost.
     pub elapsed_ms: f64,
 }
@@ -53,8 +58,12 @@ impl QueryCore {
             ApiError::invalid_argument(format!("unknown shape {shape:?}; allowed: {}", registry::names().join(", ")))
         })?;
         let args = Args::check(shape.name, shape.args, args)?;
-        let rows = run::run(&self.store, shape, &args, now_ms() * 1_000_000).await?;
-        Ok(Rows { rows, elapsed_ms: started.elapsed().as_secs_f64() * 1000.0 })
+        let fetched = run::run(&self.store, shape, &args, now_ms() * 1_000_000).await?;
+        Ok(Rows {
+            rows: fetched.rows,
+            truncated: fetched.truncated,
+            elapsed_ms: started.elapsed().as_secs_f64() * 1000.0,
+        })
     }
 }
 
@@ -96,6 +105,7 @@ impl QueryService for QueryCore {
             count: result.rows.len() as i64,
             rows: result.rows.iter().map(map_to_struct).collect(),
             elapsed_ms: result.elapsed_ms,
+            truncated: result.truncated,
             ..QueryResponse::default()
         });
         let mut answer = self.failures.or_warning(&format!("q/1 {}", req.shape), result, |a, w| a.warning = w)?;
@@ -121,6 +131,7 @@ impl QueryService for QueryCore {
             count: result.rows.len() as i64,
             rows: result.rows.iter().map(map_to_struct).collect(),
             elapsed_ms: result.elapsed_ms,
+            truncated: result.truncated,
             ..ListSessionsResponse::default()
         });
         let mut answer = self.failures.or_warning("q/1 sessions", result, |a, w| a.warning = w)?;

@@ -1,6 +1,7 @@
 //! Running a shape: its SQL from the registry entry and the checked arguments, its rows as
-//! JSON objects.
+//! JSON objects, read until the answer's byte budget ([`MAX_ANSWER_BYTES`]) is spent.
 
+use futures::TryStreamExt as _;
 use serde_json::{Map, Value as Json};
 use sqlx::Row as _;
 
@@ -36,19 +37,38 @@ impl Sql {
     }
 }
 
+/// Most bytes of rows in one answer, as JSON. A row is measured as it is read (from the
+/// lengths of its values, without serialising it), and reading stops before the row that
+/// would pass the budget; the first row is always answered. Telemetry strings are bounded
+/// at ingest (64 KiB by default), but a page of a thousand spans with large attributes
+/// would still be hundreds of megabytes; 8 MiB is far more than any page shows and little
+/// enough for the server and the client to hold.
+pub const MAX_ANSWER_BYTES: usize = 8 * 1024 * 1024;
+/// Kept free in the budget for the answer's other fields (`count`, `shape`, ...).
+const ENVELOPE_BYTES: usize = 1024;
+
+/// A shape's rows, and whether rows were left out to stay within [`MAX_ANSWER_BYTES`].
+#[derive(Debug, Default)]
+pub struct Fetched {
+    /// The rows, newest (or, for transcripts, oldest) first.
+    pub rows: Vec<Map<String, Json>>,
+    /// Rows past the budget were not read.
+    pub truncated: bool,
+}
+
 /// Runs a shape; its rows, newest (or, for transcripts, oldest) first.
-pub async fn run(store: &Store, shape: &Shape, args: &Args, now_ns: i64) -> Result<Vec<Map<String, Json>>> {
+pub async fn run(store: &Store, shape: &Shape, args: &Args, now_ns: i64) -> Result<Fetched> {
     let sql = match shape.plan {
         Plan::Table { from, filters, order } => table(shape, from, filters, order, args, now_ns),
         Plan::Transcript => transcript(args),
     };
-    let mut rows = fetch(store, sql, shape.columns).await?;
+    let mut fetched = fetch(store, sql, shape.columns).await?;
     if let Some(post) = shape.post {
-        for row in &mut rows {
+        for row in &mut fetched.rows {
             post(row, args, now_ns);
         }
     }
-    Ok(rows)
+    Ok(fetched)
 }
 
 fn select_list(columns: &[Col]) -> String {
@@ -127,8 +147,10 @@ fn transcript(args: &Args) -> Sql {
     sql
 }
 
-async fn fetch(store: &Store, sql: Sql, columns: &'static [Col]) -> Result<Vec<Map<String, Json>>> {
-    let rows = on_reader!(store, |pool| {
+/// Reads rows as they arrive and stops at the byte budget, so a query over huge rows never
+/// holds more than the budget (plus one row) in memory.
+async fn fetch(store: &Store, sql: Sql, columns: &'static [Col]) -> Result<Fetched> {
+    let fetched = on_reader!(store, |pool| {
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.text.clone()));
         for bind in &sql.binds {
             query = match bind {
@@ -136,38 +158,64 @@ async fn fetch(store: &Store, sql: Sql, columns: &'static [Col]) -> Result<Vec<M
                 Bind::Int(i) => query.bind(*i),
             };
         }
-        let rows = query.fetch_all(pool).await?;
-        rows.iter().map(|row| row_json(row, columns)).collect::<std::result::Result<Vec<_>, sqlx::Error>>()
+        let mut stream = query.fetch(pool);
+        let mut fetched = Fetched::default();
+        let mut bytes = ENVELOPE_BYTES;
+        while let Some(row) = stream.try_next().await? {
+            let (json, size) = row_json(&row, columns)?;
+            if !fetched.rows.is_empty() && bytes + size > MAX_ANSWER_BYTES {
+                fetched.truncated = true;
+                break;
+            }
+            bytes += size;
+            fetched.rows.push(json);
+        }
+        Ok::<_, sqlx::Error>(fetched)
     })?;
-    Ok(rows)
+    Ok(fetched)
 }
 
-/// Reads a row's columns by kind; implemented for both backends' rows by one body.
+/// Reads a row's columns by kind; implemented for both backends' rows by one body. Each
+/// value comes with an upper bound of its size as JSON.
 trait JsonRow {
-    fn column_json(&self, index: usize, kind: ColKind) -> std::result::Result<Json, sqlx::Error>;
+    fn column_json(&self, index: usize, kind: ColKind) -> std::result::Result<(Json, usize), sqlx::Error>;
 }
+
+/// Bytes a JSON number, literal or short string (a time, a status) takes at most.
+const SCALAR_BYTES: usize = 40;
 
 macro_rules! impl_json_row {
     ($($row:ty),*) => {$(
         impl JsonRow for $row {
-            fn column_json(&self, i: usize, kind: ColKind) -> std::result::Result<Json, sqlx::Error> {
+            fn column_json(&self, i: usize, kind: ColKind) -> std::result::Result<(Json, usize), sqlx::Error> {
+                let scalar = |json: Json| (json, SCALAR_BYTES);
                 Ok(match kind {
-                    ColKind::Text => self.try_get::<Option<String>, _>(i)?.map_or(Json::Null, Json::String),
-                    ColKind::Int => self.try_get::<Option<i64>, _>(i)?.map_or(Json::Null, Json::from),
-                    ColKind::Float => self.try_get::<Option<f64>, _>(i)?.map_or(Json::Null, float),
-                    ColKind::Time => self.try_get::<Option<i64>, _>(i)?.map_or(Json::Null, |ns| Json::String(rfc3339_ns(ns))),
-                    ColKind::CostUsd => self.try_get::<Option<i64>, _>(i)?.map_or(Json::Null, |n| float(nanocents_to_usd(n))),
-                    ColKind::DurationMs => self.try_get::<Option<i64>, _>(i)?.map_or(Json::Null, |ns| float(ns as f64 / 1e6)),
-                    ColKind::Json => self
-                        .try_get::<Option<String>, _>(i)?
-                        .map_or(Json::Null, |text| serde_json::from_str(&text).unwrap_or(Json::String(text))),
-                    ColKind::Status => self.try_get::<Option<i64>, _>(i)?.map_or(Json::Null, |code| {
+                    ColKind::Text => self.try_get::<Option<String>, _>(i)?.map_or(scalar(Json::Null), |s| {
+                        let size = string_bytes(&s);
+                        (Json::String(s), size)
+                    }),
+                    ColKind::Int => scalar(self.try_get::<Option<i64>, _>(i)?.map_or(Json::Null, Json::from)),
+                    ColKind::Float => scalar(self.try_get::<Option<f64>, _>(i)?.map_or(Json::Null, float)),
+                    ColKind::Time => scalar(self.try_get::<Option<i64>, _>(i)?.map_or(Json::Null, |ns| Json::String(rfc3339_ns(ns)))),
+                    ColKind::CostUsd => scalar(self.try_get::<Option<i64>, _>(i)?.map_or(Json::Null, |n| float(nanocents_to_usd(n)))),
+                    ColKind::DurationMs => scalar(self.try_get::<Option<i64>, _>(i)?.map_or(Json::Null, |ns| float(ns as f64 / 1e6))),
+                    // Stored JSON is compact serde_json output: its length is what it takes.
+                    ColKind::Json => self.try_get::<Option<String>, _>(i)?.map_or(scalar(Json::Null), |text| {
+                        match serde_json::from_str(&text) {
+                            Ok(json) => (json, text.len()),
+                            Err(_) => {
+                                let size = string_bytes(&text);
+                                (Json::String(text), size)
+                            }
+                        }
+                    }),
+                    ColKind::Status => scalar(self.try_get::<Option<i64>, _>(i)?.map_or(Json::Null, |code| {
                         Json::from(match code {
                             1 => "ok",
                             2 => "error",
                             _ => "unset",
                         })
-                    }),
+                    })),
                 })
             }
         }
@@ -176,8 +224,23 @@ macro_rules! impl_json_row {
 
 impl_json_row!(sqlx::sqlite::SqliteRow, sqlx::postgres::PgRow);
 
-fn row_json(row: &impl JsonRow, columns: &[Col]) -> std::result::Result<Map<String, Json>, sqlx::Error> {
-    columns.iter().enumerate().map(|(i, col)| Ok((col.name.to_owned(), row.column_json(i, col.kind)?))).collect()
+/// A row as a JSON object, and an upper bound of its size as JSON text.
+fn row_json(row: &impl JsonRow, columns: &[Col]) -> std::result::Result<(Map<String, Json>, usize), sqlx::Error> {
+    let mut size = 2;
+    let mut map = Map::new();
+    for (i, col) in columns.iter().enumerate() {
+        let (value, bytes) = row.column_json(i, col.kind)?;
+        // "name":value,
+        size += col.name.len() + 4 + bytes;
+        map.insert(col.name.to_owned(), value);
+    }
+    Ok((map, size))
+}
+
+/// A string's size as JSON: its bytes, the quotes, and room for escapes (a quote or
+/// backslash takes 2 bytes, a control character 6).
+fn string_bytes(s: &str) -> usize {
+    s.len() + 2 + s.bytes().filter(|b| matches!(b, b'"' | b'\\') || *b < 0x20).count() * 5
 }
 
 fn float(value: f64) -> Json {

@@ -5,8 +5,12 @@
 //! [`writer::Writer`]; a request is acknowledged only after its rows are committed. On a
 //! node that pushes to an upstream roost (`roost daemon --upstream`), each request is also
 //! stored in the outbox in the same transaction, so nothing acknowledged can miss the push.
+//!
+//! Before a request becomes rows, [`limits::Bounds`] makes every string storable (U+0000
+//! replaced) and bounds its sizes as the OTel SDK would; the answer says what it changed.
 
 pub mod attributes;
+pub mod limits;
 pub mod otlp;
 pub mod retention;
 pub mod rows;
@@ -27,7 +31,8 @@ use roost_proto::ApiError;
 use tokio::task::JoinHandle;
 
 use crate::{billing::metering::PriceBook, store::Store, streams::Live};
-use otlp::Rejected;
+use limits::{Bounds, Limits};
+use otlp::Stored;
 use rows::Batch;
 use writer::{OutboxItem, Writer, Written};
 
@@ -36,17 +41,19 @@ pub struct Telemetry {
     pub(crate) store: Store,
     pub(crate) writer: Writer,
     pub(crate) prices: PriceBook,
+    /// What is kept of each request's strings and lists.
+    pub(crate) limits: Limits,
     /// Whether ingested requests are also kept in the outbox for an upstream.
     outbox: bool,
     writer_task: std::sync::Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Telemetry {
-    /// Ingest into `store`, pricing GenAI usage with `prices` and publishing what is
-    /// stored on `live`; `outbox` keeps every request for a push upstream.
-    pub fn new(store: Store, prices: PriceBook, outbox: bool, live: Arc<Live>) -> Arc<Self> {
+    /// Ingest into `store` under `limits`, pricing GenAI usage with `prices` and publishing
+    /// what is stored on `live`; `outbox` keeps every request for a push upstream.
+    pub fn new(store: Store, prices: PriceBook, limits: Limits, outbox: bool, live: Arc<Live>) -> Arc<Self> {
         let (writer, task) = Writer::start(store.clone(), live);
-        Arc::new(Self { store, writer, prices, outbox, writer_task: std::sync::Mutex::new(Some(task)) })
+        Arc::new(Self { store, writer, prices, limits, outbox, writer_task: std::sync::Mutex::new(Some(task)) })
     }
 
     /// The store.
@@ -80,25 +87,31 @@ impl Telemetry {
         self.writer.write(batch, outbox, None).await
     }
 
-    /// Stores an OTLP traces request; the spans it rejected.
-    pub async fn export_traces(&self, request: &ExportTraceServiceRequest) -> Result<Rejected, ApiError> {
-        let (batch, rejected) = otlp::traces::convert(request, &self.prices);
-        self.ingest(batch, "otlp_traces", request).await?;
-        Ok(rejected)
+    /// Stores an OTLP traces request (bounded first); the spans it rejected and what it cut.
+    pub async fn export_traces(&self, mut request: ExportTraceServiceRequest) -> Result<Stored, ApiError> {
+        let mut bounds = Bounds::new(&self.limits);
+        bounds.traces(&mut request);
+        let (batch, rejected) = otlp::traces::convert(&request, &self.prices);
+        self.ingest(batch, "otlp_traces", &request).await?;
+        Ok(Stored { rejected, cuts: bounds.cuts() })
     }
 
-    /// Stores an OTLP logs request; the records it rejected.
-    pub async fn export_logs(&self, request: &ExportLogsServiceRequest) -> Result<Rejected, ApiError> {
-        let (batch, rejected) = otlp::logs::convert(request, &self.prices);
-        self.ingest(batch, "otlp_logs", request).await?;
-        Ok(rejected)
+    /// Stores an OTLP logs request (bounded first); the records it rejected and what it cut.
+    pub async fn export_logs(&self, mut request: ExportLogsServiceRequest) -> Result<Stored, ApiError> {
+        let mut bounds = Bounds::new(&self.limits);
+        bounds.logs(&mut request);
+        let (batch, rejected) = otlp::logs::convert(&request, &self.prices);
+        self.ingest(batch, "otlp_logs", &request).await?;
+        Ok(Stored { rejected, cuts: bounds.cuts() })
     }
 
-    /// Stores an OTLP metrics request; the data points it rejected.
-    pub async fn export_metrics(&self, request: &ExportMetricsServiceRequest) -> Result<Rejected, ApiError> {
-        let (batch, rejected) = otlp::metrics::convert(request);
-        self.ingest(batch, "otlp_metrics", request).await?;
-        Ok(rejected)
+    /// Stores an OTLP metrics request (bounded first); the points it rejected and what it cut.
+    pub async fn export_metrics(&self, mut request: ExportMetricsServiceRequest) -> Result<Stored, ApiError> {
+        let mut bounds = Bounds::new(&self.limits);
+        bounds.metrics(&mut request);
+        let (batch, rejected) = otlp::metrics::convert(&request);
+        self.ingest(batch, "otlp_metrics", &request).await?;
+        Ok(Stored { rejected, cuts: bounds.cuts() })
     }
 
     /// Writes what is queued and stops the writer.

@@ -44,9 +44,10 @@ impl TraceService for OtlpCore {
         &self,
         req: Request<ExportTraceServiceRequest>,
     ) -> Result<Response<ExportTraceServiceResponse>, Status> {
-        let rejected = self.telemetry.export_traces(req.get_ref()).await?;
-        let partial_success = (rejected.count > 0)
-            .then_some(ExportTracePartialSuccess { rejected_spans: rejected.count, error_message: rejected.message });
+        let stored = self.telemetry.export_traces(req.into_inner()).await?;
+        let partial_success = stored
+            .partial_success()
+            .map(|(rejected_spans, error_message)| ExportTracePartialSuccess { rejected_spans, error_message });
         Ok(Response::new(ExportTraceServiceResponse { partial_success }))
     }
 }
@@ -57,10 +58,9 @@ impl LogsService for OtlpCore {
         &self,
         req: Request<ExportLogsServiceRequest>,
     ) -> Result<Response<ExportLogsServiceResponse>, Status> {
-        let rejected = self.telemetry.export_logs(req.get_ref()).await?;
-        let partial_success = (rejected.count > 0).then_some(ExportLogsPartialSuccess {
-            rejected_log_records: rejected.count,
-            error_message: rejected.message,
+        let stored = self.telemetry.export_logs(req.into_inner()).await?;
+        let partial_success = stored.partial_success().map(|(rejected_log_records, error_message)| {
+            ExportLogsPartialSuccess { rejected_log_records, error_message }
         });
         Ok(Response::new(ExportLogsServiceResponse { partial_success }))
     }
@@ -72,10 +72,9 @@ impl MetricsService for OtlpCore {
         &self,
         req: Request<ExportMetricsServiceRequest>,
     ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
-        let rejected = self.telemetry.export_metrics(req.get_ref()).await?;
-        let partial_success = (rejected.count > 0).then_some(ExportMetricsPartialSuccess {
-            rejected_data_points: rejected.count,
-            error_message: rejected.message,
+        let stored = self.telemetry.export_metrics(req.into_inner()).await?;
+        let partial_success = stored.partial_success().map(|(rejected_data_points, error_message)| {
+            ExportMetricsPartialSuccess { rejected_data_points, error_message }
         });
         Ok(Response::new(ExportMetricsServiceResponse { partial_success }))
     }

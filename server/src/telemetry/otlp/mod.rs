@@ -5,13 +5,14 @@ pub mod logs;
 pub mod metrics;
 pub mod traces;
 
-use std::collections::HashMap;
+use std::{collections::HashMap, fmt::Write as _};
 
 use opentelemetry_proto::tonic::common::v1::KeyValue;
 use sha2::{Digest, Sha256};
 
 use super::{
     attributes::{service_name, to_json_text},
+    limits::Cuts,
     rows::{Batch, ResourceRow},
 };
 
@@ -31,6 +32,35 @@ impl Rejected {
             self.message = why();
         }
         self.count += 1;
+    }
+}
+
+/// What an export did: the items it could not store, and what it changed in the others to
+/// store them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stored {
+    /// Items not stored.
+    pub rejected: Rejected,
+    /// Strings replaced or cut, attributes and events dropped.
+    pub cuts: Cuts,
+}
+
+impl Stored {
+    /// OTLP's `partial_success` as (rejected count, error message), when there is anything
+    /// to say. With nothing rejected, the message is a warning (as the OTLP spec allows):
+    /// what was cut or replaced.
+    pub fn partial_success(self) -> Option<(i64, String)> {
+        if self.rejected.count == 0 && self.cuts.is_empty() {
+            return None;
+        }
+        let mut message = self.rejected.message;
+        if !self.cuts.is_empty() {
+            if !message.is_empty() {
+                message.push_str("; ");
+            }
+            let _ = write!(message, "{}", self.cuts);
+        }
+        Some((self.rejected.count, message))
     }
 }
 

@@ -5,6 +5,7 @@ mod control;
 mod empty_answers;
 mod features;
 mod hosted;
+mod limits;
 mod node;
 mod otlp;
 mod query;

@@ -5,17 +5,21 @@ use std::time::Duration;
 
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use prost::Message;
-use roost_proto::v1::{PushBatchRequest, PushBatchResponse, PushItem, Run};
+use roost_proto::{
+    json::value::{from_json, map_to_struct},
+    v1::{AddRunEventsRequest, EndRunResponse, PushBatchRequest, PushBatchResponse, PushItem, Run, RunEvent},
+};
 use roost_server::node::pusher::PushConfig;
 use roost_tests::{Api, Backend, TestServer, each_backend};
 use serde_json::{Map, Value, json};
 
-use super::{otlp::traces_request, q1};
+use super::{limits::nul_free, otlp::traces_request, q1};
 
 each_backend!(
     everything_arrives_once_across_an_upstream_outage,
     heartbeats_report_the_plan_and_tokens_matter,
-    a_batch_pushed_twice_is_applied_once
+    a_batch_pushed_twice_is_applied_once,
+    a_pushed_batch_with_nul_is_applied_with_it_replaced
 );
 
 /// A node (SQLite, as on an operator's laptop) pushing to `central` with `key`.
@@ -180,4 +184,73 @@ async fn a_batch_pushed_twice_is_applied_once(backend: Backend) {
     let unordered = json!({"node_id": "node-b", "items": [{"seq": 5, "kind": "x"}, {"seq": 4, "kind": "x"}]});
     api.post("/ingest/batch", unordered).await.err(400, "invalid_argument");
     assert_eq!(q1(&central.api(None), "runs", json!({})).await.len(), 2);
+}
+
+/// A node's items with U+0000 in their strings (pushed by an older node, or relayed from
+/// one that stored them): the central roost applies them with U+FFFD in its place rather
+/// than failing the batch, which the node would retry forever.
+async fn a_pushed_batch_with_nul_is_applied_with_it_replaced(backend: Backend) {
+    let central = TestServer::start(backend).await;
+    let account = central.account(0).await;
+    let mut traces = traces_request(90, 2, "pushed\0");
+    traces.resource_spans[0].scope_spans[0].spans[1].name = "step\0".into();
+    let run = Run {
+        id: "run_nul".into(),
+        runtime: "r\0".into(),
+        session_id: "pushed\0".into(),
+        metadata: Some(map_to_struct(json!({"k\0": "v\0"}).as_object().unwrap())),
+        ..Run::default()
+    };
+    let event = RunEvent {
+        id: "e\0".into(),
+        ts: "1700000000000000000".into(),
+        event_type: "t\0".into(),
+        session_id: "pushed\0".into(),
+        tool_name: "tool\0".into(),
+        model: "m\0".into(),
+        role: "user\0".into(),
+        data: Some(from_json(&json!({"text": "d\0", "list": ["\0"]}))),
+        ..RunEvent::default()
+    };
+    let events = AddRunEventsRequest { run_id: "run_nul".into(), event: None, events: vec![event] };
+    let end = EndRunResponse { ok: true, run_id: "run_nul".into(), status: "completed".into(), ended_at: None };
+    let item = |seq: i64, kind: &str, payload: Vec<u8>| PushItem { seq, kind: kind.into(), payload };
+    let batch = PushBatchRequest {
+        node_id: "node-nul".into(),
+        items: vec![
+            item(1, "otlp_traces", traces.encode_to_vec()),
+            item(2, "run", run.encode_to_vec()),
+            item(3, "run_events", events.encode_to_vec()),
+            item(4, "run_end", end.encode_to_vec()),
+        ],
+    };
+    let resp = central
+        .http
+        .post(central.url("/ingest/batch"))
+        .bearer_auth(&account.key)
+        .header("content-type", "application/x-protobuf")
+        .body(batch.encode_to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let reply = PushBatchResponse::decode(resp.bytes().await.unwrap()).unwrap();
+    assert_eq!((reply.applied, reply.applied_through), (4, 4));
+
+    let api = central.api(None);
+    let session = "pushed\u{FFFD}";
+    let spans = q1(&api, "spans", json!({"session_id": session})).await;
+    assert_eq!(spans.len(), 2);
+    assert!(spans.iter().any(|s| s["name"] == "step\u{FFFD}"), "{spans:?}");
+    let runs = q1(&api, "runs", json!({"session_id": session})).await;
+    assert_eq!(runs.len(), 1);
+    assert_eq!((runs[0]["runtime"].as_str(), runs[0]["status"].as_str()), (Some("r\u{FFFD}"), Some("completed")));
+    assert_eq!(runs[0]["metadata"], json!({"k\u{FFFD}": "v\u{FFFD}"}));
+    let events = q1(&api, "events", json!({"run_id": "run_nul"})).await;
+    assert_eq!(events.len(), 1);
+    assert_eq!((events[0]["id"].as_str(), events[0]["event_type"].as_str()), (Some("e\u{FFFD}"), Some("t\u{FFFD}")));
+    assert_eq!(events[0]["data"], json!({"text": "d\u{FFFD}", "list": ["\u{FFFD}"]}));
+    for rows in [spans, runs, events, q1(&api, "sessions", json!({})).await] {
+        nul_free(&rows);
+    }
 }

@@ -1,0 +1,477 @@
+//! Hostile telemetry: U+0000 in any string (PostgreSQL's TEXT refuses it), values and lists
+//! past the OTel SDK's limits, and q/1 answers over many large rows. Ingest stores what it
+//! can (NUL replaced, oversized values cut, extra attributes and events dropped), answers 200
+//! and says what it changed in `partial_success`; q/1 stops at its byte budget.
+
+use opentelemetry_proto::tonic::{
+    collector::{
+        logs::v1::{ExportLogsServiceRequest, ExportLogsServiceResponse, logs_service_client::LogsServiceClient},
+        metrics::v1::{
+            ExportMetricsServiceRequest, ExportMetricsServiceResponse, metrics_service_client::MetricsServiceClient,
+        },
+        trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse, trace_service_client::TraceServiceClient},
+    },
+    common::v1::{AnyValue, ArrayValue, InstrumentationScope, KeyValue, KeyValueList, any_value::Value as Any},
+    logs::v1::{LogRecord, ResourceLogs, ScopeLogs},
+    metrics::v1::{Gauge, Metric, NumberDataPoint, ResourceMetrics, ScopeMetrics, metric, number_data_point},
+    resource::v1::Resource,
+    trace::v1::{ResourceSpans, ScopeSpans, Span, Status, span::Event},
+};
+use prost::Message;
+use roost_proto::{
+    json::value::map_to_struct,
+    v1::{QueryRequest, query_service_client::QueryServiceClient},
+};
+use roost_server::store::DatabaseUrl;
+use roost_tests::{Backend, TestServer, each_backend};
+use serde_json::{Value, json};
+use sqlx::Connection as _;
+
+use super::{post_otlp, q1};
+
+each_backend!(
+    nul_in_telemetry_strings_is_replaced_over_every_wire,
+    one_bad_span_does_not_fail_its_batch,
+    oversized_values_attributes_and_events_are_cut_and_counted,
+    the_attribute_limit_is_configurable,
+    q1_answers_stop_at_the_byte_budget
+);
+
+const R: char = '\u{FFFD}';
+
+fn text(value: &str) -> Option<AnyValue> {
+    Some(AnyValue { value: Some(Any::StringValue(value.into())) })
+}
+
+fn kv(key: &str, value: Option<AnyValue>) -> KeyValue {
+    KeyValue { key: key.into(), value, ..Default::default() }
+}
+
+fn string(key: &str, value: &str) -> KeyValue {
+    kv(key, text(value))
+}
+
+fn resource(attributes: Vec<KeyValue>) -> Option<Resource> {
+    Some(Resource { attributes, ..Default::default() })
+}
+
+fn span(trace: u8, n: u64, name: &str, attributes: Vec<KeyValue>) -> Span {
+    Span {
+        trace_id: vec![trace; 16],
+        span_id: n.to_be_bytes().to_vec(),
+        name: name.into(),
+        start_time_unix_nano: 1_700_000_000_000_000_000 + n,
+        end_time_unix_nano: 1_700_000_000_000_000_000 + n + 1_000,
+        attributes,
+        ..Default::default()
+    }
+}
+
+fn traces(spans: Vec<Span>, resource_attributes: Vec<KeyValue>) -> ExportTraceServiceRequest {
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: resource(resource_attributes),
+            scope_spans: vec![ScopeSpans { scope: None, spans, ..Default::default() }],
+            ..Default::default()
+        }],
+    }
+}
+
+/// Spans with U+0000 in every string ingest turns into stored text: 12 strings in all
+/// (span name, attribute key and value, an array element, a kvlist key and value, the
+/// status message, an event's name and attribute value, the scope name, two resource
+/// values).
+fn nul_traces(trace: u8, session: &str) -> ExportTraceServiceRequest {
+    let array = Some(AnyValue {
+        value: Some(Any::ArrayValue(ArrayValue {
+            values: vec![text("a\0"), Some(AnyValue::default())].into_iter().flatten().collect(),
+        })),
+    });
+    let kvlist =
+        Some(AnyValue { value: Some(Any::KvlistValue(KeyValueList { values: vec![string("in\0ner", "x\0")] })) });
+    let mut bad = span(
+        trace,
+        2,
+        "bad\0name",
+        vec![string("session.id", session), string("k\0ey", "v\0alue"), kv("list", array), kv("map", kvlist)],
+    );
+    bad.status = Some(Status { code: 2, message: "boom\0".into() });
+    bad.events = vec![Event { name: "ev\0ent".into(), attributes: vec![string("e", "\0")], ..Default::default() }];
+    let mut request = traces(
+        vec![
+            span(trace, 1, "first", vec![string("session.id", session)]),
+            bad,
+            span(trace, 3, "third", vec![string("session.id", session)]),
+        ],
+        vec![string("service.name", "svc\0nul"), string("host", "h\0")],
+    );
+    let scope = InstrumentationScope { name: format!("scope-{trace}\0"), ..Default::default() };
+    request.resource_spans[0].scope_spans[0].scope = Some(scope);
+    request
+}
+
+/// Log records with U+0000 in the body, severity text and an attribute's key and value,
+/// plus the two resource values: 6 strings.
+fn nul_logs(session: &str) -> ExportLogsServiceRequest {
+    ExportLogsServiceRequest {
+        resource_logs: vec![ResourceLogs {
+            resource: resource(vec![string("service.name", "svc\0nul"), string("host", "h\0")]),
+            scope_logs: vec![ScopeLogs {
+                log_records: vec![LogRecord {
+                    time_unix_nano: 1_700_000_000_000_000_000,
+                    severity_number: 17,
+                    severity_text: "ERR\0".into(),
+                    body: text("log\0body"),
+                    attributes: vec![string("session.id", session), string("a\0", "b\0")],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+}
+
+/// A gauge with U+0000 in its name, unit, description and an attribute value, plus the
+/// two resource values: 6 strings.
+fn nul_metrics(session: &str) -> ExportMetricsServiceRequest {
+    ExportMetricsServiceRequest {
+        resource_metrics: vec![ResourceMetrics {
+            resource: resource(vec![string("service.name", "svc\0nul"), string("host", "h\0")]),
+            scope_metrics: vec![ScopeMetrics {
+                metrics: vec![Metric {
+                    name: format!("m\0etric-{session}"),
+                    unit: "s\0".into(),
+                    description: "d\0".into(),
+                    data: Some(metric::Data::Gauge(Gauge {
+                        data_points: vec![NumberDataPoint {
+                            time_unix_nano: 1_700_000_000_000_000_000,
+                            value: Some(number_data_point::Value::AsInt(4)),
+                            attributes: vec![string("session.id", session), string("x", "y\0")],
+                            ..Default::default()
+                        }],
+                    })),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Wire {
+    Protobuf,
+    Json,
+    Grpc,
+}
+
+/// What an OTLP answer said: (rejected count, error message).
+type Partial = (i64, String);
+
+/// An OTLP export request, sent over any wire.
+trait Export: Message + Clone + Sized {
+    /// Its OTLP/HTTP path.
+    const PATH: &'static str;
+    /// Its OTLP/JSON encoding.
+    fn json(&self) -> Vec<u8>;
+    /// The partial success of a protobuf answer.
+    fn answer(bytes: &[u8]) -> Option<Partial>;
+    /// Sends it over OTLP/gRPC; the partial success.
+    async fn grpc(self, channel: tonic::transport::Channel) -> Option<Partial>;
+}
+
+impl Export for ExportTraceServiceRequest {
+    const PATH: &'static str = "/v1/traces";
+    fn json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap()
+    }
+    fn answer(bytes: &[u8]) -> Option<Partial> {
+        ExportTraceServiceResponse::decode(bytes).unwrap().partial_success.map(|p| (p.rejected_spans, p.error_message))
+    }
+    async fn grpc(self, channel: tonic::transport::Channel) -> Option<Partial> {
+        let reply = TraceServiceClient::new(channel).export(self).await.unwrap().into_inner();
+        reply.partial_success.map(|p| (p.rejected_spans, p.error_message))
+    }
+}
+
+impl Export for ExportLogsServiceRequest {
+    const PATH: &'static str = "/v1/logs";
+    fn json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap()
+    }
+    fn answer(bytes: &[u8]) -> Option<Partial> {
+        ExportLogsServiceResponse::decode(bytes)
+            .unwrap()
+            .partial_success
+            .map(|p| (p.rejected_log_records, p.error_message))
+    }
+    async fn grpc(self, channel: tonic::transport::Channel) -> Option<Partial> {
+        let reply = LogsServiceClient::new(channel).export(self).await.unwrap().into_inner();
+        reply.partial_success.map(|p| (p.rejected_log_records, p.error_message))
+    }
+}
+
+impl Export for ExportMetricsServiceRequest {
+    const PATH: &'static str = "/v1/metrics";
+    fn json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap()
+    }
+    fn answer(bytes: &[u8]) -> Option<Partial> {
+        ExportMetricsServiceResponse::decode(bytes)
+            .unwrap()
+            .partial_success
+            .map(|p| (p.rejected_data_points, p.error_message))
+    }
+    async fn grpc(self, channel: tonic::transport::Channel) -> Option<Partial> {
+        let reply = MetricsServiceClient::new(channel).export(self).await.unwrap().into_inner();
+        reply.partial_success.map(|p| (p.rejected_data_points, p.error_message))
+    }
+}
+
+/// Sends `request` over `wire`; asserts 200 (OTLP/HTTP) or OK (gRPC) and returns the
+/// answer's partial success, if any.
+async fn export<T: Export>(server: &TestServer, wire: Wire, request: T) -> Option<Partial> {
+    let (content_type, body) = match wire {
+        Wire::Grpc => return request.grpc(server.channel().await).await,
+        Wire::Json => ("application/json", request.json()),
+        Wire::Protobuf => ("application/x-protobuf", request.encode_to_vec()),
+    };
+    let resp = post_otlp(server, T::PATH, content_type, body).await;
+    assert_eq!(resp.status(), 200, "{wire:?} {}", T::PATH);
+    let bytes = resp.bytes().await.unwrap();
+    if matches!(wire, Wire::Protobuf) {
+        return T::answer(&bytes);
+    }
+    let answer: Value = serde_json::from_slice(&bytes).unwrap();
+    let partial = answer.get("partialSuccess")?;
+    let rejected = ["rejectedSpans", "rejectedLogRecords", "rejectedDataPoints"]
+        .iter()
+        .find_map(|k| partial.get(*k))
+        .map_or(0, |v| v.as_i64().or_else(|| v.as_str().and_then(|s| s.parse().ok())).unwrap());
+    Some((rejected, partial["errorMessage"].as_str().unwrap_or_default().to_owned()))
+}
+
+/// No stored text anywhere in `rows` holds U+0000, raw or as a JSON escape.
+pub fn nul_free(rows: &[serde_json::Map<String, Value>]) {
+    let text = serde_json::to_string(rows).unwrap();
+    assert!(!text.contains("\\u0000") && !text.contains('\0'), "{text}");
+}
+
+async fn nul_in_telemetry_strings_is_replaced_over_every_wire(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let api = server.api(None);
+    for (i, wire) in [Wire::Protobuf, Wire::Json, Wire::Grpc].into_iter().enumerate() {
+        let session = format!("nul-{i}");
+        let trace = 40 + i as u8;
+        let partial = export(&server, wire, nul_traces(trace, &session)).await;
+        assert_eq!(partial, Some((0, "replaced U+0000 with U+FFFD in 12 strings".to_owned())), "{wire:?}");
+        let partial = export(&server, wire, nul_logs(&session)).await;
+        assert_eq!(partial, Some((0, "replaced U+0000 with U+FFFD in 6 strings".to_owned())), "{wire:?}");
+        let partial = export(&server, wire, nul_metrics(&session)).await;
+        assert_eq!(partial, Some((0, "replaced U+0000 with U+FFFD in 6 strings".to_owned())), "{wire:?}");
+
+        let spans = q1(&api, "spans", json!({"session_id": session})).await;
+        assert_eq!(spans.len(), 3, "{wire:?}: every span is stored: {spans:?}");
+        nul_free(&spans);
+        let bad = spans.iter().find(|s| s["span_id"] == "0000000000000002").unwrap();
+        assert_eq!(bad["name"], format!("bad{R}name"));
+        assert_eq!(bad["status_message"], format!("boom{R}"));
+        assert_eq!(bad["service"], format!("svc{R}nul"));
+        assert_eq!(
+            bad["attributes"],
+            json!({"session.id": session, format!("k{R}ey"): format!("v{R}alue"), "list": [format!("a{R}"), null],
+                   "map": {format!("in{R}ner"): format!("x{R}")}})
+        );
+        let traces = q1(&api, "traces", json!({"session_id": session})).await;
+        assert_eq!((traces.len(), traces[0]["spans"].as_i64()), (1, Some(3)));
+
+        let logs = q1(&api, "logs", json!({"session_id": session})).await;
+        assert_eq!(logs.len(), 1, "{wire:?}");
+        nul_free(&logs);
+        assert_eq!(
+            (logs[0]["body"].as_str(), logs[0]["severity"].as_str()),
+            (Some(&*format!("log{R}body")), Some(&*format!("ERR{R}")))
+        );
+        assert_eq!(logs[0]["attributes"][format!("a{R}")], format!("b{R}"));
+
+        let metrics = q1(&api, "metrics", json!({"session_id": session})).await;
+        assert_eq!(metrics.len(), 1, "{wire:?}");
+        nul_free(&metrics);
+        assert_eq!(
+            (metrics[0]["name"].as_str(), metrics[0]["unit"].as_str()),
+            (Some(&*format!("m{R}etric-{session}")), Some(&*format!("s{R}")))
+        );
+    }
+    let events = scalar(&server, &format!("SELECT COUNT(*) FROM span_events WHERE name = 'ev{R}ent'")).await;
+    assert_eq!(events, 3, "span events are stored with U+0000 replaced");
+    let sessions = q1(&api, "sessions", json!({})).await;
+    nul_free(&sessions);
+    let health = q1(&api, "health", json!({})).await;
+    assert_eq!(health[0]["service"], format!("svc{R}nul"));
+}
+
+async fn one_bad_span_does_not_fail_its_batch(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    // One request: a clean span, one with U+0000 in its name, one with a malformed id.
+    let mut request = traces(
+        vec![span(50, 1, "clean", vec![]), span(50, 2, "nul\0", vec![]), span(50, 3, "bad id", vec![])],
+        vec![string("service.name", "one-bad")],
+    );
+    request.resource_spans[0].scope_spans[0].spans[2].trace_id = vec![1, 2, 3];
+    let (rejected, message) = export(&server, Wire::Protobuf, request).await.unwrap();
+    assert_eq!(rejected, 1, "{message}");
+    assert!(message.contains("trace_id") && message.contains("replaced U+0000 with U+FFFD in 1 string"), "{message}");
+    let spans = q1(&server.api(None), "spans", json!({"service": "one-bad"})).await;
+    let mut names: Vec<&str> = spans.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, ["clean", &*format!("nul{R}")]);
+}
+
+/// A row count (or any integer) read straight from the server's database.
+pub async fn scalar(server: &TestServer, sql: &str) -> i64 {
+    let sql = sqlx::AssertSqlSafe(sql.to_owned());
+    match &server.config.database_url {
+        DatabaseUrl::Sqlite(path) => {
+            let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display())).await.unwrap();
+            sqlx::query_scalar(sql).fetch_one(&mut conn).await.unwrap()
+        }
+        DatabaseUrl::Postgres(url) => {
+            let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+            sqlx::query_scalar(sql).fetch_one(&mut conn).await.unwrap()
+        }
+    }
+}
+
+/// 350,000 three-byte characters (1,050,000 bytes): a cut at 65,536 bytes falls inside one.
+fn megabyte() -> String {
+    "€".repeat(350_000)
+}
+
+async fn oversized_values_attributes_and_events_are_cut_and_counted(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let api = server.api(None);
+    let many = |n: usize| (0..n).map(|i| string(&format!("a{i:03}"), "v")).collect::<Vec<_>>();
+    let mut big = span(60, 1, "big value", vec![string("session.id", "limits"), string("big", &megabyte())]);
+    big.events = (0..200)
+        .map(|i| Event {
+            time_unix_nano: 1_700_000_000_000_000_000 + i,
+            name: format!("e{i}"),
+            attributes: many(200),
+            ..Default::default()
+        })
+        .collect();
+    let mut wide = span(60, 2, "wide", many(200));
+    wide.attributes[0] = string("session.id", "limits");
+    let request = traces(vec![big, wide], vec![string("service.name", "limits")]);
+    let (rejected, message) = export(&server, Wire::Protobuf, request).await.unwrap();
+    assert_eq!(rejected, 0);
+    // 1 value cut; 72 attributes of the wide span, 72 events and 72 attributes of each of the
+    // 128 events kept dropped.
+    assert_eq!(
+        message,
+        format!(
+            "truncated 1 value to 65536 bytes; dropped {} attributes (over 128 per item), 72 events (over 128 per span)",
+            72 + 128 * 72
+        )
+    );
+
+    let spans = q1(&api, "spans", json!({"session_id": "limits"})).await;
+    let big = spans.iter().find(|s| s["name"] == "big value").unwrap();
+    let value = big["attributes"]["big"].as_str().unwrap();
+    let kept = "€".repeat(65_536 / 3);
+    assert_eq!(value, format!("{kept}…[truncated {} bytes]", 1_050_000 - kept.len()));
+    let wide = spans.iter().find(|s| s["name"] == "wide").unwrap();
+    let keys = wide["attributes"].as_object().unwrap();
+    assert_eq!(keys.len(), 128);
+    assert!(keys.contains_key("a127") && !keys.contains_key("a128"), "the first 128 are kept");
+    assert_eq!(scalar(&server, "SELECT COUNT(*) FROM span_events").await, 128);
+    assert!(scalar(&server, "SELECT CAST(MAX(LENGTH(attributes)) AS BIGINT) FROM span_events").await < 128 * 12);
+
+    // A log body is cut the same way.
+    let logs = ExportLogsServiceRequest {
+        resource_logs: vec![ResourceLogs {
+            scope_logs: vec![ScopeLogs {
+                log_records: vec![LogRecord {
+                    time_unix_nano: 1_700_000_000_000_000_000,
+                    body: text(&megabyte()),
+                    attributes: vec![string("session.id", "limits")],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    };
+    let (rejected, message) = export(&server, Wire::Json, logs).await.unwrap();
+    assert_eq!((rejected, message.as_str()), (0, "truncated 1 value to 65536 bytes"));
+    let logs = q1(&api, "logs", json!({"session_id": "limits"})).await;
+    assert!(logs[0]["body"].as_str().unwrap().starts_with(&kept));
+    assert!(logs[0]["body"].as_str().unwrap().ends_with("bytes]"));
+}
+
+async fn the_attribute_limit_is_configurable(backend: Backend) {
+    let server = TestServer::start_with(backend, |config| config.telemetry.max_attribute_bytes = 10).await;
+    let request = traces(vec![span(70, 1, "a long span name", vec![string("k", "0123456789abc")])], vec![]);
+    let (rejected, message) = export(&server, Wire::Grpc, request).await.unwrap();
+    assert_eq!((rejected, message.as_str()), (0, "truncated 2 values to 10 bytes"));
+    let spans = q1(&server.api(None), "spans", json!({})).await;
+    assert_eq!(spans[0]["name"], "a long spa…[truncated 6 bytes]");
+    assert_eq!(spans[0]["attributes"]["k"], "0123456789…[truncated 3 bytes]");
+}
+
+async fn q1_answers_stop_at_the_byte_budget(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let budget = roost_server::query::MAX_ANSWER_BYTES;
+    // 2 requests of 80 log records with 60,000-byte bodies: 9.6 MB, over the 8 MiB budget.
+    for round in 0..2u64 {
+        let log_records = (0..80)
+            .map(|i| LogRecord {
+                time_unix_nano: 1_700_000_000_000_000_000 + round * 1_000 + i,
+                body: text(&"x".repeat(60_000)),
+                attributes: vec![string("session.id", "budget")],
+                ..Default::default()
+            })
+            .collect();
+        let logs = ExportLogsServiceRequest {
+            resource_logs: vec![ResourceLogs {
+                scope_logs: vec![ScopeLogs { log_records, ..Default::default() }],
+                ..Default::default()
+            }],
+        };
+        assert_eq!(export(&server, Wire::Protobuf, logs).await, None);
+    }
+    let resp = server
+        .http
+        .post(server.url("/api/local/query"))
+        .json(&json!({"shape": "logs", "args": {"session_id": "budget", "limit": 1000}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let bytes = resp.bytes().await.unwrap();
+    assert!(bytes.len() <= budget, "{} bytes over the {budget} budget", bytes.len());
+    let answer: Value = serde_json::from_slice(&bytes).unwrap();
+    let count = answer["count"].as_u64().unwrap();
+    assert_eq!(answer["rows"].as_array().unwrap().len() as u64, count);
+    assert_eq!(answer["truncated"], true);
+    assert!((100..160).contains(&count), "{count} rows fit in {budget} bytes");
+
+    // The same over gRPC; an answer under the budget says it is whole.
+    let args = json!({"session_id": "budget", "limit": 1000});
+    let grpc = QueryServiceClient::new(server.channel().await)
+        .max_decoding_message_size(64 << 20)
+        .query(QueryRequest { shape: "logs".into(), args: Some(map_to_struct(args.as_object().unwrap())) })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(grpc.truncated);
+    assert_eq!(grpc.count as u64, count);
+    let small = server
+        .api(None)
+        .post("/api/local/query", json!({"shape": "logs", "args": {"session_id": "budget", "limit": 5}}))
+        .await
+        .ok();
+    assert_eq!((small["count"].as_i64(), small["truncated"].as_bool()), (Some(5), Some(false)));
+}
