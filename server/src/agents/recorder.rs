@@ -92,9 +92,9 @@ impl Recorder {
         (Self { jobs }, task)
     }
 
-    /// Records a turn and waits for its commit; the cents charged for it.
-    pub async fn record(&self, mut record: TurnRecord) -> Result<i64, ApiError> {
-        record.make_storable();
+    /// Records a turn and waits for its commit; the cents charged for it. The caller has
+    /// made it storable ([`TurnRecord::make_storable`]).
+    pub async fn record(&self, record: TurnRecord) -> Result<i64, ApiError> {
         let (ack, done) = oneshot::channel();
         self.jobs.send(Job::Turn(Box::new(record), ack)).await.map_err(|_| stopped())?;
         done.await.map_err(|_| stopped())?
@@ -112,8 +112,8 @@ impl Recorder {
 impl TurnRecord {
     /// What a runtime answers is not checked at the API boundary: a NUL in a reply, an
     /// error or a model name (which PostgreSQL's text cannot hold) becomes U+FFFD here, so
-    /// one odd reply cannot make its record unstorable.
-    fn make_storable(&mut self) {
+    /// one odd reply cannot make its record (or its observed event) unstorable.
+    pub(crate) fn make_storable(&mut self) {
         for text in [&mut self.text, &mut self.reply, &mut self.error, &mut self.model, &mut self.source] {
             if text.contains('\0') {
                 *text = text.replace('\0', "\u{FFFD}");

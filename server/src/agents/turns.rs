@@ -190,6 +190,7 @@ impl Hosting {
             record.status = status;
             record.error = err.message().to_owned();
         }
+        record.make_storable();
         let charged = self.recorder.record(record.clone()).await?;
         self.observe(&record, &agent.runtime.id);
         if let Some((_, err)) = failure {

@@ -67,6 +67,9 @@ def answer(text):
     if text == "stats":
         with lock:
             return json.dumps({"order": order, "peak_concurrency": peak}, sort_keys=True)
+    if text == "nul":
+        # A reply holding U+0000, which PostgreSQL text cannot store (roost's tests use it).
+        return "[%s] a\x00b" % BRIEF
     if text.startswith("sleep:"):
         delay, _, rest = text[len("sleep:"):].partition(" ")
         time.sleep(int(delay) / 1000)

@@ -6,7 +6,10 @@ use serde_json::json;
 
 use super::start;
 
-each_backend!(a_record_the_store_refuses_leaves_the_rest_of_its_batch_stored);
+each_backend!(
+    a_record_the_store_refuses_leaves_the_rest_of_its_batch_stored,
+    a_reply_holding_nul_is_stored_and_observed
+);
 
 /// Makes the store refuse turn rows whose text is `poison`, as a constraint would.
 fn poison_trigger(backend: Backend) -> Vec<&'static str> {
@@ -68,4 +71,33 @@ async fn a_record_the_store_refuses_leaves_the_rest_of_its_batch_stored(backend:
     assert_eq!(stored, answered);
     // And the agents keep working.
     assert_eq!(api.message(&ids[0], "after").await.ok()["reply"], json!("[agent 0] after"));
+}
+
+async fn a_reply_holding_nul_is_stored_and_observed(backend: Backend) {
+    let server = start(backend, |_| {}).await;
+    let account = server.account(0).await;
+    let api = server.api(Some(&account));
+    let id = api.provision("example", "odd").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+    // Turns around it share its batch.
+    let calls: Vec<_> = ["before", "nul", "after"]
+        .into_iter()
+        .map(|text| {
+            let (api, id) = (api.clone(), id.clone());
+            tokio::spawn(async move { api.message(&id, text).await })
+        })
+        .collect();
+    let mut replies = Vec::new();
+    for call in calls {
+        replies.push(call.await.unwrap().ok()["reply"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(replies[1], "[odd] a\u{FFFD}b");
+    let activity = api.get(&format!("/api/instances/{id}/activity")).await.ok();
+    let stored: Vec<&str> =
+        activity["turns"].as_array().unwrap().iter().map(|t| t["reply"].as_str().unwrap()).collect();
+    assert_eq!(stored.len(), 3, "{activity}");
+    assert!(stored.contains(&"[odd] a\u{FFFD}b"), "{activity}");
+    // The turn is observed activity too.
+    let events = api.post("/api/local/query", json!({"shape": "events", "args": {"session_id": id}})).await.ok();
+    assert_eq!(events["count"], 3, "{events}");
 }
