@@ -66,7 +66,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         config.push.is_some(),
         live.clone(),
     );
-    let (turn_events, turn_events_task) = TurnEvents::start(telemetry.clone());
+    let turn_events = TurnEvents::new(telemetry.clone());
     // Process runtimes send their telemetry back here.
     let mut access = config.access.clone();
     access.ingest_token = Some(crate::ids::random_base32(32));
@@ -107,7 +107,6 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     let skills_task = tokio::spawn(skills.clone().run(workers.clone()));
     checks.workers.add("billing renewal", renewals.abort_handle());
     checks.workers.add("retention", retention.abort_handle());
-    checks.workers.add("turn events", turn_events_task.abort_handle());
     checks.workers.add("health", health_task.abort_handle());
     checks.workers.add("crons", crons_task.abort_handle());
     checks.workers.add("alerts", alerts_task.abort_handle());
@@ -214,7 +213,6 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         let _ = pusher.await;
     }
     hosting.shutdown().await;
-    turn_events_task.abort();
     telemetry.shutdown().await;
     store.close().await;
     served?;

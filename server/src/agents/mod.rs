@@ -73,7 +73,8 @@ impl Default for HostingConfig {
 pub struct Hosting {
     store: Store,
     config: HostingConfig,
-    turn_events: Option<TurnEvents>,
+    /// Whether turns are recorded as observed activity too (a recorder with turn events).
+    observes_turns: bool,
     drivers: Drivers,
     registry: Registry,
     recorder: Recorder,
@@ -112,11 +113,12 @@ impl Hosting {
                 config.byok_upstream_url.clone(),
             ),
         };
-        let (recorder, task) = Recorder::start(store.clone());
+        let observes_turns = turn_events.is_some();
+        let (recorder, task) = Recorder::start(store.clone(), turn_events);
         Ok(Arc::new(Self {
             store,
             config,
-            turn_events,
+            observes_turns,
             drivers,
             registry: Registry::default(),
             recorder,
@@ -155,9 +157,6 @@ impl Hosting {
             .collect();
         futures::future::join_all(machines.iter().map(|m| m.stop())).await;
         self.recorder.flush().await;
-        if let Some(events) = &self.turn_events {
-            events.drain().await;
-        }
         let task = self.recorder_task.lock().ok().and_then(|mut t| t.take());
         if let Some(task) = task {
             task.abort();

@@ -6,7 +6,8 @@
 //!
 //! - Every turn waits for its commit before its caller gets the reply: a turn that was
 //!   answered is stored, with its charge (a metered turn is charged in that same
-//!   transaction and its reply reports `charged_cents`). Callers arriving while a commit
+//!   transaction and its reply reports `charged_cents`) and its observed event
+//!   ([`crate::telemetry::turns`]). Callers arriving while a commit
 //!   runs are batched into the next one, so waiting costs latency, not throughput.
 //! - A batch that fails is never lost as a whole: after the retries a failing store gets,
 //!   its records are written one transaction each, so the good ones are stored and charged
@@ -22,6 +23,11 @@ use crate::{
     Error, Result,
     billing::{ChargeKind, LedgerEntry, MoneyTx, metering::settle},
     store::{BeginWrite, Store, impl_for_connections, on_writer},
+    telemetry::{
+        rows::EventRow,
+        turns::{TurnEvents, TurnEventsTx},
+    },
+    time::now_ms,
 };
 
 /// Most records written in one transaction.
@@ -70,7 +76,7 @@ pub struct TurnRecord {
 }
 
 enum Job {
-    Turn(Box<TurnRecord>, Ack),
+    Turn(Box<(TurnRecord, Option<EventRow>)>, Ack),
     Flush(oneshot::Sender<()>),
 }
 
@@ -80,23 +86,29 @@ pub struct Recorder {
     jobs: mpsc::Sender<Job>,
 }
 
+/// Where the writer task writes: the store, and the telemetry turn events go into.
+struct Sink {
+    store: Store,
+    events: Option<TurnEvents>,
+}
+
 /// What one record's caller is told: the cents charged, or why it is not recorded.
 type Ack = oneshot::Sender<Result<i64, ApiError>>;
 
 impl Recorder {
-    /// Starts the writer task; it ends (after writing everything queued) once every
-    /// handle is dropped.
-    pub fn start(store: Store) -> (Self, tokio::task::JoinHandle<()>) {
+    /// Starts the writer task, writing turns' events into `events` when given; it ends
+    /// (after writing everything queued) once every handle is dropped.
+    pub fn start(store: Store, events: Option<TurnEvents>) -> (Self, tokio::task::JoinHandle<()>) {
         let (jobs, rx) = mpsc::channel(QUEUE);
-        let task = tokio::spawn(write_loop(store, rx));
+        let task = tokio::spawn(write_loop(Sink { store, events }, rx));
         (Self { jobs }, task)
     }
 
-    /// Records a turn and waits for its commit; the cents charged for it. The caller has
-    /// made it storable ([`TurnRecord::make_storable`]).
-    pub async fn record(&self, record: TurnRecord) -> Result<i64, ApiError> {
+    /// Records a turn (and its observed event) and waits for the commit; the cents
+    /// charged for it. The caller has made it storable ([`TurnRecord::make_storable`]).
+    pub async fn record(&self, record: TurnRecord, event: Option<EventRow>) -> Result<i64, ApiError> {
         let (ack, done) = oneshot::channel();
-        self.jobs.send(Job::Turn(Box::new(record), ack)).await.map_err(|_| stopped())?;
+        self.jobs.send(Job::Turn(Box::new((record, event)), ack)).await.map_err(|_| stopped())?;
         done.await.map_err(|_| stopped())?
     }
 
@@ -126,7 +138,7 @@ fn stopped() -> ApiError {
     ApiError::new(roost_proto::ErrorReason::Unavailable, "roost is shutting down")
 }
 
-async fn write_loop(store: Store, mut jobs: mpsc::Receiver<Job>) {
+async fn write_loop(sink: Sink, mut jobs: mpsc::Receiver<Job>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while let Some(first) = jobs.recv().await {
         batch.push(first);
@@ -136,27 +148,27 @@ async fn write_loop(store: Store, mut jobs: mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
-        commit(&store, &mut batch).await;
+        commit(&sink, &mut batch).await;
     }
 }
 
 /// Writes a batch and answers its callers. A failing batch is retried while the failure
 /// looks like the store being away; then its records are written one by one.
-async fn commit(store: &Store, batch: &mut Vec<Job>) {
+async fn commit(sink: &Sink, batch: &mut Vec<Job>) {
     let mut records = Vec::with_capacity(batch.len());
     let mut acks = Vec::with_capacity(batch.len());
     let mut flushes = Vec::new();
     for job in batch.drain(..) {
         match job {
-            Job::Turn(record, ack) => {
-                records.push(*record);
+            Job::Turn(turn, ack) => {
+                records.push(*turn);
                 acks.push(ack);
             }
             Job::Flush(done) => flushes.push(done),
         }
     }
-    let all: Vec<&TurnRecord> = records.iter().collect();
-    match with_retries(store, &all).await {
+    let all: Vec<&(TurnRecord, Option<EventRow>)> = records.iter().collect();
+    match with_retries(sink, &all).await {
         Ok(charged) => {
             for (ack, cents) in acks.into_iter().zip(charged) {
                 let _ = ack.send(Ok(cents));
@@ -164,8 +176,8 @@ async fn commit(store: &Store, batch: &mut Vec<Job>) {
         }
         Err(err) => {
             warn!(error = %err, turns = records.len(), "recording a batch of turns failed; recording them one by one");
-            for (record, ack) in records.iter().zip(acks) {
-                let _ = ack.send(record_alone(store, record).await);
+            for (turn, ack) in records.iter().zip(acks) {
+                let _ = ack.send(record_alone(sink, turn).await);
             }
         }
     }
@@ -175,8 +187,9 @@ async fn commit(store: &Store, batch: &mut Vec<Job>) {
 }
 
 /// One record in a transaction of its own; a record the store refuses is quarantined.
-async fn record_alone(store: &Store, record: &TurnRecord) -> Result<i64, ApiError> {
-    match with_retries(store, &[record]).await {
+async fn record_alone(sink: &Sink, turn: &(TurnRecord, Option<EventRow>)) -> Result<i64, ApiError> {
+    let record = &turn.0;
+    match with_retries(sink, &[turn]).await {
         Ok(charged) => Ok(charged.first().copied().unwrap_or_default()),
         Err(err) => {
             error!(
@@ -194,14 +207,14 @@ async fn record_alone(store: &Store, record: &TurnRecord) -> Result<i64, ApiErro
 
 /// [`write_batch`], retried a few times while the store is unreachable (a data error
 /// would fail again: it is returned at once).
-async fn with_retries(store: &Store, records: &[&TurnRecord]) -> Result<Vec<i64>> {
-    let mut outcome = write_batch(store, records).await;
+async fn with_retries(sink: &Sink, turns: &[&(TurnRecord, Option<EventRow>)]) -> Result<Vec<i64>> {
+    let mut outcome = write_batch(sink, turns).await;
     for delay in [100, 500, 2000] {
         match &outcome {
             Err(err) if err.is_unavailable() => {
                 warn!(error = %err, "recording turns failed; retrying");
                 tokio::time::sleep(Duration::from_millis(delay)).await;
-                outcome = write_batch(store, records).await;
+                outcome = write_batch(sink, turns).await;
             }
             _ => break,
         }
@@ -209,24 +222,35 @@ async fn with_retries(store: &Store, records: &[&TurnRecord]) -> Result<Vec<i64>
     outcome
 }
 
-/// One transaction: every turn row, plus the metered charges. Returns the cents charged
-/// per record, in order.
-async fn write_batch(store: &Store, records: &[&TurnRecord]) -> Result<Vec<i64>> {
-    if records.is_empty() {
+/// One transaction: every turn row, the metered charges and the turns' events. Returns
+/// the cents charged per record, in order.
+async fn write_batch(sink: &Sink, turns: &[&(TurnRecord, Option<EventRow>)]) -> Result<Vec<i64>> {
+    if turns.is_empty() {
         return Ok(Vec::new());
     }
-    on_writer!(store, |pool| {
+    let records: Vec<&TurnRecord> = turns.iter().map(|t| &t.0).collect();
+    let events = sink.events.as_ref().map(|e| e.batch(turns.iter().filter_map(|t| t.1.clone()).collect()));
+    let now_ns = now_ms() * 1_000_000;
+    let (charged, written) = on_writer!(sink.store, |pool| {
         let mut tx = pool.begin_write().await?;
         let mut charged = Vec::with_capacity(records.len());
-        for record in records {
+        for record in &records {
             charged.push(if record.cost_nanocents > 0 { tx.charge_usage(record).await? } else { 0 });
         }
         for (rows, cents) in records.chunks(ROWS_PER_INSERT).zip(charged.chunks(ROWS_PER_INSERT)) {
             tx.insert_turns(rows, cents).await?;
         }
+        let written = match &events {
+            Some(events) if !events.batch.events.is_empty() => Some(tx.write_turn_events(events, now_ns).await?),
+            _ => None,
+        };
         tx.commit().await?;
-        Ok::<_, Error>(charged)
-    })
+        Ok::<_, Error>((charged, written))
+    })?;
+    if let (Some(sink_events), Some(events), Some(written)) = (&sink.events, &events, &written) {
+        sink_events.committed(events, written);
+    }
+    Ok(charged)
 }
 
 /// Turn statements inside a write transaction.

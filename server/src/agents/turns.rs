@@ -15,7 +15,7 @@ use roost_proto::{
 use super::{Hosting, limits, live::Agent, recorder::TurnRecord};
 use crate::{
     Result,
-    ids::new_id,
+    ids::new_sortable_id,
     runtimes::{ModelMode, TurnInput, TurnOutput},
     telemetry::{rows::EventRow, turns::detail},
     time::{now_ms, timestamp_ms},
@@ -30,9 +30,8 @@ enum Outcome {
 }
 
 impl Hosting {
-    /// Reports a recorded turn as observed activity.
-    fn observe(&self, turn: &TurnRecord, runtime: &str) {
-        let Some(events) = &self.turn_events else { return };
+    /// A turn as observed activity, written with it.
+    fn event_of(&self, turn: &TurnRecord, runtime: &str) -> EventRow {
         let data = serde_json::json!({
             "status": turn.status,
             "source": turn.source,
@@ -42,7 +41,7 @@ impl Hosting {
             "error": turn.error,
             "duration_ms": turn.duration_ms,
         });
-        events.report(EventRow {
+        EventRow {
             run_id: String::new(),
             id: turn.id.clone(),
             ts_ns: turn.started_at.saturating_mul(1_000_000),
@@ -60,7 +59,7 @@ impl Hosting {
                 .lookup(&turn.model)
                 .map_or(0, |p| turn.input_tokens * p.input + turn.output_tokens * p.output),
             data: data.to_string(),
-        });
+        }
     }
 
     /// Runs one turn for the caller's agent; `source` says where the message came from.
@@ -123,7 +122,7 @@ impl Hosting {
             }
         }
 
-        let turn_id = new_id("turn");
+        let turn_id = new_sortable_id("turn");
         let started_at = now_ms();
         let clock = Instant::now();
         let input = TurnInput { turn_id: turn_id.clone(), text: text.clone() };
@@ -191,8 +190,8 @@ impl Hosting {
             record.error = err.message().to_owned();
         }
         record.make_storable();
-        let charged = self.recorder.record(record.clone()).await?;
-        self.observe(&record, &agent.runtime.id);
+        let event = self.observes_turns.then(|| self.event_of(&record, &agent.runtime.id));
+        let charged = self.recorder.record(record.clone(), event).await?;
         if let Some((_, err)) = failure {
             return Err(err.into());
         }

@@ -2,7 +2,7 @@
 //! per model and daily activity, plus each run's counters. Deltas are gathered in memory
 //! for a write group, then applied with one upsert per table.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use super::rows::{EventRow, LogRow, MetricRow, SpanRow};
 use crate::{Result, store::impl_for_connections, time::utc_day};
@@ -84,15 +84,18 @@ struct RunDelta {
     cost: i64,
 }
 
-/// Summary deltas of one write group.
+/// Summary deltas of one write group. Kept in key order, so every transaction upserts
+/// summary rows in the same order: two writers (the ingest writer and the turn recorder,
+/// or replicas on one PostgreSQL) touching the same rows wait for each other instead of
+/// deadlocking.
 #[derive(Debug, Default)]
 pub struct Summaries {
-    sessions: HashMap<String, SessionDelta>,
-    traces: HashMap<String, TraceDelta>,
-    services: HashMap<String, ServiceDelta>,
-    usage: HashMap<(String, String), UsageDelta>,
-    activity: HashMap<String, ActivityDelta>,
-    runs: HashMap<String, RunDelta>,
+    sessions: BTreeMap<String, SessionDelta>,
+    traces: BTreeMap<String, TraceDelta>,
+    services: BTreeMap<String, ServiceDelta>,
+    usage: BTreeMap<(String, String), UsageDelta>,
+    activity: BTreeMap<String, ActivityDelta>,
+    runs: BTreeMap<String, RunDelta>,
 }
 
 fn widen(first: &mut i64, last: &mut i64, seen: bool, start: i64, end: i64) {

@@ -3,71 +3,83 @@
 //! id (and whose run is none: ""), so q/1, the transcript and the live streams show hosted
 //! agents with no setup.
 //!
-//! Turns are frequent and their replies must not wait on this: events are buffered and
-//! written in batches by one task. A turn answered just before a crash may miss its event
-//! (its turn row in activity is the record of truth); never a charge.
+//! A turn's event is written in the turn recorder's transaction, with the turn itself
+//! ([`TurnEventsTx`]), and published once that commits ([`TurnEvents::committed`]). So a
+//! turn that was answered has its event too, and the turn costs one commit, not two: on
+//! SQLite, with one writer connection, a second commit per turn made every caller wait for
+//! the other writer's transaction as well.
 
 use std::sync::Arc;
 
-use tokio::sync::mpsc;
-use tracing::warn;
+use prost::Message as _;
 
 use super::{
     Telemetry,
     rows::{Batch, EventRow},
+    summaries::{Summaries, SummaryTx},
+    writer::{IngestTx, OutboxItem, Written},
 };
+use crate::{Result, store::impl_for_connections};
 use roost_proto::v1::{AddRunEventsRequest, RunEvent};
 
-/// Turns waiting to be written before new ones are dropped (with a warning).
-const BUFFER: usize = 16 * 1024;
-/// Most turns written per batch.
-const PER_BATCH: usize = 1024;
 /// How much of a message and a reply an event keeps (the brain stream's `detail`).
 pub const DETAIL_CHARS: usize = 300;
 
-/// Where hosted turns are reported.
+/// Where hosted turns become observed activity: the telemetry they are written into.
 #[derive(Clone)]
 pub struct TurnEvents {
-    tx: mpsc::Sender<EventRow>,
+    telemetry: Arc<Telemetry>,
+}
+
+/// Turn events ready to be written in a transaction.
+pub struct TurnEventBatch {
+    /// The event rows.
+    pub batch: Batch,
+    /// The same events for the outbox, when this roost pushes upstream.
+    pub outbox: Option<OutboxItem>,
 }
 
 impl TurnEvents {
-    /// Starts the task that writes reported turns through `telemetry`.
-    pub fn start(telemetry: Arc<Telemetry>) -> (Self, tokio::task::JoinHandle<()>) {
-        let (tx, mut rx) = mpsc::channel::<EventRow>(BUFFER);
-        let task = tokio::spawn(async move {
-            let mut events = Vec::with_capacity(PER_BATCH);
-            while rx.recv_many(&mut events, PER_BATCH).await > 0 {
-                let batch = std::mem::take(&mut events);
-                let request = AddRunEventsRequest {
-                    run_id: String::new(),
-                    event: None,
-                    events: batch.iter().map(outbox_form).collect(),
-                };
-                if let Err(err) =
-                    telemetry.ingest(Batch { events: batch, ..Batch::default() }, "run_events", &request).await
-                {
-                    warn!(error = %err, "could not record hosted turns as events");
-                }
-            }
+    /// Turn events written into `telemetry`'s store and streams.
+    pub fn new(telemetry: Arc<Telemetry>) -> Self {
+        Self { telemetry }
+    }
+
+    /// The rows (and outbox item) of `events`.
+    pub fn batch(&self, events: Vec<EventRow>) -> TurnEventBatch {
+        let outbox = self.telemetry.outbox.then(|| {
+            let request = AddRunEventsRequest {
+                run_id: String::new(),
+                event: None,
+                events: events.iter().map(outbox_form).collect(),
+            };
+            OutboxItem { kind: "run_events", payload: request.encode_to_vec() }
         });
-        (Self { tx }, task)
+        TurnEventBatch { batch: Batch { events, ..Batch::default() }, outbox }
     }
 
-    /// Waits (up to a second) until every reported turn has been handed to the writer.
-    pub async fn drain(&self) {
-        for _ in 0..200 {
-            if self.tx.capacity() == self.tx.max_capacity() {
-                return;
+    /// After the commit: publishes the new events on the live streams and counts them.
+    pub fn committed(&self, events: &TurnEventBatch, written: &Written) {
+        self.telemetry.writer.committed(&events.batch, written);
+    }
+}
+
+/// Writing turn events inside the recorder's transaction.
+pub(crate) trait TurnEventsTx {
+    /// Stores the events with their summaries and, on a node, the outbox item.
+    async fn write_turn_events(&mut self, events: &TurnEventBatch, now_ns: i64) -> Result<Written>;
+}
+
+impl_for_connections! {
+    impl TurnEventsTx {
+        async fn write_turn_events(&mut self, events: &TurnEventBatch, now_ns: i64) -> Result<Written> {
+            let mut summaries = Summaries::default();
+            let written = self.write_batch(&events.batch, &[], &mut summaries).await?;
+            self.apply_summaries(&summaries).await?;
+            if let Some(item) = &events.outbox {
+                self.insert_outbox(item, now_ns).await?;
             }
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
-    }
-
-    /// Reports a turn; never waits.
-    pub fn report(&self, event: EventRow) {
-        if self.tx.try_send(event).is_err() {
-            warn!("turn events are backed up; dropping one (its turn is still in activity)");
+            Ok(written)
         }
     }
 }

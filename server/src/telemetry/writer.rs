@@ -113,14 +113,21 @@ impl Writer {
         }
         let batch = Arc::new(batch);
         let written = self.submit(batch.clone(), outbox, cursor).await?;
-        self.live.publish(&batch, &written.new_spans, &written.new_events);
+        self.committed(&batch, &written);
+        Ok(written)
+    }
+
+    /// Publishes what a committed batch stored on the live streams and counts it: for
+    /// batches this writer wrote, and for those written in another transaction (hosted
+    /// turns' events, committed with their turns).
+    pub fn committed(&self, batch: &Batch, written: &Written) {
+        self.live.publish(batch, &written.new_spans, &written.new_events);
         self.stats.record(Counts {
             spans: written.spans as u64,
             logs: batch.logs.len() as u64,
             metric_points: batch.metrics.len() as u64,
             events: written.new_events.iter().filter(|new| **new).count() as u64,
         });
-        Ok(written)
     }
 
     /// What was stored through this writer.
@@ -152,7 +159,7 @@ impl Writer {
 }
 
 /// Which spans of an insert were new.
-enum NewSpans {
+pub(super) enum NewSpans {
     /// Every one (the common case: no set to build).
     All,
     /// These (trace_id, span_id) keys.
@@ -229,8 +236,9 @@ async fn write_group(store: &Store, group: &[Job], cache: &mut ResourceCache) ->
     Ok(written)
 }
 
-/// Row statements inside the write transaction.
-trait IngestTx {
+/// Row statements inside the write transaction (also the turn recorder's, for hosted
+/// turns' events: see [`super::turns`]).
+pub(super) trait IngestTx {
     /// The store ids of a batch's resources, inserting new ones.
     async fn resource_ids(
         &mut self,
