@@ -60,6 +60,7 @@ pub fn render(sections: &[Routes], registry: &ListShapesResponse) -> String {
     let mut types = BTreeSet::new();
     intro(&mut out);
     errors(&mut out);
+    senders(&mut out);
     for section in sections {
         let _ = writeln!(out, "## {}\n\n{}\n", section.title, section.intro);
         for endpoint in &section.endpoints {
@@ -69,6 +70,17 @@ pub fn render(sections: &[Routes], registry: &ListShapesResponse) -> String {
     tools_doc(&mut out, registry, &mut types);
     types_doc(&mut out, types);
     out
+}
+
+/// What telemetry senders' attributes become (the ingest attribute map).
+fn senders(out: &mut String) {
+    let _ = writeln!(
+        out,
+        "## What senders' telemetry becomes\n\nOTLP spans and log records are read through one attribute \
+map: for each field, the first of these attribute names present on the item wins, then on its resource. \
+Input tokens include cached ones; a sender's own cost wins over the price book.\n\n{}",
+        roost_proto::attribute_map::markdown()
+    );
 }
 
 fn intro(out: &mut String) {

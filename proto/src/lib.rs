@@ -5,6 +5,7 @@
 //! The messages derive serde (see `build.rs`) because the REST gateway's JSON bodies are
 //! these same messages.
 
+pub mod attribute_map;
 pub mod codec;
 pub mod describe;
 pub mod error;

@@ -12,6 +12,7 @@
 
 mod api;
 pub mod bench;
+pub mod fake_openai;
 mod index;
 mod postgres;
 mod server;

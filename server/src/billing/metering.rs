@@ -21,12 +21,29 @@ pub struct ModelPrice {
     pub input: i64,
     /// Per completion token.
     pub output: i64,
+    /// Per prompt token read from the provider's prompt cache.
+    pub cache_read: i64,
+    /// Per prompt token written to the provider's prompt cache.
+    pub cache_write: i64,
 }
 
 impl ModelPrice {
     /// True when using the model costs something.
     pub fn is_paid(self) -> bool {
         self.input > 0 || self.output > 0
+    }
+
+    /// What a call's tokens cost, in nanocents. `input` counts every prompt token, the
+    /// cached ones included (the GenAI convention); `cache_read` and `cache_write` say how
+    /// many of them the cache served or stored, which are priced at their own rates.
+    pub fn cost(self, input: i64, output: i64, cache_read: i64, cache_write: i64) -> i64 {
+        let (cache_read, cache_write) = (cache_read.max(0), cache_write.max(0));
+        let uncached = input.max(0).saturating_sub(cache_read).saturating_sub(cache_write).max(0);
+        uncached
+            .saturating_mul(self.input)
+            .saturating_add(cache_read.saturating_mul(self.cache_read))
+            .saturating_add(cache_write.saturating_mul(self.cache_write))
+            .saturating_add(output.max(0).saturating_mul(self.output))
     }
 }
 
@@ -50,6 +67,10 @@ struct PriceFile {
 struct PriceEntry {
     input_usd_per_mtok: f64,
     output_usd_per_mtok: f64,
+    /// Prompt-cache reads; the input price when not listed.
+    cache_read_usd_per_mtok: Option<f64>,
+    /// Prompt-cache writes; the input price when not listed.
+    cache_write_usd_per_mtok: Option<f64>,
 }
 
 impl PriceEntry {
@@ -61,7 +82,13 @@ impl PriceEntry {
             // 1 USD per million tokens = 100 cents / 1e6 tokens = 1e5 nanocents per token.
             Ok((usd * 1e5).round() as i64)
         };
-        Ok(ModelPrice { input: convert(self.input_usd_per_mtok)?, output: convert(self.output_usd_per_mtok)? })
+        let input = convert(self.input_usd_per_mtok)?;
+        Ok(ModelPrice {
+            input,
+            output: convert(self.output_usd_per_mtok)?,
+            cache_read: self.cache_read_usd_per_mtok.map_or(Ok(input), convert)?,
+            cache_write: self.cache_write_usd_per_mtok.map_or(Ok(input), convert)?,
+        })
     }
 }
 
@@ -91,8 +118,17 @@ impl PriceBook {
     }
 
     /// The price of `model`: its own entry, else the longest listed name it starts with
-    /// (so dated variants such as `gpt-4o-mini-2024-07-18` find `gpt-4o-mini`), else `None`.
+    /// (so dated variants such as `gpt-4o-mini-2024-07-18` find their family
+    /// `gpt-4o-mini`), else `None`. A router's or cloud's prefix is skipped: `openai/gpt-4o`
+    /// and Bedrock's `us.anthropic.claude-sonnet-4-…` are priced as `gpt-4o` and
+    /// `claude-sonnet-4`.
     pub fn lookup(&self, model: &str) -> Option<ModelPrice> {
+        let bare = model.rsplit('/').next().unwrap_or(model);
+        let bare = bare.split_once("anthropic.").map_or(bare, |(_, rest)| rest);
+        [model, bare].into_iter().find_map(|name| self.lookup_name(name))
+    }
+
+    fn lookup_name(&self, model: &str) -> Option<ModelPrice> {
         if let Some(price) = self.models.get(model) {
             return Some(*price);
         }
@@ -110,11 +146,7 @@ impl PriceBook {
 
     /// What the tokens cost, in nanocents.
     pub fn cost_nanocents(&self, model: &str, input_tokens: i64, output_tokens: i64) -> i64 {
-        let price = self.price(model);
-        input_tokens
-            .max(0)
-            .saturating_mul(price.input)
-            .saturating_add(output_tokens.max(0).saturating_mul(price.output))
+        self.price(model).cost(input_tokens, output_tokens, 0, 0)
     }
 }
 
@@ -133,7 +165,10 @@ mod tests {
     fn the_builtin_book_parses_and_prices_models() {
         let book = PriceBook::from_toml(BUILTIN).unwrap();
         assert_eq!(book.price("echo"), ModelPrice::default());
-        assert_eq!(book.price("gpt-4o-mini"), ModelPrice { input: 15_000, output: 60_000 });
+        assert_eq!(
+            book.price("gpt-4o-mini"),
+            ModelPrice { input: 15_000, output: 60_000, cache_read: 7_500, cache_write: 15_000 }
+        );
         assert_eq!(book.price("gpt-4o-mini-2024-07-18"), book.price("gpt-4o-mini"), "dated variants");
         assert!(book.price("some-new-model").is_paid(), "unknown models cost the default");
         assert_eq!(book.lookup("some-new-model"), None);

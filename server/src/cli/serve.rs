@@ -74,6 +74,10 @@ pub struct ServeArgs {
     /// `…[truncated N bytes]`.
     #[arg(long, env = "ROOST_MAX_ATTRIBUTE_BYTES", default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
     max_attribute_bytes: u64,
+    /// Keep conversation content (prompts, replies, tool arguments and results) sent in
+    /// telemetry: `on`, or `off` to drop it at ingest (tokens, models and costs are kept).
+    #[arg(long, env = "ROOST_CAPTURE_CONTENT", value_name = "on|off", default_value = "on", value_parser = on_off)]
+    capture_content: bool,
     /// OpenAI-compatible base URL byok assistant agents call with their own key.
     #[arg(long, env = "ROOST_BYOK_UPSTREAM_URL", value_name = "URL", default_value = "https://api.openai.com/v1")]
     byok_upstream_url: String,
@@ -187,6 +191,7 @@ impl ServeArgs {
             every: Duration::from_secs(self.retention_check_secs),
         };
         config.telemetry.max_attribute_bytes = usize::try_from(self.max_attribute_bytes).unwrap_or(usize::MAX);
+        config.telemetry.capture_content = self.capture_content;
         config.access.api_tokens =
             self.api_tokens.iter().map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()).collect();
         config.streams = StreamLimits {
@@ -322,4 +327,13 @@ fn restart() -> ExitCode {
 fn restart() -> ExitCode {
     tracing::info!("stopped for a restart; the service manager starts roost again");
     ExitCode::SUCCESS
+}
+
+/// `on` / `off` (also `true`/`false`, `1`/`0`).
+fn on_off(value: &str) -> Result<bool, String> {
+    match value.to_ascii_lowercase().as_str() {
+        "on" | "true" | "1" | "yes" => Ok(true),
+        "off" | "false" | "0" | "no" => Ok(false),
+        _ => Err(format!("{value:?} is not on or off")),
+    }
 }

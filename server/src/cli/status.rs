@@ -132,6 +132,11 @@ fn render(s: &GetStatusResponse) -> String {
             i.events_total
         );
     }
+    if !s.unpriced_models.is_empty() {
+        let models: Vec<String> =
+            s.unpriced_models.iter().map(|m| format!("{} ({} calls)", m.model, m.calls)).collect();
+        out += &format!("unpriced   {}: tokens counted, cost unknown; add them to --price-book\n", models.join(", "));
+    }
     if let Some(h) = &s.health {
         out += &format!("health     {}\n", h.status);
         for check in &h.checks {

@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use crate::time::{now_ms, utc_day};
+
 use roost_proto::v1::{
     AcknowledgeAlertRequest, AcknowledgeAlertResponse, CreateAlertRuleRequest, CreateAlertRuleResponse,
     CreateCronRequest, CreateCronResponse, CreateGuardPolicyRequest, CreateGuardPolicyResponse, DeleteAlertRuleRequest,
@@ -10,7 +12,7 @@ use roost_proto::v1::{
     GetCronRequest, GetCronResponse, GetGuardRequest, GetGuardResponse, GetHealthReportRequest,
     GetHealthReportResponse, GetSkillsRequest, GetSkillsResponse, GetStatusRequest, GetStatusResponse, GetUsageRequest,
     GetUsageResponse, IngestStatus, KillCronRequest, KillCronResponse, ListCronsRequest, ListCronsResponse,
-    StoreStatus, UpdateAlertRuleRequest, UpdateAlertRuleResponse, UpdateCronRequest, UpdateCronResponse,
+    StoreStatus, UnpricedModel, UpdateAlertRuleRequest, UpdateAlertRuleResponse, UpdateCronRequest, UpdateCronResponse,
     UpdateGuardPolicyRequest, UpdateGuardPolicyResponse, feature_service_server::FeatureService,
 };
 use tonic::{Request, Response, Status};
@@ -97,6 +99,17 @@ impl FeatureCore {
             }
             Err(err) => status.error = err.to_string(),
         }
+        let since = utc_day(now_ms() * 1_000_000 - 29 * 86_400_000_000_000);
+        let unpriced: Vec<(String, i64)> = on_reader!(store, |pool| {
+            sqlx::query_as(
+                "SELECT model, SUM(unpriced_calls) FROM usage_daily WHERE day >= $1 AND unpriced_calls > 0 \
+                 GROUP BY model ORDER BY model",
+            )
+            .bind(&since)
+            .fetch_all(pool)
+            .await
+        })
+        .unwrap_or_default();
         let (total, rate) = self.health.telemetry.stats().snapshot();
         let last = self.failures.last();
         let verdict = match (&last, status.reachable) {
@@ -122,6 +135,7 @@ impl FeatureCore {
             last_handler_failure: last,
             handler_verdict: verdict.into(),
             update: Some(crate::update::service::status(&self.updater).await),
+            unpriced_models: unpriced.into_iter().map(|(model, calls)| UnpricedModel { model, calls }).collect(),
         }
     }
 }

@@ -13,7 +13,9 @@ use crate::{
 /// Sessions listed as the costliest.
 const TOP_SESSIONS: i64 = 10;
 
-type Row = (String, String, i64, i64, i64, i64);
+/// A `usage_daily` row: day, model, calls, input, output, cost, cache reads, cache
+/// writes, unpriced calls.
+type Row = (String, String, i64, i64, i64, i64, i64, i64, i64);
 
 fn usage(row: &Row) -> UsageRow {
     UsageRow {
@@ -23,17 +25,28 @@ fn usage(row: &Row) -> UsageRow {
         input_tokens: row.3,
         output_tokens: row.4,
         cost_usd: nanocents_to_usd(row.5),
+        cache_read_tokens: row.6,
+        cache_write_tokens: row.7,
+        unpriced_calls: row.8,
     }
+}
+
+/// Adds a row's counts into `sum`.
+fn add(sum: &mut UsageRow, row: &Row) {
+    sum.calls += row.2;
+    sum.input_tokens += row.3;
+    sum.output_tokens += row.4;
+    sum.cost_usd += nanocents_to_usd(row.5);
+    sum.cache_read_tokens += row.6;
+    sum.cache_write_tokens += row.7;
+    sum.unpriced_calls += row.8;
 }
 
 /// Sums rows whose day is `since` or later.
 fn total(rows: &[Row], since: &str) -> UsageRow {
     let mut sum = UsageRow::default();
     for row in rows.iter().filter(|r| r.0.as_str() >= since) {
-        sum.calls += row.2;
-        sum.input_tokens += row.3;
-        sum.output_tokens += row.4;
-        sum.cost_usd += nanocents_to_usd(row.5);
+        add(&mut sum, row);
     }
     sum
 }
@@ -47,7 +60,8 @@ pub async fn usage_page(store: &Store, days: i64) -> Result<GetUsageResponse> {
     let first = since_day(days.max(30));
     let (rows, sessions) = on_reader!(store, |pool| {
         let rows: Vec<Row> = sqlx::query_as(
-            "SELECT day, model, calls, input_tokens, output_tokens, cost_nanocents FROM usage_daily \
+            "SELECT day, model, calls, input_tokens, output_tokens, cost_nanocents, cache_read_tokens, \
+             cache_write_tokens, unpriced_calls FROM usage_daily \
              WHERE day >= $1 ORDER BY day, model",
         )
         .bind(&first)
@@ -69,24 +83,14 @@ pub async fn usage_page(store: &Store, days: i64) -> Result<GetUsageResponse> {
     let mut days_out: Vec<UsageRow> = Vec::new();
     for row in &in_period {
         match days_out.last_mut() {
-            Some(last) if last.day == row.0 => {
-                last.calls += row.2;
-                last.input_tokens += row.3;
-                last.output_tokens += row.4;
-                last.cost_usd += nanocents_to_usd(row.5);
-            }
+            Some(last) if last.day == row.0 => add(last, row),
             _ => days_out.push(UsageRow { model: String::new(), ..usage(row) }),
         }
     }
     let mut models: Vec<UsageRow> = Vec::new();
     for row in &in_period {
         match models.iter_mut().find(|m| m.model == row.1) {
-            Some(m) => {
-                m.calls += row.2;
-                m.input_tokens += row.3;
-                m.output_tokens += row.4;
-                m.cost_usd += nanocents_to_usd(row.5);
-            }
+            Some(m) => add(m, row),
             None => models.push(UsageRow { day: String::new(), ..usage(row) }),
         }
     }

@@ -46,17 +46,24 @@ pub struct ArgSpec {
     pub range: Option<(i64, i64)>,
     /// Whether the shape needs it.
     pub required: bool,
+    /// The shape needs this or another argument of the same group (`one_of`).
+    pub one_of: Option<&'static str>,
 }
 
 impl ArgSpec {
     /// An optional string filter.
     pub const fn string(name: &'static str, description: &'static str) -> Self {
-        Self { name, ty: ArgType::String, description, default: None, range: None, required: false }
+        Self { name, ty: ArgType::String, description, default: None, range: None, required: false, one_of: None }
     }
 
     /// A string the shape cannot run without.
     pub const fn required_string(name: &'static str, description: &'static str) -> Self {
         Self { required: true, ..Self::string(name, description) }
+    }
+
+    /// A string the shape needs unless another argument of `group` is given.
+    pub const fn one_of(group: &'static str, name: &'static str, description: &'static str) -> Self {
+        Self { one_of: Some(group), ..Self::string(name, description) }
     }
 
     /// An integer with a default, clamped to `[min, max]`.
@@ -68,17 +75,18 @@ impl ArgSpec {
             default: Some(default),
             range: Some((min, max)),
             required: false,
+            one_of: None,
         }
     }
 
     /// An optional boolean (false when absent).
     pub const fn boolean(name: &'static str, description: &'static str) -> Self {
-        Self { name, ty: ArgType::Boolean, description, default: None, range: None, required: false }
+        Self { name, ty: ArgType::Boolean, description, default: None, range: None, required: false, one_of: None }
     }
 
     /// An optional time bound.
     pub const fn time(name: &'static str, description: &'static str) -> Self {
-        Self { name, ty: ArgType::Time, description, default: None, range: None, required: false }
+        Self { name, ty: ArgType::Time, description, default: None, range: None, required: false, one_of: None }
     }
 }
 
@@ -131,6 +139,15 @@ impl Args {
             }
             if let Some(default) = spec.default {
                 values.insert(spec.name, ArgValue::Integer(default));
+            }
+        }
+        for group in specs.iter().filter_map(|s| s.one_of) {
+            let members: Vec<&str> = specs.iter().filter(|s| s.one_of == Some(group)).map(|s| s.name).collect();
+            if !members.iter().any(|m| values.contains_key(m)) {
+                return Err(ApiError::invalid_argument(format!(
+                    "shape {shape:?} needs one of the arguments {}",
+                    members.iter().map(|m| format!("{m:?}")).collect::<Vec<_>>().join(" or ")
+                )));
             }
         }
         Ok(Self { values })

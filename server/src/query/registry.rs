@@ -267,9 +267,13 @@ pub const SHAPES: &[Shape] = &[
             col("system", "gen_ai_system", Text),
             col("request_model", "request_model", Text),
             col("response_model", "response_model", Text),
+            col("model", "COALESCE(response_model, request_model)", Text),
             col("input_tokens", "input_tokens", Int),
             col("output_tokens", "output_tokens", Int),
+            col("cache_read_tokens", "cache_read_tokens", Int),
+            col("cache_write_tokens", "cache_write_tokens", Int),
             col("cost_usd", "cost_nanocents", CostUsd),
+            col("tool_name", "tool_name", Text),
             col("attributes", "attributes", Json),
         ],
         plan: Plan::Table {
@@ -332,6 +336,7 @@ pub const SHAPES: &[Shape] = &[
             ArgSpec::integer("limit", "most rows", 100, 1, 1000),
             ArgSpec::string("session_id", "only this session's records"),
             ArgSpec::string("trace_id", "only this trace's records (hex)"),
+            ArgSpec::string("event_name", "only events of this name (e.g. claude_code.api_request)"),
             ArgSpec::string("service", "only this service's records"),
             ArgSpec::integer(
                 "min_severity",
@@ -352,11 +357,21 @@ pub const SHAPES: &[Shape] = &[
             col("trace_id", "trace_id", Text),
             col("span_id", "span_id", Text),
             col("session_id", "session_id", Text),
+            col("event_name", "event_name", Text),
+            col("agent_id", "agent_id", Text),
+            col("model", "model", Text),
+            col("input_tokens", "input_tokens", Int),
+            col("output_tokens", "output_tokens", Int),
+            col("cache_read_tokens", "cache_read_tokens", Int),
+            col("cache_write_tokens", "cache_write_tokens", Int),
+            col("cost_usd", "cost_nanocents", CostUsd),
+            col("tool_name", "tool_name", Text),
             col("attributes", "attributes", Json),
         ],
         plan: Plan::Table {
             from: "logs",
             filters: &[
+                filter("event_name", "event_name", Eq),
                 filter("session_id", "session_id", Eq),
                 filter("trace_id", "trace_id", Eq),
                 filter("service", "service", Eq),
@@ -474,9 +489,10 @@ pub const SHAPES: &[Shape] = &[
     },
     Shape {
         name: "transcript",
-        description: "One session in time order: its spans, events (and hosted turns) and log records, oldest first.",
+        description: "One session's or one trace's conversation in time order, oldest first: its messages (kind \"message\": role, text, tool_calls), spans, events (and hosted turns) and other log records.",
         args: &[
-            ArgSpec::required_string("session_id", "the session"),
+            ArgSpec::one_of("conversation", "session_id", "the session"),
+            ArgSpec::one_of("conversation", "trace_id", "the trace (hex), for senders that send no session"),
             ArgSpec::integer("limit", "most rows", 500, 1, 5000),
             ArgSpec::time("since", SINCE),
         ],
@@ -488,6 +504,7 @@ pub const SHAPES: &[Shape] = &[
             col("model", "model", Text),
             col("text", "text", Text),
             col("tool_name", "tool_name", Text),
+            col("tool_calls", "tool_calls", Json),
             col("input_tokens", "input_tokens", Int),
             col("output_tokens", "output_tokens", Int),
             col("cost_usd", "cost_nanocents", CostUsd),
@@ -543,6 +560,15 @@ pub fn markdown() -> String {
                 let mut text = format!("`{}` {}", a.name, a.ty.name());
                 if a.required {
                     text.push_str(", required");
+                }
+                if let Some(group) = a.one_of {
+                    let others: Vec<&str> = shape
+                        .args
+                        .iter()
+                        .filter(|o| o.one_of == Some(group) && o.name != a.name)
+                        .map(|o| o.name)
+                        .collect();
+                    text.push_str(&format!(", required unless `{}` is given", others.join("`, `")));
                 }
                 if let (Some(default), Some((min, max))) = (a.default, a.range) {
                     text.push_str(&format!(" (default {default}, clamped to {min}..{max})"));

@@ -114,34 +114,55 @@ fn table(shape: &Shape, from: &str, filters: &[super::registry::Filter], order: 
     sql
 }
 
-/// A session's spans, events and logs, merged oldest first. Each part uses its table's
-/// (session_id, time) index.
+/// A session's (or a trace's) messages, spans, events and logs, merged oldest first (at
+/// one time: events, logs, spans, then the spans' messages in their order). Each
+/// part uses its table's (session_id, time) or (trace_id, time) index. Log records whose
+/// content became messages are not listed again; custom-run events have no trace.
 fn transcript(args: &Args) -> Sql {
     let mut sql = Sql::default();
-    let session = sql.bind(Bind::Text(args.string("session_id").unwrap_or_default().to_owned()));
+    let (column, key) = match args.string("session_id") {
+        Some(session) => ("session_id", session),
+        None => ("trace_id", args.string("trace_id").unwrap_or_default()),
+    };
+    let key = sql.bind(Bind::Text(key.to_owned()));
     let since = args.time("since").map(|ns| sql.bind(Bind::Int(ns)));
     let after = |column: &str| since.as_ref().map(|s| format!(" AND {column} >= {s}")).unwrap_or_default();
     let limit = sql.bind(Bind::Int(args.integer("limit")));
+    let events = if column == "session_id" {
+        format!(
+            "UNION ALL \
+             SELECT ts_ns, 'event', 1, 0, event_type, role, model, data, tool_name, NULL, input_tokens, output_tokens, \
+                    cost_nanocents, '', '', run_id, id \
+               FROM events WHERE session_id = {key}{events_after} ",
+            events_after = after("ts_ns"),
+        )
+    } else {
+        String::new()
+    };
     sql.text = format!(
         "SELECT t AS c_time, source AS c_source, kind AS c_kind, role AS c_role, model AS c_model, body AS c_text, \
-         tool_name AS c_tool_name, input_tokens AS c_input_tokens, output_tokens AS c_output_tokens, \
-         cost_nanocents AS c_cost_usd, trace_id AS c_trace_id, span_id AS c_span_id, run_id AS c_run_id, id AS c_id FROM ( \
-           SELECT start_ns AS t, 'span' AS source, COALESCE(operation, 'span') AS kind, '' AS role, \
-                  COALESCE(response_model, request_model, '') AS model, name AS body, '' AS tool_name, \
-                  COALESCE(input_tokens, 0) AS input_tokens, COALESCE(output_tokens, 0) AS output_tokens, \
+         tool_name AS c_tool_name, tool_calls AS c_tool_calls, input_tokens AS c_input_tokens, \
+         output_tokens AS c_output_tokens, cost_nanocents AS c_cost_usd, trace_id AS c_trace_id, span_id AS c_span_id, \
+         run_id AS c_run_id, id AS c_id FROM ( \
+           SELECT start_ns AS t, 'span' AS source, 3 AS part, 0 AS seq, COALESCE(operation, 'span') AS kind, '' AS role, \
+                  COALESCE(response_model, request_model, '') AS model, name AS body, COALESCE(tool_name, '') AS tool_name, \
+                  NULL AS tool_calls, COALESCE(input_tokens, 0) AS input_tokens, COALESCE(output_tokens, 0) AS output_tokens, \
                   COALESCE(cost_nanocents, 0) AS cost_nanocents, trace_id, span_id, '' AS run_id, span_id AS id \
-             FROM spans WHERE session_id = {session}{spans_after} \
+             FROM spans WHERE {column} = {key}{spans_after} \
            UNION ALL \
-           SELECT ts_ns, 'event', event_type, role, model, data, tool_name, input_tokens, output_tokens, cost_nanocents, \
-                  '', '', run_id, id \
-             FROM events WHERE session_id = {session}{events_after} \
+           SELECT time_ns, 'message', 4, seq, 'message', role, COALESCE(model, ''), content, '', tool_calls, 0, 0, 0, \
+                  COALESCE(trace_id, ''), COALESCE(span_id, ''), '', CAST(id AS TEXT) \
+             FROM messages WHERE {column} = {key}{messages_after} \
+           {events}\
            UNION ALL \
-           SELECT time_ns, 'log', severity_text, '', '', body, '', 0, 0, 0, COALESCE(trace_id, ''), COALESCE(span_id, ''), \
-                  '', CAST(id AS TEXT) \
-             FROM logs WHERE session_id = {session}{logs_after} \
-         ) AS merged ORDER BY t, source, id LIMIT {limit}",
+           SELECT time_ns, 'log', 2, 0, COALESCE(event_name, severity_text), '', COALESCE(model, ''), body, \
+                  COALESCE(tool_name, ''), NULL, COALESCE(input_tokens, 0), COALESCE(output_tokens, 0), \
+                  COALESCE(cost_nanocents, 0), COALESCE(trace_id, ''), COALESCE(span_id, ''), '', CAST(id AS TEXT) \
+             FROM logs WHERE {column} = {key}{logs_after} \
+              AND messages = 0 \
+         ) AS merged ORDER BY t, part, seq, id LIMIT {limit}",
         spans_after = after("start_ns"),
-        events_after = after("ts_ns"),
+        messages_after = after("time_ns"),
         logs_after = after("time_ns"),
     );
     sql

@@ -152,7 +152,7 @@ fn log_line(log: &LogRow, service: &str) -> LogLine {
         source: "ingest".into(),
         service: service.to_owned(),
         message: log.body.clone(),
-        session_id: log.session_id.clone().unwrap_or_default(),
+        session_id: log.gen_ai.session_id.clone().unwrap_or_default(),
         trace_id: log.trace_id.clone().unwrap_or_default(),
     }
 }

@@ -18,6 +18,7 @@
 
 use std::fmt::{self, Write as _};
 
+use super::messages;
 use opentelemetry_proto::tonic::{
     collector::{
         logs::v1::ExportLogsServiceRequest, metrics::v1::ExportMetricsServiceRequest,
@@ -45,11 +46,14 @@ pub const DEFAULT_MAX_ATTRIBUTE_BYTES: usize = 64 * 1024;
 pub struct Limits {
     /// Longest string kept, in bytes (before the truncation marker).
     pub max_attribute_bytes: usize,
+    /// Keep prompts, replies and tool arguments (`--capture-content`); when off they are
+    /// dropped before anything is stored or pushed upstream.
+    pub capture_content: bool,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { max_attribute_bytes: DEFAULT_MAX_ATTRIBUTE_BYTES }
+        Self { max_attribute_bytes: DEFAULT_MAX_ATTRIBUTE_BYTES, capture_content: true }
     }
 }
 
@@ -115,6 +119,7 @@ impl fmt::Display for Cuts {
 #[derive(Debug)]
 pub struct Bounds {
     max_bytes: usize,
+    capture_content: bool,
     cuts: Cuts,
 }
 
@@ -122,7 +127,19 @@ impl Bounds {
     /// Bounds under `limits`.
     pub fn new(limits: &Limits) -> Self {
         let max_bytes = limits.max_attribute_bytes;
-        Self { max_bytes, cuts: Cuts { max_attribute_bytes: max_bytes, ..Cuts::default() } }
+        Self {
+            max_bytes,
+            capture_content: limits.capture_content,
+            cuts: Cuts { max_attribute_bytes: max_bytes, ..Cuts::default() },
+        }
+    }
+
+    /// Without content capture: drops the attributes that hold messages, prompts, replies
+    /// and tool arguments (see [`messages::is_content_key`]).
+    fn drop_content(&self, attributes: &mut Vec<KeyValue>) {
+        if !self.capture_content {
+            attributes.retain(|kv| !messages::is_content_key(&kv.key));
+        }
     }
 
     /// What was changed so far.
@@ -197,6 +214,8 @@ impl Bounds {
             for scope_spans in &mut resource_spans.scope_spans {
                 self.scope(&mut scope_spans.scope);
                 for span in &mut scope_spans.spans {
+                    self.drop_content(&mut span.attributes);
+                    span.events.iter_mut().for_each(|e| self.drop_content(&mut e.attributes));
                     self.text(&mut span.name);
                     self.attributes(&mut span.attributes, Some(&mut span.dropped_attributes_count));
                     if let Some(status) = &mut span.status {
@@ -228,6 +247,13 @@ impl Bounds {
             for scope_logs in &mut resource_logs.scope_logs {
                 self.scope(&mut scope_logs.scope);
                 for record in &mut scope_logs.log_records {
+                    if !self.capture_content {
+                        self.drop_content(&mut record.attributes);
+                        // A GenAI message event's body is the message itself.
+                        if record.event_name.starts_with("gen_ai.") {
+                            record.body = None;
+                        }
+                    }
                     self.text(&mut record.severity_text);
                     self.text(&mut record.event_name);
                     if let Some(body) = &mut record.body {
@@ -355,7 +381,7 @@ mod tests {
     use super::*;
 
     fn bounds(max: usize) -> Bounds {
-        Bounds::new(&Limits { max_attribute_bytes: max })
+        Bounds::new(&Limits { max_attribute_bytes: max, capture_content: true })
     }
 
     #[test]

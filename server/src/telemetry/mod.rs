@@ -9,8 +9,10 @@
 //! Before a request becomes rows, [`limits::Bounds`] makes every string storable (U+0000
 //! replaced) and bounds its sizes as the OTel SDK would; the answer says what it changed.
 
+pub use roost_proto::attribute_map;
 pub mod attributes;
 pub mod limits;
+pub mod messages;
 pub mod otlp;
 pub mod retention;
 pub mod rows;

@@ -48,6 +48,7 @@ const TABLES: &[(&str, &str)] = &[
     ("spans", "start_ns"),
     ("span_events", "time_ns"),
     ("logs", "time_ns"),
+    ("messages", "time_ns"),
     ("metric_points", "time_ns"),
     ("events", "ts_ns"),
     ("runs", "started_ns"),

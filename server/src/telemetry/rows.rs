@@ -3,6 +3,8 @@
 //! Converting happens in the request's own task (in parallel across requests); the writer
 //! only inserts. Each row carries its GenAI fields already pulled out and priced.
 
+pub use super::messages::Message;
+
 /// A resource (the `service.name` and other attributes shared by a request's items),
 /// stored once per distinct attribute set.
 #[derive(Debug, Clone)]
@@ -15,26 +17,37 @@ pub struct ResourceRow {
     pub attributes: String,
 }
 
-/// The GenAI semantic-convention fields of a span, log or event.
+/// The GenAI fields of a span, log or event, read through the
+/// [attribute map](super::attribute_map) (which says which attributes each comes from).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GenAi {
-    /// `session.id`, else `gen_ai.conversation.id`.
+    /// The session or conversation.
     pub session_id: Option<String>,
-    /// `gen_ai.agent.id`, else `roost.instance.id` (hosted agents' runtimes).
+    /// The agent (`roost.instance.id` for hosted agents' runtimes).
     pub agent_id: Option<String>,
-    /// `gen_ai.operation.name`.
+    /// What was done (`chat`, `execute_tool`, an OpenInference span kind…).
     pub operation: Option<String>,
-    /// `gen_ai.system` (or `gen_ai.provider.name`).
+    /// The model provider.
     pub system: Option<String>,
-    /// `gen_ai.request.model`.
+    /// The model asked for.
     pub request_model: Option<String>,
-    /// `gen_ai.response.model`.
+    /// The model that answered.
     pub response_model: Option<String>,
-    /// `gen_ai.usage.input_tokens`.
+    /// Prompt tokens, cached ones included.
     pub input_tokens: Option<i64>,
-    /// `gen_ai.usage.output_tokens`.
+    /// Completion tokens.
     pub output_tokens: Option<i64>,
-    /// Cost of those tokens at the model's price (nanocents), when the model is priced.
+    /// Of the prompt tokens, those read from the provider's cache.
+    pub cache_read_tokens: Option<i64>,
+    /// Of the prompt tokens, those written to the provider's cache.
+    pub cache_write_tokens: Option<i64>,
+    /// The tool called.
+    pub tool_name: Option<String>,
+    /// The span sums the calls under it (not a call itself: see
+    /// [`is_aggregate`](super::attribute_map::is_aggregate)).
+    pub aggregate: bool,
+    /// What the call cost (nanocents): the sender's own figure, else the price book's for
+    /// the model; `None` when neither knows (an unpriced model).
     pub cost_nanocents: Option<i64>,
 }
 
@@ -42,6 +55,16 @@ impl GenAi {
     /// The model that answered, else the one asked for.
     pub fn model(&self) -> Option<&str> {
         self.response_model.as_deref().or(self.request_model.as_deref())
+    }
+
+    /// True when the item reports tokens.
+    pub fn has_usage(&self) -> bool {
+        self.input_tokens.is_some() || self.output_tokens.is_some()
+    }
+
+    /// True when the item reports tokens of a model whose price is unknown.
+    pub fn is_unpriced(&self) -> bool {
+        self.has_usage() && self.cost_nanocents.is_none() && self.model().is_some()
     }
 }
 
@@ -76,6 +99,8 @@ pub struct SpanRow {
     pub attributes: String,
     /// The span's events.
     pub events: Vec<SpanEventRow>,
+    /// The conversation messages it carries (attributes, then events).
+    pub messages: Vec<Message>,
 }
 
 /// An event of a span.
@@ -108,8 +133,15 @@ pub struct LogRow {
     pub trace_id: Option<String>,
     /// Span it belongs to, hex.
     pub span_id: Option<String>,
-    /// Its session.
-    pub session_id: Option<String>,
+    /// `LogRecord.event_name`, else the `event.name` attribute.
+    pub event_name: Option<String>,
+    /// GenAI fields (coding agents report their model calls as log events).
+    pub gen_ai: GenAi,
+    /// The conversation messages it carries (those a call's input repeats left out).
+    pub messages: Vec<Message>,
+    /// Its content is conversation messages (kept in `messages`, or left out as repeats):
+    /// the transcript shows the messages instead of the record.
+    pub is_message: bool,
     /// Attributes as a JSON object.
     pub attributes: String,
 }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::rows::{EventRow, LogRow, MetricRow, SpanRow};
+use super::rows::{EventRow, GenAi, LogRow, MetricRow, SpanRow};
 use crate::{Result, store::impl_for_connections, time::utc_day};
 
 /// OTLP severity number from which a log record counts as an error.
@@ -59,7 +59,10 @@ struct UsageDelta {
     calls: i64,
     input_tokens: i64,
     output_tokens: i64,
+    cache_read_tokens: i64,
+    cache_write_tokens: i64,
     cost: i64,
+    unpriced_calls: i64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -122,12 +125,45 @@ impl Summaries {
         delta
     }
 
-    fn usage(&mut self, ns: i64, model: &str, input: i64, output: i64, cost: i64, call: bool) {
+    fn usage(&mut self, ns: i64, model: &str, input: i64, output: i64, cost: i64, call: bool) -> &mut UsageDelta {
         let usage = self.usage.entry((utc_day(ns), model.to_owned())).or_default();
         usage.calls += i64::from(call);
         usage.input_tokens += input;
         usage.output_tokens += output;
         usage.cost += cost;
+        usage
+    }
+
+    /// Counts the model call a span or log record reports (if it reports one) in daily
+    /// usage and in its session. A span naming a model is a call; a log record is one only
+    /// when it reports tokens (coding agents name the model on every event).
+    fn gen_ai_call(&mut self, g: &GenAi, start_ns: i64, end_ns: i64, is_log: bool) {
+        let (input, output, cost) =
+            (g.input_tokens.unwrap_or(0), g.output_tokens.unwrap_or(0), g.cost_nanocents.unwrap_or(0));
+        let model = g.model().unwrap_or_default();
+        if let Some(session) = &g.session_id {
+            let delta = self.session(session, start_ns, end_ns);
+            delta.input_tokens += input;
+            delta.output_tokens += output;
+            delta.cost += cost;
+            if let Some(agent) = &g.agent_id {
+                delta.agent_id.clone_from(agent);
+            }
+            if !model.is_empty() && end_ns >= delta.last_model_ns {
+                (delta.last_model, delta.last_model_ns) = (model.to_owned(), end_ns);
+            }
+        }
+        let call = if is_log { g.has_usage() } else { g.model().is_some() && !g.aggregate };
+        if call || input > 0 || output > 0 {
+            let usage = self.usage(start_ns, model, input, output, cost, call);
+            usage.cache_read_tokens += g.cache_read_tokens.unwrap_or(0).max(0);
+            usage.cache_write_tokens += g.cache_write_tokens.unwrap_or(0).max(0);
+            usage.unpriced_calls += i64::from(g.is_unpriced());
+        }
+        let day = self.activity(start_ns);
+        day.input_tokens += input;
+        day.output_tokens += output;
+        day.cost += cost;
     }
 
     fn activity(&mut self, ns: i64) -> &mut ActivityDelta {
@@ -140,7 +176,6 @@ impl Summaries {
         let g = &span.gen_ai;
         let (input, output, cost) =
             (g.input_tokens.unwrap_or(0), g.output_tokens.unwrap_or(0), g.cost_nanocents.unwrap_or(0));
-        let model = g.model().unwrap_or_default();
 
         let trace_seen = self.traces.contains_key(&span.trace_id);
         let trace = self.traces.entry(span.trace_id.clone()).or_default();
@@ -161,39 +196,30 @@ impl Summaries {
             let delta = self.session(session, span.start_ns, span.end_ns);
             delta.spans += 1;
             delta.errors += error;
-            delta.input_tokens += input;
-            delta.output_tokens += output;
-            delta.cost += cost;
             delta.service = service.to_owned();
-            if let Some(agent) = &g.agent_id {
-                delta.agent_id.clone_from(agent);
-            }
-            if !model.is_empty() && span.end_ns >= delta.last_model_ns {
-                (delta.last_model, delta.last_model_ns) = (model.to_owned(), span.end_ns);
-            }
         }
+        self.gen_ai_call(g, span.start_ns, span.end_ns, false);
         let svc = self.service(service, span.start_ns, span.end_ns);
         svc.spans += 1;
         svc.errors += error;
-        if g.model().is_some() || input > 0 || output > 0 {
-            self.usage(span.start_ns, model, input, output, cost, g.model().is_some());
-        }
         let day = self.activity(span.start_ns);
         day.spans += 1;
         day.span_errors += error;
-        day.input_tokens += input;
-        day.output_tokens += output;
-        day.cost += cost;
     }
 
-    /// Counts a stored log record.
+    /// Counts a stored log record (and the model call it reports, for coding agents'
+    /// events).
     pub fn log(&mut self, log: &LogRow, service: &str) {
         let error = i64::from(log.severity_number >= ERROR_SEVERITY);
-        if let Some(session) = &log.session_id {
+        if let Some(session) = &log.gen_ai.session_id {
             let delta = self.session(session, log.time_ns, log.time_ns);
             delta.logs += 1;
             delta.errors += error;
+            if delta.service.is_empty() {
+                delta.service = service.to_owned();
+            }
         }
+        self.gen_ai_call(&log.gen_ai, log.time_ns, log.time_ns, true);
         let svc = self.service(service, log.time_ns, log.time_ns);
         svc.logs += 1;
         svc.log_errors += error;
@@ -339,17 +365,22 @@ impl_for_connections! {
             }
             if !s.usage.is_empty() {
                 let mut q = sqlx::QueryBuilder::new(
-                    "INSERT INTO usage_daily (day, model, calls, input_tokens, output_tokens, cost_nanocents) ",
+                    "INSERT INTO usage_daily (day, model, calls, input_tokens, output_tokens, cache_read_tokens, \
+                     cache_write_tokens, cost_nanocents, unpriced_calls) ",
                 );
                 q.push_values(&s.usage, |mut row, ((day, model), d)| {
                     row.push_bind(day).push_bind(model).push_bind(d.calls).push_bind(d.input_tokens)
-                        .push_bind(d.output_tokens).push_bind(d.cost);
+                        .push_bind(d.output_tokens).push_bind(d.cache_read_tokens).push_bind(d.cache_write_tokens)
+                        .push_bind(d.cost).push_bind(d.unpriced_calls);
                 });
                 q.push(
                     " ON CONFLICT (day, model) DO UPDATE SET calls = usage_daily.calls + excluded.calls, \
                      input_tokens = usage_daily.input_tokens + excluded.input_tokens, \
                      output_tokens = usage_daily.output_tokens + excluded.output_tokens, \
-                     cost_nanocents = usage_daily.cost_nanocents + excluded.cost_nanocents",
+                     cache_read_tokens = usage_daily.cache_read_tokens + excluded.cache_read_tokens, \
+                     cache_write_tokens = usage_daily.cache_write_tokens + excluded.cache_write_tokens, \
+                     cost_nanocents = usage_daily.cost_nanocents + excluded.cost_nanocents, \
+                     unpriced_calls = usage_daily.unpriced_calls + excluded.unpriced_calls",
                 );
                 q.build().execute(&mut *self).await?;
             }

@@ -35,7 +35,19 @@ use crate::{
 const MAX_JOBS: usize = 64;
 /// Rows per group at most (a group stops growing once past it).
 const MAX_ROWS: usize = 50_000;
-/// Rows per INSERT statement (24 parameters each stays under SQLite's 32,766).
+/// Where a message came from (the columns it shares with its span or log record).
+#[derive(Clone, Copy)]
+struct MessageOrigin<'a> {
+    time_ns: i64,
+    session_id: Option<&'a str>,
+    trace_id: Option<&'a str>,
+    span_id: Option<&'a str>,
+    source: &'static str,
+    model: Option<&'a str>,
+    service: &'a str,
+}
+
+/// Rows per INSERT statement (up to 26 parameters each stays under SQLite's 32,766).
 const ROWS_PER_INSERT: usize = 1_000;
 /// Requests waiting for the writer before ingest calls wait too (backpressure).
 const QUEUE: usize = 256;
@@ -331,17 +343,59 @@ impl_for_connections! {
             for span in &stored {
                 summaries.span(span, service(span.resource));
             }
+            let span_messages = stored.iter().flat_map(|span| {
+                let origin = MessageOrigin {
+                    time_ns: span.start_ns,
+                    session_id: span.gen_ai.session_id.as_deref(),
+                    trace_id: Some(&span.trace_id),
+                    span_id: Some(&span.span_id),
+                    source: "span",
+                    model: span.gen_ai.model(),
+                    service: service(span.resource),
+                };
+                span.messages.iter().enumerate().map(move |(seq, m)| (origin, seq, m))
+            });
+            let log_messages = batch.logs.iter().flat_map(|log| {
+                let origin = MessageOrigin {
+                    time_ns: log.time_ns,
+                    session_id: log.gen_ai.session_id.as_deref(),
+                    trace_id: log.trace_id.as_deref(),
+                    span_id: log.span_id.as_deref(),
+                    source: "log",
+                    model: log.gen_ai.model(),
+                    service: service(log.resource),
+                };
+                log.messages.iter().enumerate().map(move |(seq, m)| (origin, seq, m))
+            });
+            let all_messages: Vec<_> = span_messages.chain(log_messages).collect();
+            for chunk in all_messages.chunks(ROWS_PER_INSERT) {
+                let mut q = sqlx::QueryBuilder::new(
+                    "INSERT INTO messages (time_ns, seq, session_id, trace_id, span_id, source, role, content, tool_calls, \
+                     model, service, node_id) ",
+                );
+                q.push_values(chunk, |mut row, (origin, seq, m)| {
+                    row.push_bind(origin.time_ns).push_bind(*seq as i64).push_bind(origin.session_id).push_bind(origin.trace_id)
+                        .push_bind(origin.span_id).push_bind(origin.source).push_bind(&m.role).push_bind(&m.content)
+                        .push_bind(&m.tool_calls).push_bind(origin.model).push_bind(origin.service).push_bind(&batch.node_id);
+                });
+                q.build().execute(&mut *self).await?;
+            }
 
             for chunk in batch.logs.chunks(ROWS_PER_INSERT) {
                 let mut q = sqlx::QueryBuilder::new(
                     "INSERT INTO logs (time_ns, observed_ns, severity_number, severity_text, body, service, resource_id, \
-                     trace_id, span_id, session_id, attributes, node_id) ",
+                     trace_id, span_id, session_id, event_name, agent_id, model, input_tokens, output_tokens, \
+                     cache_read_tokens, cache_write_tokens, cost_nanocents, tool_name, messages, attributes, node_id) ",
                 );
                 q.push_values(chunk, |mut row, log| {
+                    let g = &log.gen_ai;
                     row.push_bind(log.time_ns).push_bind(log.observed_ns).push_bind(log.severity_number)
                         .push_bind(&log.severity_text).push_bind(&log.body).push_bind(service(log.resource))
                         .push_bind(resource_ids.get(log.resource).copied().unwrap_or_default()).push_bind(&log.trace_id)
-                        .push_bind(&log.span_id).push_bind(&log.session_id).push_bind(&log.attributes)
+                        .push_bind(&log.span_id).push_bind(&g.session_id).push_bind(&log.event_name).push_bind(&g.agent_id)
+                        .push_bind(g.model()).push_bind(g.input_tokens).push_bind(g.output_tokens)
+                        .push_bind(g.cache_read_tokens).push_bind(g.cache_write_tokens).push_bind(g.cost_nanocents)
+                        .push_bind(&g.tool_name).push_bind(i64::from(log.is_message)).push_bind(&log.attributes)
                         .push_bind(&batch.node_id);
                 });
                 q.build().execute(&mut *self).await?;
@@ -423,7 +477,8 @@ impl_for_connections! {
                 let mut q = sqlx::QueryBuilder::new(
                     "INSERT INTO spans (trace_id, span_id, parent_span_id, name, kind, start_ns, end_ns, status_code, \
                      status_message, service, resource_id, scope, session_id, agent_id, operation, gen_ai_system, \
-                     request_model, response_model, input_tokens, output_tokens, cost_nanocents, attributes, node_id) ",
+                     request_model, response_model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, \
+                     tool_name, cost_nanocents, attributes, node_id) ",
                 );
                 q.push_values(spans, |mut row, span| {
                     let g = &span.gen_ai;
@@ -432,7 +487,8 @@ impl_for_connections! {
                         .push_bind(&span.status_message).push_bind(service(span.resource)).push_bind(resource_ids.get(span.resource).copied().unwrap_or_default())
                         .push_bind(&span.scope).push_bind(&g.session_id).push_bind(&g.agent_id).push_bind(&g.operation)
                         .push_bind(&g.system).push_bind(&g.request_model).push_bind(&g.response_model).push_bind(g.input_tokens)
-                        .push_bind(g.output_tokens).push_bind(g.cost_nanocents).push_bind(&span.attributes).push_bind(&batch.node_id);
+                        .push_bind(g.output_tokens).push_bind(g.cache_read_tokens).push_bind(g.cache_write_tokens)
+                        .push_bind(&g.tool_name).push_bind(g.cost_nanocents).push_bind(&span.attributes).push_bind(&batch.node_id);
                 });
                 q.push(" ON CONFLICT (trace_id, span_id) DO NOTHING");
                 q

@@ -11,6 +11,7 @@ mod grpc;
 mod mcp;
 mod observe;
 mod rest_errors;
+mod senders;
 mod store;
 mod system;
 mod updates;

@@ -1,12 +1,15 @@
 //! OTLP logs → log rows.
 
-use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+use std::collections::HashMap;
+
+use opentelemetry_proto::tonic::{collector::logs::v1::ExportLogsServiceRequest, logs::v1::LogRecord};
 
 use super::{Rejected, Resources, id_hex, ns};
 use crate::{
     billing::metering::PriceBook,
     telemetry::{
-        attributes::{any_to_text, gen_ai, to_json_text},
+        attributes::{any_to_text, gen_ai, string, to_json_text},
+        messages,
         rows::{Batch, LogRow},
     },
     time::now_ms,
@@ -33,6 +36,8 @@ pub fn convert(request: &ExportLogsServiceRequest, prices: &PriceBook) -> (Batch
                 let observed_ns =
                     if record.observed_time_unix_nano > 0 { ns(record.observed_time_unix_nano) } else { now_ns };
                 let time_ns = if record.time_unix_nano > 0 { ns(record.time_unix_nano) } else { observed_ns };
+                let event_name = event_name(record);
+                let log_messages = messages::from_log(event_name.as_deref(), record.body.as_ref(), &record.attributes);
                 batch.logs.push(LogRow {
                     time_ns,
                     observed_ns,
@@ -42,13 +47,59 @@ pub fn convert(request: &ExportLogsServiceRequest, prices: &PriceBook) -> (Batch
                     resource: resource_index,
                     trace_id,
                     span_id,
-                    session_id: gen_ai(&record.attributes, resource, prices).session_id,
+                    event_name,
+                    gen_ai: gen_ai(&record.attributes, resource, prices),
+                    is_message: !log_messages.is_empty(),
+                    messages: log_messages,
                     attributes: to_json_text(&record.attributes),
                 });
             }
         }
     }
+    keep_new_inputs(&mut batch);
     (batch, rejected)
+}
+
+/// A call's input messages arrive one log record each (`gen_ai.user.message`…), repeating
+/// the conversation so far: per span, only those after the last assistant input are kept
+/// (see [`messages`]).
+fn keep_new_inputs(batch: &mut Batch) {
+    let mut by_span: HashMap<(String, String), Vec<usize>> = HashMap::new();
+    for (i, log) in batch.logs.iter().enumerate() {
+        if let (Some(trace), Some(name)) = (&log.trace_id, &log.event_name)
+            && name.starts_with("gen_ai.")
+            && !log.messages.is_empty()
+        {
+            by_span.entry((trace.clone(), log.span_id.clone().unwrap_or_default())).or_default().push(i);
+        }
+    }
+    for indexes in by_span.into_values() {
+        let events = indexes
+            .iter()
+            .map(|&i| {
+                let log = &mut batch.logs[i];
+                (log.event_name.as_deref().is_some_and(messages::is_input_event), std::mem::take(&mut log.messages))
+            })
+            .collect();
+        for (i, kept) in indexes.into_iter().zip(messages::keep_new_inputs(events)) {
+            batch.logs[i].messages = kept;
+        }
+    }
+}
+
+/// What kind of event a record is: `LogRecord.event_name` (OTLP 1.5), else the
+/// `event.name` attribute older SDKs and coding agents set, else none (a plain log line).
+/// Claude Code sends `event.name` without its `claude_code.` prefix and puts the full name
+/// in the body; the full name is kept.
+fn event_name(record: &LogRecord) -> Option<String> {
+    if !record.event_name.is_empty() {
+        return Some(record.event_name.clone());
+    }
+    let name = string(&record.attributes, "event.name")?;
+    match record.body.as_ref().map(any_to_text) {
+        Some(body) if body.ends_with(&format!(".{name}")) && !body.contains(char::is_whitespace) => Some(body),
+        _ => Some(name),
+    }
 }
 
 /// An id that may be absent (empty); `Err` when present but malformed.

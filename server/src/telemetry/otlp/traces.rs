@@ -7,6 +7,7 @@ use crate::{
     billing::metering::PriceBook,
     telemetry::{
         attributes::{gen_ai, to_json_text},
+        messages,
         rows::{Batch, SpanEventRow, SpanRow},
     },
 };
@@ -37,6 +38,11 @@ pub fn convert(request: &ExportTraceServiceRequest, prices: &PriceBook) -> (Batc
                     continue;
                 };
                 let status = span.status.as_ref();
+                let gen_ai = gen_ai(&span.attributes, resource, prices);
+                let mut span_messages = messages::from_span(&span.attributes, gen_ai.aggregate);
+                for event in &span.events {
+                    span_messages.extend(messages::from_span_event(&event.name, &event.attributes));
+                }
                 batch.spans.push(SpanRow {
                     trace_id,
                     span_id,
@@ -49,7 +55,7 @@ pub fn convert(request: &ExportTraceServiceRequest, prices: &PriceBook) -> (Batc
                     status_message: status.map(|s| s.message.clone()).unwrap_or_default(),
                     resource: resource_index,
                     scope: scope.clone(),
-                    gen_ai: gen_ai(&span.attributes, resource, prices),
+                    gen_ai,
                     attributes: to_json_text(&span.attributes),
                     events: span
                         .events
@@ -60,6 +66,7 @@ pub fn convert(request: &ExportTraceServiceRequest, prices: &PriceBook) -> (Batc
                             attributes: to_json_text(&e.attributes),
                         })
                         .collect(),
+                    messages: span_messages,
                 });
             }
         }

@@ -34,6 +34,7 @@ each_backend!(
     one_bad_span_does_not_fail_its_batch,
     oversized_values_attributes_and_events_are_cut_and_counted,
     the_attribute_limit_is_configurable,
+    without_content_capture_messages_are_dropped_and_usage_kept,
     q1_answers_stop_at_the_byte_budget
 );
 
@@ -419,6 +420,36 @@ async fn the_attribute_limit_is_configurable(backend: Backend) {
     let spans = q1(&server.api(None), "spans", json!({})).await;
     assert_eq!(spans[0]["name"], "a long spa…[truncated 6 bytes]");
     assert_eq!(spans[0]["attributes"]["k"], "0123456789…[truncated 3 bytes]");
+}
+
+async fn without_content_capture_messages_are_dropped_and_usage_kept(backend: Backend) {
+    let messages = r#"[{"role":"user","parts":[{"type":"text","content":"my secret"}]}]"#;
+    let attributes = || {
+        vec![
+            string("gen_ai.request.model", "gpt-4o-mini"),
+            kv("gen_ai.usage.input_tokens", Some(AnyValue { value: Some(Any::IntValue(21)) })),
+            string("gen_ai.input.messages", messages),
+            string("llm.input_messages.0.message.content", "my secret"),
+            string("session.id", "private"),
+        ]
+    };
+    // With capture (the default) the message is kept; without it, nothing of it is.
+    for (capture, found) in [(true, 1), (false, 0)] {
+        let server = TestServer::start_with(backend, |config| config.telemetry.capture_content = capture).await;
+        let request = traces(vec![span(71, 1, "chat", attributes())], vec![]);
+        assert_eq!(export(&server, Wire::Protobuf, request).await, None);
+        let api = server.api(None);
+        let spans = q1(&api, "spans", json!({})).await;
+        assert_eq!((spans[0]["input_tokens"].as_i64(), spans[0]["model"].as_str()), (Some(21), Some("gpt-4o-mini")));
+        let kept = spans[0]["attributes"].to_string().contains("my secret");
+        assert_eq!(kept, capture, "{:?}", spans[0]["attributes"]);
+        let transcript = q1(&api, "transcript", json!({"session_id": "private"})).await;
+        let messages: Vec<_> = transcript.iter().filter(|r| r["kind"] == "message").collect();
+        assert_eq!(messages.len(), found, "{transcript:#?}");
+        if capture {
+            assert_eq!((messages[0]["role"].as_str(), messages[0]["text"].as_str()), (Some("user"), Some("my secret")));
+        }
+    }
 }
 
 async fn q1_answers_stop_at_the_byte_budget(backend: Backend) {

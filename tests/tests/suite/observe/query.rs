@@ -62,7 +62,7 @@ async fn bad_shapes_arguments_and_types_are_400(backend: Backend) {
         (json!({"shape": "spans", "args": {"limit": "ten"}}), "argument \"limit\" must be a whole number"),
         (json!({"shape": "spans", "args": {"errors_only": 1}}), "must be a boolean"),
         (json!({"shape": "spans", "args": {"since": "last tuesday"}}), "must be a time"),
-        (json!({"shape": "transcript"}), "needs the argument \"session_id\""),
+        (json!({"shape": "transcript"}), "needs one of the arguments \"session_id\" or \"trace_id\""),
         (json!({"shape": "spans", "args": [1]}), "invalid JSON body"),
         (json!({"shape": "spans", "extra": 1}), "unknown field"),
     ];
