@@ -16,7 +16,7 @@ use tracing::{info, warn};
 use crate::{
     Result, ids,
     store::{Store, on_reader, on_writer},
-    telemetry::runs::nanocents_to_usd,
+    telemetry::{runs::nanocents_to_usd, summaries::USAGE_WITH_METRICS},
     time::{now_ms, timestamp_ms, utc_day},
 };
 
@@ -253,13 +253,11 @@ impl Alerts {
         match kind {
             "cost_per_day" => {
                 let day = utc_day(now_ns);
+                let sql = format!(
+                    "SELECT CAST(COALESCE(SUM(cost_nanocents), 0) AS BIGINT) FROM {USAGE_WITH_METRICS} WHERE day = $1"
+                );
                 let nanocents: i64 = on_reader!(self.store, |pool| {
-                    sqlx::query_scalar(
-                        "SELECT CAST(COALESCE(SUM(cost_nanocents), 0) AS BIGINT) FROM usage_daily WHERE day = $1",
-                    )
-                    .bind(&day)
-                    .fetch_one(pool)
-                    .await
+                    sqlx::query_scalar(sqlx::AssertSqlSafe(sql.as_str())).bind(&day).fetch_one(pool).await
                 })?;
                 let usd = nanocents_to_usd(nanocents);
                 Ok((usd, format!("${usd:.4} spent today ({day}); the limit is ${:.4}", rule.3)))

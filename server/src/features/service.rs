@@ -102,7 +102,7 @@ impl FeatureCore {
         let since = utc_day(now_ms() * 1_000_000 - 29 * 86_400_000_000_000);
         let unpriced: Vec<(String, i64)> = on_reader!(store, |pool| {
             sqlx::query_as(
-                "SELECT model, SUM(unpriced_calls) FROM usage_daily WHERE day >= $1 AND unpriced_calls > 0 \
+                "SELECT model, CAST(SUM(unpriced_calls) AS BIGINT) FROM usage_daily WHERE day >= $1 AND unpriced_calls > 0 \
                  GROUP BY model ORDER BY model",
             )
             .bind(&since)

@@ -1,12 +1,13 @@
 //! The usage page: tokens and cost per day and per model, period totals, the costliest
-//! sessions; all from the summary tables ingest maintains (`usage_daily`, `sessions`).
+//! sessions; all from the summaries ingest maintains ([`USAGE_WITH_METRICS`]: the calls,
+//! plus metric-only usage; `sessions`).
 
 use roost_proto::v1::{GetUsageResponse, SessionCost, UsageRow};
 
 use crate::{
     Result,
     store::{Store, on_reader},
-    telemetry::runs::nanocents_to_usd,
+    telemetry::{runs::nanocents_to_usd, summaries::USAGE_WITH_METRICS},
     time::{now_ms, timestamp_ns, utc_day},
 };
 
@@ -58,15 +59,12 @@ pub async fn usage_page(store: &Store, days: i64) -> Result<GetUsageResponse> {
     let since_day = |n: i64| utc_day(now_ns - (n - 1) * day_ns);
     // Per day and model over the longer of the period and a month (for the totals).
     let first = since_day(days.max(30));
+    let sql = format!(
+        "SELECT day, model, calls, input_tokens, output_tokens, cost_nanocents, cache_read_tokens, \
+         cache_write_tokens, unpriced_calls FROM {USAGE_WITH_METRICS} WHERE day >= $1 ORDER BY day, model"
+    );
     let (rows, sessions) = on_reader!(store, |pool| {
-        let rows: Vec<Row> = sqlx::query_as(
-            "SELECT day, model, calls, input_tokens, output_tokens, cost_nanocents, cache_read_tokens, \
-             cache_write_tokens, unpriced_calls FROM usage_daily \
-             WHERE day >= $1 ORDER BY day, model",
-        )
-        .bind(&first)
-        .fetch_all(pool)
-        .await?;
+        let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(sql.as_str())).bind(&first).fetch_all(pool).await?;
         let sessions: Vec<(String, String, i64, i64, i64, i64)> = sqlx::query_as(
             "SELECT session_id, agent_id, input_tokens, output_tokens, cost_nanocents, last_ns FROM sessions \
              WHERE last_ns >= $1 AND cost_nanocents > 0 ORDER BY cost_nanocents DESC LIMIT $2",

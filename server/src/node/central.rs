@@ -122,7 +122,7 @@ impl Telemetry {
             kinds::OTLP_METRICS => {
                 let mut req = ExportMetricsServiceRequest::decode(payload).map_err(garbled)?;
                 bounds.metrics(&mut req);
-                otlp::metrics::convert(&req).0
+                otlp::metrics::convert(&req, &self.prices).0
             }
             kinds::RUN => {
                 let mut run = Run::decode(payload).map_err(garbled)?;

@@ -420,7 +420,7 @@ pub const SHAPES: &[Shape] = &[
     },
     Shape {
         name: "models",
-        description: "Tokens, calls and cost per model per UTC day (spans and events), newest day first.",
+        description: "Tokens, calls and cost per model per UTC day (spans, events and log events; metrics for services that report no calls), newest day first.",
         args: &[
             ArgSpec::integer("days", "how many days back, today included", 30, 1, 3660),
             ArgSpec::string("model", "only this model"),
@@ -435,7 +435,7 @@ pub const SHAPES: &[Shape] = &[
             col("cost_usd", "cost_nanocents", CostUsd),
         ],
         plan: Plan::Table {
-            from: "usage_daily",
+            from: crate::telemetry::summaries::USAGE_WITH_METRICS,
             filters: &[filter("days", "day", DaysBack), filter("model", "model", Eq)],
             order: "day DESC, cost_nanocents DESC, model",
         },

@@ -111,7 +111,7 @@ impl Telemetry {
     pub async fn export_metrics(&self, mut request: ExportMetricsServiceRequest) -> Result<Stored, ApiError> {
         let mut bounds = Bounds::new(&self.limits);
         bounds.metrics(&mut request);
-        let (batch, rejected) = otlp::metrics::convert(&request);
+        let (batch, rejected) = otlp::metrics::convert(&request, &self.prices);
         self.ingest(batch, "otlp_metrics", &request).await?;
         Ok(Stored { rejected, cuts: bounds.cuts() })
     }

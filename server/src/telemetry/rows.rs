@@ -171,6 +171,39 @@ pub struct MetricRow {
     pub attributes: String,
     /// Its session, if an attribute names one.
     pub session_id: Option<String>,
+    /// What it says about model usage, for the token and cost metrics senders emit.
+    pub usage: Option<MetricUsage>,
+}
+
+/// What a usage metric's point reports (see [`super::otlp::metrics::usage_of`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricUsage {
+    /// The model.
+    pub model: String,
+    /// What the value counts.
+    pub kind: UsageKind,
+    /// The value: tokens, or USD.
+    pub amount: f64,
+    /// A cumulative series: the point adds what it grew by since the last one.
+    pub cumulative: bool,
+    /// What one unit of `amount` costs, in nanocents: the price book's per-token price for
+    /// token metrics that no cost metric accompanies, 10^11 for USD.
+    pub nanocents_per_unit: i64,
+}
+
+/// What a usage metric counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UsageKind {
+    /// Prompt tokens.
+    Input,
+    /// Completion tokens.
+    Output,
+    /// Prompt tokens read from the cache, counted apart from the input (so also added to it).
+    CacheReadApart,
+    /// Prompt tokens written to the cache, counted apart from the input.
+    CacheWriteApart,
+    /// Cost in USD.
+    CostUsd,
 }
 
 /// A new custom run.

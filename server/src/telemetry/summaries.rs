@@ -4,8 +4,25 @@
 
 use std::collections::BTreeMap;
 
-use super::rows::{EventRow, GenAi, LogRow, MetricRow, SpanRow};
+use super::rows::{EventRow, GenAi, LogRow, MetricRow, MetricUsage, SpanRow, UsageKind};
 use crate::{Result, store::impl_for_connections, time::utc_day};
+
+/// Daily usage per model as read (a subquery for `FROM`): the calls (`usage_daily`), plus
+/// what metrics reported for services that report no calls (`metric_usage_daily`; see
+/// [`Summaries::metric_usage`]). Decided when read, so the order metrics and calls arrive
+/// in does not matter.
+pub const USAGE_WITH_METRICS: &str = "(SELECT day, model, CAST(SUM(calls) AS BIGINT) AS calls, \
+    CAST(SUM(input_tokens) AS BIGINT) AS input_tokens, CAST(SUM(output_tokens) AS BIGINT) AS output_tokens, \
+    CAST(SUM(cache_read_tokens) AS BIGINT) AS cache_read_tokens, \
+    CAST(SUM(cache_write_tokens) AS BIGINT) AS cache_write_tokens, \
+    CAST(SUM(cost_nanocents) AS BIGINT) AS cost_nanocents, CAST(SUM(unpriced_calls) AS BIGINT) AS unpriced_calls \
+    FROM (SELECT day, model, calls, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, \
+                 cost_nanocents, unpriced_calls FROM usage_daily \
+          UNION ALL \
+          SELECT m.day, m.model, 0, m.input_tokens, m.output_tokens, m.cache_read_tokens, m.cache_write_tokens, \
+                 m.cost_nanocents, 0 FROM metric_usage_daily m \
+           WHERE NOT EXISTS (SELECT 1 FROM services s WHERE s.service = m.service AND s.usage_calls > 0)) AS u \
+    GROUP BY day, model) AS usage";
 
 /// OTLP severity number from which a log record counts as an error.
 const ERROR_SEVERITY: i32 = 17;
@@ -52,6 +69,7 @@ struct ServiceDelta {
     logs: i64,
     log_errors: i64,
     metric_points: i64,
+    usage_calls: i64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -63,6 +81,15 @@ struct UsageDelta {
     cache_write_tokens: i64,
     cost: i64,
     unpriced_calls: i64,
+}
+
+#[derive(Debug, Clone, Default)]
+struct MetricUsageDelta {
+    input_tokens: f64,
+    output_tokens: f64,
+    cache_read_tokens: f64,
+    cache_write_tokens: f64,
+    cost: f64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -97,6 +124,7 @@ pub struct Summaries {
     traces: BTreeMap<String, TraceDelta>,
     services: BTreeMap<String, ServiceDelta>,
     usage: BTreeMap<(String, String), UsageDelta>,
+    metric_usage: BTreeMap<(String, String, String), MetricUsageDelta>,
     activity: BTreeMap<String, ActivityDelta>,
     runs: BTreeMap<String, RunDelta>,
 }
@@ -202,6 +230,7 @@ impl Summaries {
         let svc = self.service(service, span.start_ns, span.end_ns);
         svc.spans += 1;
         svc.errors += error;
+        svc.usage_calls += i64::from(g.has_usage() && !g.aggregate);
         let day = self.activity(span.start_ns);
         day.spans += 1;
         day.span_errors += error;
@@ -221,11 +250,32 @@ impl Summaries {
         }
         self.gen_ai_call(&log.gen_ai, log.time_ns, log.time_ns, true);
         let svc = self.service(service, log.time_ns, log.time_ns);
+        svc.usage_calls += i64::from(log.gen_ai.has_usage());
         svc.logs += 1;
         svc.log_errors += error;
         let day = self.activity(log.time_ns);
         day.logs += 1;
         day.log_errors += error;
+    }
+
+    /// Adds what a usage metric's point reports (`amount`: its growth, for a cumulative
+    /// series) to the day's metric usage of its service and model.
+    pub fn metric_usage(&mut self, ns: i64, service: &str, usage: &MetricUsage, amount: f64) {
+        let delta = self.metric_usage.entry((utc_day(ns), service.to_owned(), usage.model.clone())).or_default();
+        match usage.kind {
+            UsageKind::Input => delta.input_tokens += amount,
+            UsageKind::Output => delta.output_tokens += amount,
+            UsageKind::CacheReadApart => {
+                delta.cache_read_tokens += amount;
+                delta.input_tokens += amount;
+            }
+            UsageKind::CacheWriteApart => {
+                delta.cache_write_tokens += amount;
+                delta.input_tokens += amount;
+            }
+            UsageKind::CostUsd => {}
+        }
+        delta.cost += amount * usage.nanocents_per_unit as f64;
     }
 
     /// Counts a stored metric point.
@@ -348,19 +398,43 @@ impl_for_connections! {
             }
             if !s.services.is_empty() {
                 let mut q = sqlx::QueryBuilder::new(
-                    "INSERT INTO services (service, first_ns, last_ns, spans, errors, logs, log_errors, metric_points) ",
+                    "INSERT INTO services (service, first_ns, last_ns, spans, errors, logs, log_errors, metric_points, \
+                     usage_calls) ",
                 );
                 q.push_values(&s.services, |mut row, (name, d)| {
                     row.push_bind(name).push_bind(d.first_ns).push_bind(d.last_ns).push_bind(d.spans).push_bind(d.errors)
-                        .push_bind(d.logs).push_bind(d.log_errors).push_bind(d.metric_points);
+                        .push_bind(d.logs).push_bind(d.log_errors).push_bind(d.metric_points).push_bind(d.usage_calls);
                 });
                 q.push(format!(
                     " ON CONFLICT (service) DO UPDATE SET \
                      first_ns = {least}(services.first_ns, excluded.first_ns), last_ns = {greatest}(services.last_ns, excluded.last_ns), \
                      spans = services.spans + excluded.spans, errors = services.errors + excluded.errors, \
                      logs = services.logs + excluded.logs, log_errors = services.log_errors + excluded.log_errors, \
-                     metric_points = services.metric_points + excluded.metric_points"
+                     metric_points = services.metric_points + excluded.metric_points, \
+                     usage_calls = services.usage_calls + excluded.usage_calls"
                 ));
+                q.build().execute(&mut *self).await?;
+            }
+            if !s.metric_usage.is_empty() {
+                let mut q = sqlx::QueryBuilder::new(
+                    "INSERT INTO metric_usage_daily (day, service, model, input_tokens, output_tokens, cache_read_tokens, \
+                     cache_write_tokens, cost_nanocents) ",
+                );
+                // Metric values are floats; usage is counted in whole tokens and nanocents.
+                let whole = |v: f64| v.round().clamp(0.0, i64::MAX as f64) as i64;
+                q.push_values(&s.metric_usage, |mut row, ((day, service, model), d)| {
+                    row.push_bind(day).push_bind(service).push_bind(model).push_bind(whole(d.input_tokens))
+                        .push_bind(whole(d.output_tokens)).push_bind(whole(d.cache_read_tokens))
+                        .push_bind(whole(d.cache_write_tokens)).push_bind(whole(d.cost));
+                });
+                q.push(
+                    " ON CONFLICT (day, service, model) DO UPDATE SET \
+                     input_tokens = metric_usage_daily.input_tokens + excluded.input_tokens, \
+                     output_tokens = metric_usage_daily.output_tokens + excluded.output_tokens, \
+                     cache_read_tokens = metric_usage_daily.cache_read_tokens + excluded.cache_read_tokens, \
+                     cache_write_tokens = metric_usage_daily.cache_write_tokens + excluded.cache_write_tokens, \
+                     cost_nanocents = metric_usage_daily.cost_nanocents + excluded.cost_nanocents",
+                );
                 q.build().execute(&mut *self).await?;
             }
             if !s.usage.is_empty() {

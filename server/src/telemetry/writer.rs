@@ -269,6 +269,9 @@ pub(super) trait IngestTx {
     async fn insert_outbox(&mut self, item: &OutboxItem, now_ns: i64) -> Result<()>;
     /// Records how far a node's items are applied.
     async fn advance_cursor(&mut self, cursor: &NodeCursor) -> Result<()>;
+    /// What a cumulative usage series grew by since its last point (all of `value` for a
+    /// new series or a restarted one), remembering `value` as its last.
+    async fn cumulative_growth(&mut self, series: &str, start_ns: i64, value: f64) -> Result<f64>;
 }
 
 impl_for_connections! {
@@ -419,6 +422,16 @@ impl_for_connections! {
             }
             for point in &batch.metrics {
                 summaries.metric(point, service(point.resource));
+                if let Some(usage) = &point.usage {
+                    let amount = if usage.cumulative {
+                        let resource = batch.resources.get(point.resource).map_or("", |r| r.hash.as_str());
+                        let series = format!("{resource}|{}|{}", point.name, point.attributes);
+                        self.cumulative_growth(&series, point.start_ns, usage.amount).await?
+                    } else {
+                        usage.amount
+                    };
+                    summaries.metric_usage(point.time_ns, service(point.resource), usage, amount);
+                }
             }
 
             for run in &batch.runs {
@@ -534,6 +547,29 @@ impl_for_connections! {
                 .execute(&mut *self)
                 .await?;
             Ok(())
+        }
+
+        async fn cumulative_growth(&mut self, series: &str, start_ns: i64, value: f64) -> Result<f64> {
+            let last: Option<(i64, f64)> =
+                sqlx::query_as("SELECT start_ns, value FROM metric_usage_series WHERE series = $1")
+                    .bind(series)
+                    .fetch_optional(&mut *self)
+                    .await?;
+            sqlx::query(
+                "INSERT INTO metric_usage_series (series, start_ns, value) VALUES ($1, $2, $3) \
+                 ON CONFLICT (series) DO UPDATE SET start_ns = excluded.start_ns, value = excluded.value",
+            )
+            .bind(series)
+            .bind(start_ns)
+            .bind(value)
+            .execute(&mut *self)
+            .await?;
+            Ok(match last {
+                // The same series, grown (a resend of the same point adds nothing).
+                Some((start, previous)) if start == start_ns && value >= previous => value - previous,
+                // New, or restarted (a new start time, or a counter that went down).
+                _ => value,
+            })
         }
 
         async fn advance_cursor(&mut self, cursor: &NodeCursor) -> Result<()> {

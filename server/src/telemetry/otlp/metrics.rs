@@ -8,13 +8,16 @@ use opentelemetry_proto::tonic::{
 use serde_json::json;
 
 use super::{Rejected, Resources, ns};
-use crate::telemetry::{
-    attributes::{string, to_json_text},
-    rows::{Batch, MetricRow},
+use crate::{
+    billing::metering::PriceBook,
+    telemetry::{
+        attributes::{string, to_json_text},
+        rows::{Batch, MetricRow, MetricUsage, UsageKind},
+    },
 };
 
 /// The data points of a request; a metric without data is rejected.
-pub fn convert(request: &ExportMetricsServiceRequest) -> (Batch, Rejected) {
+pub fn convert(request: &ExportMetricsServiceRequest, prices: &PriceBook) -> (Batch, Rejected) {
     let mut batch = Batch::default();
     let mut rejected = Rejected::default();
     let mut resources = Resources::default();
@@ -35,6 +38,7 @@ pub fn convert(request: &ExportMetricsServiceRequest) -> (Batch, Rejected) {
                     detail: None,
                     attributes: to_json_text(attrs),
                     session_id: string(attrs, "session.id").or_else(|| string(resource, "session.id")),
+                    usage: None,
                 };
                 match &metric.data {
                     Some(Data::Gauge(gauge)) => {
@@ -48,9 +52,13 @@ pub fn convert(request: &ExportMetricsServiceRequest) -> (Batch, Rejected) {
                             let row = point("sum", &p.attributes, p.time_unix_nano, p.start_time_unix_nano);
                             let detail =
                                 json!({"monotonic": sum.is_monotonic, "temporality": sum.aggregation_temporality});
+                            let usage = number(p.value).and_then(|amount| {
+                                usage_of(&metric.name, &p.attributes, amount, sum.aggregation_temporality, prices)
+                            });
                             batch.metrics.push(MetricRow {
                                 value: number(p.value),
                                 detail: Some(detail.to_string()),
+                                usage,
                                 ..row
                             });
                         }
@@ -59,7 +67,11 @@ pub fn convert(request: &ExportMetricsServiceRequest) -> (Batch, Rejected) {
                         for p in &histogram.data_points {
                             let row = point("histogram", &p.attributes, p.time_unix_nano, p.start_time_unix_nano);
                             let detail = json!({"bounds": p.explicit_bounds, "counts": p.bucket_counts, "min": p.min, "max": p.max});
+                            let usage = p.sum.and_then(|amount| {
+                                usage_of(&metric.name, &p.attributes, amount, histogram.aggregation_temporality, prices)
+                            });
                             batch.metrics.push(MetricRow {
+                                usage,
                                 value: p.sum,
                                 count: Some(p.count as i64),
                                 detail: Some(detail.to_string()),
@@ -110,6 +122,61 @@ pub fn convert(request: &ExportMetricsServiceRequest) -> (Batch, Rejected) {
         }
     }
     (batch, rejected)
+}
+
+/// OTLP's cumulative aggregation temporality.
+const CUMULATIVE: i32 = 2;
+
+/// The usage a point of a token or cost metric reports: `gen_ai.client.token.usage`
+/// (histogram; `gen_ai.token.type` input/output), `claude_code.token.usage` (sum; `type`
+/// input/output/cacheRead/cacheCreation, the cache counted apart from the input, as
+/// Anthropic counts) and `claude_code.cost.usage` (sum, USD). Whether it counts is decided
+/// when usage is read ([`USAGE_WITH_METRICS`](crate::telemetry::summaries::USAGE_WITH_METRICS)):
+/// only for services that report no calls.
+pub fn usage_of(
+    name: &str,
+    attributes: &[KeyValue],
+    amount: f64,
+    temporality: i32,
+    prices: &PriceBook,
+) -> Option<MetricUsage> {
+    if !amount.is_finite() || amount < 0.0 {
+        return None;
+    }
+    let (kind, model) = match name {
+        "gen_ai.client.token.usage" => {
+            let kind = match string(attributes, "gen_ai.token.type")?.as_str() {
+                "input" | "prompt" => UsageKind::Input,
+                "output" | "completion" => UsageKind::Output,
+                _ => return None,
+            };
+            let model =
+                string(attributes, "gen_ai.response.model").or_else(|| string(attributes, "gen_ai.request.model"));
+            (kind, model)
+        }
+        "claude_code.token.usage" => {
+            let kind = match string(attributes, "type")?.as_str() {
+                "input" => UsageKind::Input,
+                "output" => UsageKind::Output,
+                "cacheRead" => UsageKind::CacheReadApart,
+                "cacheCreation" => UsageKind::CacheWriteApart,
+                _ => return None,
+            };
+            (kind, string(attributes, "model"))
+        }
+        "claude_code.cost.usage" => (UsageKind::CostUsd, string(attributes, "model")),
+        _ => return None,
+    };
+    let model = model.unwrap_or_default();
+    // Claude Code's tokens are priced by its own cost metric; GenAI token metrics by the
+    // price book.
+    let nanocents_per_unit = match (name, kind) {
+        (_, UsageKind::CostUsd) => 100_000_000_000,
+        ("gen_ai.client.token.usage", UsageKind::Input) => prices.lookup(&model).map_or(0, |p| p.input),
+        ("gen_ai.client.token.usage", UsageKind::Output) => prices.lookup(&model).map_or(0, |p| p.output),
+        _ => 0,
+    };
+    Some(MetricUsage { model, kind, amount, cumulative: temporality == CUMULATIVE, nanocents_per_unit })
 }
 
 fn number(value: Option<Number>) -> Option<f64> {

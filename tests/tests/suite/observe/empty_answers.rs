@@ -21,6 +21,8 @@ const TABLES: &[&str] = &[
     "traces",
     "services",
     "usage_daily",
+    "metric_usage_daily",
+    "messages",
     "activity_daily",
     "crons",
     "cron_runs",

@@ -8,7 +8,13 @@ use serde_json::json;
 
 use super::{Row, assert_usd, cost, fixture, int, post_json, priced, q1, usage_model};
 
-each_backend!(claude_code, codex_cli, genai_token_usage_histogram_is_a_metric_not_usage);
+each_backend!(
+    claude_code,
+    claude_code_metrics_before_its_events_count_once,
+    codex_cli,
+    a_metrics_only_service_has_its_token_histogram_counted_once,
+    a_senders_own_cost_wins_over_the_price_book
+);
 
 const CLAUDE_SESSION: &str = "4f3c2b1a-9d8e-4c7b-a6f5-0e1d2c3b4a59";
 const CLAUDE_MODEL: &str = "claude-sonnet-4-5-20250929";
@@ -120,6 +126,32 @@ async fn claude_code(backend: Backend) {
     );
 }
 
+/// Claude Code's metrics arriving before the events of the same requests: counted while
+/// the service has reported no calls, then the calls replace them (never both).
+async fn claude_code_metrics_before_its_events_count_once(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let api = server.api(None);
+    let input: i64 = CLAUDE_REQUESTS.into_iter().map(claude_prompt_tokens).sum();
+    let output: i64 = CLAUDE_REQUESTS.iter().map(|r| r.1).sum();
+    let total_cost: f64 = CLAUDE_REQUESTS.iter().map(|r| r.4).sum();
+    let check = |when: &'static str, calls: i64| {
+        let api = api.clone();
+        async move {
+            let usage = usage_model(&api, "claude-sonnet-4-5").await.unwrap_or_else(|| panic!("{when}: no usage"));
+            assert_eq!(
+                (usage["calls"].as_i64(), usage["input_tokens"].as_i64(), usage["output_tokens"].as_i64()),
+                (Some(calls), Some(input), Some(output)),
+                "{when}: {usage}"
+            );
+            assert_usd(usage["cost_usd"].as_f64().unwrap(), total_cost, &(when, usage));
+        }
+    };
+    post_json(&server, "/v1/metrics", &fixture("claude_code_metrics.json")).await;
+    check("metrics alone", 0).await;
+    post_json(&server, "/v1/logs", &fixture("claude_code_logs.json")).await;
+    check("then the events", 2).await;
+}
+
 const CODEX_CONVERSATION: &str = "019a9776-0a34-7842-8627-112b63d66e90";
 const CODEX_MODEL: &str = "gpt-5-codex";
 const CODEX_PROMPT: &str = "Fix the failing test in lib.rs";
@@ -188,12 +220,14 @@ async fn codex_cli(backend: Backend) {
     );
 }
 
-/// The GenAI semantic conventions' token histogram, alone: stored as a metric, and not
-/// usage (tokens are counted from the spans and events of the calls themselves).
-async fn genai_token_usage_histogram_is_a_metric_not_usage(backend: Backend) {
+/// The GenAI semantic conventions' token histogram from a service that sends no spans: its
+/// usage counts (priced by the price book), a resend of the same cumulative points adds
+/// nothing, and once the service reports calls as spans only the calls count.
+async fn a_metrics_only_service_has_its_token_histogram_counted_once(backend: Backend) {
     let server = TestServer::start(backend).await;
     let api = server.api(None);
-    post_json(&server, "/v1/metrics", &fixture("gen_ai_client_token_usage.json")).await;
+    let histogram = fixture("gen_ai_client_token_usage.json");
+    post_json(&server, "/v1/metrics", &histogram).await;
 
     let points = q1(&api, "metrics", json!({"name": "gen_ai.client.token.usage"})).await;
     assert_eq!(points.len(), 2, "{points:#?}");
@@ -206,6 +240,74 @@ async fn genai_token_usage_histogram_is_a_metric_not_usage(backend: Backend) {
         );
         assert_eq!(point["service"], "genai-metrics-only");
     }
-    let usage = api.get("/api/usage?days=1").await.ok();
-    assert_eq!(usage["models"], json!([]), "{usage}");
+    // gpt-4o-mini: $0.15 input, $0.60 output per million tokens.
+    let expected = priced(63, 0, 21, (0.15, 0.075, 0.6));
+    let check = |when: &'static str| {
+        let api = api.clone();
+        async move {
+            let usage = usage_model(&api, "gpt-4o-mini").await.unwrap_or_else(|| panic!("{when}: no usage"));
+            assert_eq!(
+                (usage["calls"].as_i64(), usage["input_tokens"].as_i64(), usage["output_tokens"].as_i64()),
+                (Some(0), Some(63), Some(21)),
+                "{when}: metrics count tokens, not calls: {usage}"
+            );
+            assert_usd(usage["cost_usd"].as_f64().unwrap(), expected, &(when, usage));
+        }
+    };
+    check("alone").await;
+    post_json(&server, "/v1/metrics", &histogram).await;
+    check("after the same cumulative points again").await;
+
+    // The service now reports a call as a span: from then on its calls are its usage.
+    let span = json!({"resourceSpans": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "genai-metrics-only"}}]},
+        "scopeSpans": [{"spans": [{
+            "traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174", "name": "chat",
+            "startTimeUnixNano": "1790000000000000000", "endTimeUnixNano": "1790000001000000000",
+            "attributes": [
+                {"key": "gen_ai.request.model", "value": {"stringValue": "gpt-4o-mini"}},
+                {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "21"}},
+                {"key": "gen_ai.usage.output_tokens", "value": {"intValue": "7"}}
+            ]
+        }]}]
+    }]});
+    post_json(&server, "/v1/traces", &span).await;
+    let usage = api.get("/api/usage?days=3650").await.ok();
+    let models = usage["models"].as_array().unwrap();
+    let tokens: i64 = models.iter().map(|m| m["input_tokens"].as_i64().unwrap()).sum();
+    assert_eq!(tokens, 21, "the span's call only: {usage}");
+}
+
+/// A span whose sender computed its cost (`gen_ai.usage.cost_usd`): that cost is kept, not
+/// the price book's for its model; a span of a model the price book does not know keeps
+/// its tokens with no cost, and `/api/status` lists the model as unpriced.
+async fn a_senders_own_cost_wins_over_the_price_book(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let api = server.api(None);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let span = |span_id: &str, model: &str, cost: Option<f64>| {
+        let mut attributes = vec![
+            json!({"key": "gen_ai.request.model", "value": {"stringValue": model}}),
+            json!({"key": "gen_ai.usage.input_tokens", "value": {"intValue": "1000"}}),
+            json!({"key": "gen_ai.usage.output_tokens", "value": {"intValue": "500"}}),
+        ];
+        if let Some(cost) = cost {
+            attributes.push(json!({"key": "gen_ai.usage.cost_usd", "value": {"doubleValue": cost}}));
+        }
+        json!({"traceId": "5b8efff798038103d269b633813fc60d", "spanId": span_id, "name": "chat",
+               "startTimeUnixNano": now.to_string(), "endTimeUnixNano": (now + 1_000_000).to_string(),
+               "attributes": attributes})
+    };
+    let request = json!({"resourceSpans": [{"scopeSpans": [{"spans": [
+        span("eee19b7ec3c1b101", "gpt-4o", Some(0.5)),
+        span("eee19b7ec3c1b102", "house-model-7", None),
+    ]}]}]});
+    post_json(&server, "/v1/traces", &request).await;
+    let spans = q1(&api, "spans", json!({})).await;
+    let priced_span = spans.iter().find(|s| s["model"] == "gpt-4o").unwrap();
+    assert_usd(cost(priced_span), 0.5, priced_span);
+    let unpriced = spans.iter().find(|s| s["model"] == "house-model-7").unwrap();
+    assert_eq!((int(unpriced, "input_tokens"), &unpriced["cost_usd"]), (1000, &json!(null)), "{unpriced:#?}");
+    let status = api.get("/api/status").await.ok();
+    assert_eq!(status["unpriced_models"], json!([{"model": "house-model-7", "calls": 1}]), "{status}");
 }
