@@ -12,19 +12,17 @@
 
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
-    io::{BufRead, BufReader},
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, AtomicUsize, Ordering},
-        mpsc,
     },
     time::{Duration, Instant},
 };
 
 use prost::Message as _;
-use roost_tests::{Api, Backend, TestDatabase, each_backend};
+use roost_tests::{Api, Backend, TestDatabase, each_backend, process::listening_addresses};
 use serde_json::{Value, json};
 
 each_backend!(
@@ -136,20 +134,9 @@ impl Install {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let (tx, rx) = mpsc::channel();
-        let stderr = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                match serde_json::from_str::<Value>(&line) {
-                    Ok(event) if event["fields"]["message"] == "listening" => {
-                        let _ = tx.send(event["fields"]["addr"].as_str().unwrap_or_default().to_owned());
-                    }
-                    // Warnings and errors show in the output of a failed test.
-                    _ => eprintln!("roost: {line}"),
-                }
-            }
-        });
-        let addr = rx.recv_timeout(Duration::from_secs(60)).expect("roost did not start listening");
+        let addr = listening_addresses(&mut child)
+            .recv_timeout(Duration::from_secs(60))
+            .expect("roost did not start listening");
         let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
         Roost { child, base: format!("http://{addr}"), http }
     }

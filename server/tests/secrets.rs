@@ -7,14 +7,14 @@
 #![allow(clippy::unwrap_used)]
 
 use std::{
-    io::{BufRead, BufReader, Read as _},
+    io::Read as _,
     path::Path,
     process::{Child, Command, Output, Stdio},
-    sync::mpsc,
     time::{Duration, Instant},
 };
 
 use base64::{Engine as _, engine::general_purpose::STANDARD};
+use roost_tests::process::listening_addresses;
 use serde_json::{Value, json};
 
 fn key_text(byte: u8) -> String {
@@ -52,21 +52,9 @@ impl Drop for Server {
 fn serve(mut cmd: Command) -> (Server, String) {
     let mut child =
         cmd.args(["serve", "--addr", "127.0.0.1:0", "--log-format", "json"]).stderr(Stdio::piped()).spawn().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
+    let listening = listening_addresses(&mut child);
     let server = Server(Some(child));
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let addr = loop {
-        let line = rx.recv_timeout(Duration::from_secs(30)).expect("roost did not start listening");
-        let Ok(event) = serde_json::from_str::<Value>(&line) else { continue };
-        if event["fields"]["message"] == "listening" {
-            break event["fields"]["addr"].as_str().unwrap().to_owned();
-        }
-    };
+    let addr = listening.recv_timeout(Duration::from_secs(30)).expect("roost did not start listening");
     (server, addr)
 }
 

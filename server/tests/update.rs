@@ -12,14 +12,15 @@
 #![allow(clippy::unwrap_used)]
 
 use std::{
-    io::{BufRead, BufReader},
     path::Path,
     process::{Child, Command, Stdio},
     sync::mpsc,
     time::{Duration, Instant},
 };
 
-use roost_tests::{FakeIndex, FakeInstaller, ROOST_PACKAGE as ROOST, ROOST_REPOSITORY, ReleaseKey};
+use roost_tests::{
+    FakeIndex, FakeInstaller, ROOST_PACKAGE as ROOST, ROOST_REPOSITORY, ReleaseKey, process::listening_addresses,
+};
 use serde_json::Value;
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -45,20 +46,7 @@ fn daemon(data_dir: &Path, index: &FakeIndex, installer: &FakeInstaller, extra: 
 /// Spawns `cmd` and forwards each "listening" address it logs (a re-exec logs another).
 fn spawn(mut cmd: Command) -> (Child, mpsc::Receiver<String>) {
     let mut child = cmd.spawn().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            match serde_json::from_str::<Value>(&line) {
-                Ok(event) if event["fields"]["message"] == "listening" => {
-                    let _ = tx.send(event["fields"]["addr"].as_str().unwrap_or_default().to_owned());
-                }
-                Ok(_) => {}
-                // Plain lines: the guard's messages before logging starts.
-                Err(_) => eprintln!("roost: {line}"),
-            }
-        }
-    });
+    let rx = listening_addresses(&mut child);
     (child, rx)
 }
 

@@ -15,6 +15,7 @@ pub mod bench;
 pub mod fake_openai;
 mod index;
 mod postgres;
+pub mod process;
 mod server;
 mod sql;
 mod sse;
