@@ -56,7 +56,8 @@ fn new_part(mut input: Vec<Message>) -> Vec<Message> {
 /// The messages a span's attributes carry. `aggregate` spans (which repeat their steps')
 /// carry none.
 pub fn from_span(attributes: &[KeyValue], aggregate: bool) -> Vec<Message> {
-    if aggregate || attributes.is_empty() {
+    // Most spans carry no content: they cost one pass over their keys, nothing more.
+    if aggregate || !attributes.iter().any(|kv| is_content_key(&kv.key)) {
         return Vec::new();
     }
     let attrs: BTreeMap<&str, &AnyValue> =
@@ -105,6 +106,9 @@ pub fn from_log(event_name: Option<&str>, body: Option<&AnyValue>, attributes: &
         }
         _ => {}
     }
+    if !attributes.iter().any(|kv| is_content_key(&kv.key)) {
+        return Vec::new();
+    }
     let attrs: BTreeMap<&str, &AnyValue> =
         attributes.iter().filter_map(|kv| Some((kv.key.as_str(), kv.value.as_ref()?))).collect();
     semconv(&attrs).map(Exchange::into_messages).unwrap_or_default()
@@ -135,7 +139,8 @@ pub fn is_input_event(event_name: &str) -> bool {
 }
 
 /// True for an attribute holding conversation content (messages, prompts, replies, tool
-/// arguments and results), which `--capture-content off` drops at ingest.
+/// arguments and results): what `--capture-content off` drops at ingest, and every key
+/// the extractors here read messages from (an item with none has no messages).
 pub fn is_content_key(key: &str) -> bool {
     const KEYS: &[&str] = &[
         "gen_ai.input.messages",
