@@ -329,11 +329,30 @@ fn restart() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// `on` / `off` (also `true`/`false`, `1`/`0`).
+/// `on` / `off` (also `true`/`false`, `1`/`0`, `yes`/`no`; off is spelled as for the
+/// update kill switch).
 fn on_off(value: &str) -> Result<bool, String> {
-    match value.to_ascii_lowercase().as_str() {
+    if crate::update::settings::is_kill_switch(value) {
+        return Ok(false);
+    }
+    match value.trim().to_ascii_lowercase().as_str() {
         "on" | "true" | "1" | "yes" => Ok(true),
-        "off" | "false" | "0" | "no" => Ok(false),
         _ => Err(format!("{value:?} is not on or off")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::on_off;
+
+    #[test]
+    fn on_and_off_in_their_spellings() {
+        for on in ["on", "ON", "true", "1", "yes"] {
+            assert_eq!(on_off(on), Ok(true), "{on}");
+        }
+        for off in ["off", "Off", "false", "0", "no"] {
+            assert_eq!(on_off(off), Ok(false), "{off}");
+        }
+        assert!(on_off("sometimes").is_err());
     }
 }
