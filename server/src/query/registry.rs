@@ -57,6 +57,12 @@ pub enum FilterKind {
     Flag,
     /// `sql >= the UTC day that many days back` (an integer argument).
     DaysBack,
+    /// `sql` contains the string argument, ignoring case: `LOWER(sql) LIKE LOWER('%arg%')`
+    /// with the argument's `%`, `_` and `\` matched literally. The same on both backends
+    /// for ASCII letters (SQLite's `LOWER` folds only those; PostgreSQL's folds others too).
+    Contains,
+    /// `sql` (a condition) holds, with `{arg}` in it standing for the string argument.
+    Holds,
 }
 
 /// One filter of a table shape.
@@ -88,7 +94,14 @@ pub enum Plan {
     },
     /// A session's spans, events and logs merged in time order.
     Transcript,
+    /// One span by its key (`trace_id`, `span_id`: the `spans_key` index), then its events
+    /// from `span_events` in time order (a second query on the same key, at most
+    /// [`MAX_SPAN_EVENTS`]) as the row's `events`.
+    Span,
 }
+
+/// Most events the `span` shape answers for a span (ingest keeps at most 128).
+pub const MAX_SPAN_EVENTS: i64 = 1000;
 
 /// A step run on each row of a shape: (row, its arguments, now in Unix ns).
 pub type PostStep = fn(&mut serde_json::Map<String, serde_json::Value>, &super::args::Args, i64);
@@ -111,10 +124,65 @@ pub struct Shape {
 }
 
 use ColKind::{CostUsd, DurationMs, Float, Int, Json, Status, Text, Time};
-use FilterKind::{AtLeast, AtMost, DaysBack, Eq, Flag};
+use FilterKind::{AtLeast, AtMost, Contains, DaysBack, Eq, Flag, Holds};
 
 const SINCE: &str = "only rows at or after this time";
 const UNTIL: &str = "only rows at or before this time";
+
+/// Paging for every table shape: rows skipped before the first one answered (`OFFSET`).
+const OFFSET: ArgSpec =
+    ArgSpec::integer("offset", "rows to skip before the first one answered, for paging", 0, 0, 10_000);
+
+/// A span's columns, in the `spans` shape and (with more) in the `span` shape.
+const SPAN_COLUMNS: &[Col] = &[
+    col("trace_id", "trace_id", Text),
+    col("span_id", "span_id", Text),
+    col("parent_span_id", "parent_span_id", Text),
+    col("name", "name", Text),
+    col("kind", "kind", Int),
+    col("start_time", "start_ns", Time),
+    col("end_time", "end_ns", Time),
+    col("duration_ms", "end_ns - start_ns", DurationMs),
+    col("status", "status_code", Status),
+    col("status_message", "status_message", Text),
+    col("service", "service", Text),
+    col("session_id", "session_id", Text),
+    col("agent_id", "agent_id", Text),
+    col("operation", "operation", Text),
+    col("system", "gen_ai_system", Text),
+    col("request_model", "request_model", Text),
+    col("response_model", "response_model", Text),
+    col("model", "COALESCE(response_model, request_model)", Text),
+    col("input_tokens", "input_tokens", Int),
+    col("output_tokens", "output_tokens", Int),
+    col("cache_read_tokens", "cache_read_tokens", Int),
+    col("cache_write_tokens", "cache_write_tokens", Int),
+    col("cost_usd", "cost_nanocents", CostUsd),
+    col("tool_name", "tool_name", Text),
+    col("attributes", "attributes", Json),
+];
+
+/// What the `span` shape adds to [`SPAN_COLUMNS`]. `events` is filled by the plan's second
+/// query ([`Plan::Span`]).
+const SPAN_DETAIL: [Col; 3] = [
+    col("scope", "scope", Text),
+    col("resource", "COALESCE((SELECT r.attributes FROM resources r WHERE r.id = spans.resource_id), '{}')", Json),
+    col("events", "'[]'", Json),
+];
+
+/// `a` then `b`, in a constant.
+const fn concat<const N: usize>(a: &[Col], b: &[Col]) -> [Col; N] {
+    assert!(a.len() + b.len() == N);
+    let mut out = [col("", "", Text); N];
+    let mut i = 0;
+    while i < N {
+        out[i] = if i < a.len() { a[i] } else { b[i - a.len()] };
+        i += 1;
+    }
+    out
+}
+
+const SPAN_DETAIL_COLUMNS: [Col; SPAN_COLUMNS.len() + SPAN_DETAIL.len()] = concat(SPAN_COLUMNS, &SPAN_DETAIL);
 
 /// Every shape, in the order `?` lists them.
 pub const SHAPES: &[Shape] = &[
@@ -123,8 +191,11 @@ pub const SHAPES: &[Shape] = &[
         description: "Sessions (grouped by session.id / gen_ai.conversation.id, or a run's session), most recently active first.",
         args: &[
             ArgSpec::integer("limit", "most rows", 50, 1, 500),
+            OFFSET,
             ArgSpec::string("agent_id", "only this agent's sessions"),
             ArgSpec::string("service", "only sessions last seen from this service"),
+            ArgSpec::string("model", "only sessions whose last model is this one"),
+            ArgSpec::string("search", "only sessions whose id contains this text, ignoring case"),
             ArgSpec::time("since", "only sessions active at or after this time"),
             ArgSpec::time("until", "only sessions that began at or before this time"),
         ],
@@ -148,6 +219,8 @@ pub const SHAPES: &[Shape] = &[
             filters: &[
                 filter("agent_id", "agent_id", Eq),
                 filter("service", "service", Eq),
+                filter("model", "last_model", Eq),
+                filter("search", "session_id", Contains),
                 filter("since", "last_ns", AtLeast),
                 filter("until", "first_ns", AtMost),
             ],
@@ -160,6 +233,7 @@ pub const SHAPES: &[Shape] = &[
         description: "Custom-run events (and hosted agents' turns), newest first.",
         args: &[
             ArgSpec::integer("limit", "most rows", 100, 1, 1000),
+            OFFSET,
             ArgSpec::string("session_id", "only this session's events"),
             ArgSpec::string("run_id", "only this run's events"),
             ArgSpec::string("agent_id", "only this agent's events"),
@@ -201,6 +275,7 @@ pub const SHAPES: &[Shape] = &[
         description: "Custom runs with their counts, newest first.",
         args: &[
             ArgSpec::integer("limit", "most rows", 50, 1, 500),
+            OFFSET,
             ArgSpec::string("session_id", "only this session's runs"),
             ArgSpec::string("agent_id", "only this agent's runs"),
             ArgSpec::string("runtime", "only runs of this runtime"),
@@ -241,6 +316,7 @@ pub const SHAPES: &[Shape] = &[
         description: "Spans with their GenAI fields, newest first.",
         args: &[
             ArgSpec::integer("limit", "most rows", 100, 1, 1000),
+            OFFSET,
             ArgSpec::string("trace_id", "only this trace's spans (hex)"),
             ArgSpec::string("session_id", "only this session's spans"),
             ArgSpec::string("service", "only spans of this service"),
@@ -249,33 +325,7 @@ pub const SHAPES: &[Shape] = &[
             ArgSpec::time("since", "only spans started at or after this time"),
             ArgSpec::time("until", "only spans started at or before this time"),
         ],
-        columns: &[
-            col("trace_id", "trace_id", Text),
-            col("span_id", "span_id", Text),
-            col("parent_span_id", "parent_span_id", Text),
-            col("name", "name", Text),
-            col("kind", "kind", Int),
-            col("start_time", "start_ns", Time),
-            col("end_time", "end_ns", Time),
-            col("duration_ms", "end_ns - start_ns", DurationMs),
-            col("status", "status_code", Status),
-            col("status_message", "status_message", Text),
-            col("service", "service", Text),
-            col("session_id", "session_id", Text),
-            col("agent_id", "agent_id", Text),
-            col("operation", "operation", Text),
-            col("system", "gen_ai_system", Text),
-            col("request_model", "request_model", Text),
-            col("response_model", "response_model", Text),
-            col("model", "COALESCE(response_model, request_model)", Text),
-            col("input_tokens", "input_tokens", Int),
-            col("output_tokens", "output_tokens", Int),
-            col("cache_read_tokens", "cache_read_tokens", Int),
-            col("cache_write_tokens", "cache_write_tokens", Int),
-            col("cost_usd", "cost_nanocents", CostUsd),
-            col("tool_name", "tool_name", Text),
-            col("attributes", "attributes", Json),
-        ],
+        columns: SPAN_COLUMNS,
         plan: Plan::Table {
             from: "spans",
             filters: &[
@@ -296,8 +346,10 @@ pub const SHAPES: &[Shape] = &[
         description: "Traces summarised (root span, span and error counts, tokens, cost), newest first.",
         args: &[
             ArgSpec::integer("limit", "most rows", 50, 1, 500),
+            OFFSET,
             ArgSpec::string("session_id", "only this session's traces"),
             ArgSpec::string("service", "only traces whose root is in this service"),
+            ArgSpec::string("model", "only traces with a span of this model"),
             ArgSpec::boolean("errors_only", "only traces with an error span"),
             ArgSpec::time("since", "only traces started at or after this time"),
             ArgSpec::time("until", "only traces started at or before this time"),
@@ -321,6 +373,12 @@ pub const SHAPES: &[Shape] = &[
             filters: &[
                 filter("session_id", "session_id", Eq),
                 filter("service", "service", Eq),
+                filter(
+                    "model",
+                    "EXISTS (SELECT 1 FROM spans s WHERE s.trace_id = traces.trace_id \
+                     AND COALESCE(s.response_model, s.request_model) = {arg})",
+                    Holds,
+                ),
                 filter("errors_only", "errors > 0", Flag),
                 filter("since", "start_ns", AtLeast),
                 filter("until", "start_ns", AtMost),
@@ -334,6 +392,7 @@ pub const SHAPES: &[Shape] = &[
         description: "Log records, newest first.",
         args: &[
             ArgSpec::integer("limit", "most rows", 100, 1, 1000),
+            OFFSET,
             ArgSpec::string("session_id", "only this session's records"),
             ArgSpec::string("trace_id", "only this trace's records (hex)"),
             ArgSpec::string("event_name", "only events of this name (e.g. claude_code.api_request)"),
@@ -388,6 +447,7 @@ pub const SHAPES: &[Shape] = &[
         description: "Metric data points, newest first.",
         args: &[
             ArgSpec::integer("limit", "most rows", 100, 1, 1000),
+            OFFSET,
             ArgSpec::string("name", "only this metric"),
             ArgSpec::string("service", "only this service's points"),
             ArgSpec::string("session_id", "only points whose attributes name this session"),
@@ -425,6 +485,7 @@ pub const SHAPES: &[Shape] = &[
             ArgSpec::integer("days", "how many days back, today included", 30, 1, 3660),
             ArgSpec::string("model", "only this model"),
             ArgSpec::integer("limit", "most rows", 100, 1, 1000),
+            OFFSET,
         ],
         columns: &[
             col("day", "day", Text),
@@ -447,6 +508,7 @@ pub const SHAPES: &[Shape] = &[
         args: &[
             ArgSpec::integer("days", "how many days back, today included", 30, 1, 3660),
             ArgSpec::integer("limit", "most rows", 366, 1, 3660),
+            OFFSET,
         ],
         columns: &[
             col("day", "day", Text),
@@ -470,6 +532,7 @@ pub const SHAPES: &[Shape] = &[
         args: &[
             ArgSpec::integer("stale_after_secs", "silence after which a service is stale", 300, 10, 604_800),
             ArgSpec::integer("limit", "most rows", 100, 1, 1000),
+            OFFSET,
         ],
         columns: &[
             col("service", "service", Text),
@@ -514,6 +577,17 @@ pub const SHAPES: &[Shape] = &[
             col("id", "id", Text),
         ],
         plan: Plan::Transcript,
+        post: None,
+    },
+    Shape {
+        name: "span",
+        description: "One span by its trace and span id (no row when there is none): the spans shape's fields, its instrumentation scope, its resource's attributes and its events (oldest first, at most 1000).",
+        args: &[
+            ArgSpec::required_string("trace_id", "the span's trace (hex)"),
+            ArgSpec::required_string("span_id", "the span (hex)"),
+        ],
+        columns: &SPAN_DETAIL_COLUMNS,
+        plan: Plan::Span,
         post: None,
     },
 ];
@@ -609,14 +683,37 @@ mod tests {
     }
 
     #[test]
-    fn shapes_are_unique_and_every_table_shape_has_a_limit() {
+    fn shapes_are_unique_and_every_list_shape_has_a_limit() {
         let mut names = names();
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), SHAPES.len());
         for shape in SHAPES {
+            if matches!(shape.plan, Plan::Span) {
+                // One row at most.
+                assert!(shape.args.iter().all(|a| a.name != "limit"), "{}", shape.name);
+                continue;
+            }
             let limit = shape.args.iter().find(|a| a.name == "limit").expect(shape.name);
             assert!(limit.range.is_some() && limit.default.is_some(), "{}", shape.name);
         }
+    }
+
+    #[test]
+    fn every_table_shape_pages_with_an_offset() {
+        for shape in SHAPES.iter().filter(|s| matches!(s.plan, Plan::Table { .. })) {
+            let offset = shape.args.iter().find(|a| a.name == "offset").expect(shape.name);
+            assert_eq!((offset.default, offset.range), (Some(0), Some((0, 10_000))), "{}", shape.name);
+        }
+    }
+
+    #[test]
+    fn the_span_shape_has_every_spans_column_and_more() {
+        let names = |name: &str| shape(name).unwrap().columns.iter().map(|c| c.name).collect::<Vec<_>>();
+        let (spans, span) = (names("spans"), names("span"));
+        assert_eq!(&span[..spans.len()], &spans[..]);
+        assert_eq!(&span[spans.len()..], ["scope", "resource", "events"]);
+        let args: Vec<_> = shape("span").unwrap().args.iter().filter(|a| a.required).map(|a| a.name).collect();
+        assert_eq!(args, ["trace_id", "span_id"]);
     }
 }

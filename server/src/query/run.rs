@@ -7,7 +7,7 @@ use sqlx::Row as _;
 
 use super::{
     args::Args,
-    registry::{Col, ColKind, FilterKind, Plan, Shape},
+    registry::{Col, ColKind, FilterKind, MAX_SPAN_EVENTS, Plan, Shape},
 };
 use crate::{
     Result,
@@ -54,6 +54,8 @@ pub struct Fetched {
     pub rows: Vec<Map<String, Json>>,
     /// Rows past the budget were not read.
     pub truncated: bool,
+    /// An upper bound of the answer's size as JSON, its envelope included.
+    pub bytes: usize,
 }
 
 /// Runs a shape; its rows, newest (or, for transcripts, oldest) first.
@@ -61,8 +63,12 @@ pub async fn run(store: &Store, shape: &Shape, args: &Args, now_ns: i64) -> Resu
     let sql = match shape.plan {
         Plan::Table { from, filters, order } => table(shape, from, filters, order, args, now_ns),
         Plan::Transcript => transcript(args),
+        Plan::Span => span(shape, args),
     };
-    let mut fetched = fetch(store, sql, shape.columns).await?;
+    let mut fetched = fetch(store, sql, shape.columns, ENVELOPE_BYTES).await?;
+    if matches!(shape.plan, Plan::Span) {
+        span_events(store, args, &mut fetched).await?;
+    }
     if let Some(post) = shape.post {
         for row in &mut fetched.rows {
             post(row, args, now_ns);
@@ -95,6 +101,13 @@ fn table(shape: &Shape, from: &str, filters: &[super::registry::Filter], order: 
                 value.map(|v| format!("{} {op} {}", filter.sql, sql.bind(Bind::Int(v))))
             }
             FilterKind::Flag => args.boolean(filter.arg).then(|| filter.sql.to_owned()),
+            FilterKind::Contains => args.string(filter.arg).map(|v| {
+                let pattern = sql.bind(Bind::Text(format!("%{}%", like_escaped(v))));
+                format!("LOWER({}) LIKE LOWER({pattern}) ESCAPE '\\'", filter.sql)
+            }),
+            FilterKind::Holds => {
+                args.string(filter.arg).map(|v| filter.sql.replace("{arg}", &sql.bind(Bind::Text(v.to_owned()))))
+            }
             FilterKind::DaysBack => {
                 let days = args.integer(filter.arg).max(1);
                 let first = utc_day(now_ns - (days - 1) * 86_400_000_000_000);
@@ -110,8 +123,65 @@ fn table(shape: &Shape, from: &str, filters: &[super::registry::Filter], order: 
         text.push_str(&conditions.join(" AND "));
     }
     text.push_str(&format!(" ORDER BY {order} LIMIT {limit}"));
+    let offset = args.integer("offset");
+    if offset > 0 {
+        text.push_str(&format!(" OFFSET {}", sql.bind(Bind::Int(offset))));
+    }
     sql.text = text;
     sql
+}
+
+/// `text` for a LIKE pattern with `ESCAPE '\'`: its `\`, `%` and `_` match themselves.
+fn like_escaped(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '\\' | '%' | '_') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The span of a (`trace_id`, `span_id`) key, if stored (the `spans_key` index).
+fn span(shape: &Shape, args: &Args) -> Sql {
+    let mut sql = Sql::default();
+    let trace = sql.bind(Bind::Text(args.string("trace_id").unwrap_or_default().to_owned()));
+    let span = sql.bind(Bind::Text(args.string("span_id").unwrap_or_default().to_owned()));
+    sql.text = format!(
+        "SELECT {} FROM spans WHERE trace_id = {trace} AND span_id = {span} LIMIT 1",
+        select_list(shape.columns)
+    );
+    sql
+}
+
+/// An event of a span as the `span` shape shows it.
+const SPAN_EVENT_COLUMNS: &[Col] = &[
+    Col { name: "time", sql: "time_ns", kind: ColKind::Time },
+    Col { name: "name", sql: "name", kind: ColKind::Text },
+    Col { name: "attributes", sql: "attributes", kind: ColKind::Json },
+];
+
+/// Fills the `span` shape's row (if any) with its events, oldest first: at most
+/// [`MAX_SPAN_EVENTS`], and only those that fit in what is left of the answer's budget
+/// (`truncated` says when some did not).
+async fn span_events(store: &Store, args: &Args, fetched: &mut Fetched) -> Result<()> {
+    let Some(row) = fetched.rows.first_mut() else {
+        return Ok(());
+    };
+    let mut sql = Sql::default();
+    let trace = sql.bind(Bind::Text(args.string("trace_id").unwrap_or_default().to_owned()));
+    let span = sql.bind(Bind::Text(args.string("span_id").unwrap_or_default().to_owned()));
+    let limit = sql.bind(Bind::Int(MAX_SPAN_EVENTS));
+    sql.text = format!(
+        "SELECT {} FROM span_events WHERE trace_id = {trace} AND span_id = {span} ORDER BY time_ns, id LIMIT {limit}",
+        select_list(SPAN_EVENT_COLUMNS)
+    );
+    let events = fetch(store, sql, SPAN_EVENT_COLUMNS, fetched.bytes).await?;
+    row.insert("events".to_owned(), Json::Array(events.rows.into_iter().map(Json::Object).collect()));
+    fetched.truncated |= events.truncated;
+    fetched.bytes = events.bytes;
+    Ok(())
 }
 
 /// A session's (or a trace's) messages, spans, events and logs, merged oldest first (at
@@ -169,8 +239,10 @@ fn transcript(args: &Args) -> Sql {
 }
 
 /// Reads rows as they arrive and stops at the byte budget, so a query over huge rows never
-/// holds more than the budget (plus one row) in memory.
-async fn fetch(store: &Store, sql: Sql, columns: &'static [Col]) -> Result<Fetched> {
+/// holds more than the budget (plus one row) in memory. `spent` is what the answer already
+/// takes ([`ENVELOPE_BYTES`] for a new one); the answer's first row is read whatever its
+/// size, later ones only within the budget.
+async fn fetch(store: &Store, sql: Sql, columns: &'static [Col], spent: usize) -> Result<Fetched> {
     let fetched = on_reader!(store, |pool| {
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.text.clone()));
         for bind in &sql.binds {
@@ -180,15 +252,15 @@ async fn fetch(store: &Store, sql: Sql, columns: &'static [Col]) -> Result<Fetch
             };
         }
         let mut stream = query.fetch(pool);
-        let mut fetched = Fetched::default();
-        let mut bytes = ENVELOPE_BYTES;
+        let mut fetched = Fetched { bytes: spent, ..Fetched::default() };
         while let Some(row) = stream.try_next().await? {
             let (json, size) = row_json(&row, columns)?;
-            if !fetched.rows.is_empty() && bytes + size > MAX_ANSWER_BYTES {
+            // Anything past the envelope is a row already answered.
+            if fetched.bytes > ENVELOPE_BYTES && fetched.bytes + size > MAX_ANSWER_BYTES {
                 fetched.truncated = true;
                 break;
             }
-            bytes += size;
+            fetched.bytes += size;
             fetched.rows.push(json);
         }
         Ok::<_, sqlx::Error>(fetched)
@@ -266,4 +338,78 @@ fn string_bytes(s: &str) -> usize {
 
 fn float(value: f64) -> Json {
     serde_json::Number::from_f64(value).map_or(Json::Null, Json::Number)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::query::registry;
+
+    /// The SQL of a table shape for `args`, and its bound values.
+    fn table_sql(name: &str, args: Json) -> (String, Vec<String>) {
+        let shape = registry::shape(name).unwrap();
+        let args = Args::check(name, shape.args, args.as_object().unwrap()).unwrap();
+        let Plan::Table { from, filters, order } = shape.plan else { panic!("{name} is not a table") };
+        let sql = table(shape, from, filters, order, &args, 0);
+        let binds = sql
+            .binds
+            .iter()
+            .map(|b| match b {
+                Bind::Text(s) => s.clone(),
+                Bind::Int(i) => i.to_string(),
+            })
+            .collect();
+        (sql.text, binds)
+    }
+
+    #[test]
+    fn like_patterns_match_their_wildcards_literally() {
+        assert_eq!(like_escaped("plain"), "plain");
+        assert_eq!(like_escaped(r"100%_a\b"), r"100\%\_a\\b");
+    }
+
+    #[test]
+    fn offsets_page_after_the_limit_and_are_clamped() {
+        let (text, binds) = table_sql("sessions", json!({"limit": 5, "offset": 10}));
+        assert!(text.ends_with("LIMIT $1 OFFSET $2"), "{text}");
+        assert_eq!(binds, ["5", "10"]);
+        let (text, binds) = table_sql("traces", json!({"offset": 1_000_000}));
+        assert!(text.ends_with("OFFSET $2"), "{text}");
+        assert_eq!(binds, ["50", "10000"]);
+        for offset in [json!(0), json!(-4)] {
+            let (text, _) = table_sql("sessions", json!({ "offset": offset }));
+            assert!(!text.contains("OFFSET"), "no offset is no OFFSET: {text}");
+        }
+    }
+
+    #[test]
+    fn sessions_filter_by_model_and_search_and_traces_by_model() {
+        let (text, binds) = table_sql("sessions", json!({"model": "m1", "search": "A%b_"}));
+        assert!(text.contains("last_model = $1"), "{text}");
+        assert!(text.contains(r"LOWER(session_id) LIKE LOWER($2) ESCAPE '\'"), "{text}");
+        assert_eq!(binds[..2], ["m1", r"%A\%b\_%"]);
+        let (text, binds) = table_sql("traces", json!({"model": "m2"}));
+        assert!(
+            text.contains(
+                "EXISTS (SELECT 1 FROM spans s WHERE s.trace_id = traces.trace_id \
+                 AND COALESCE(s.response_model, s.request_model) = $1)"
+            ),
+            "{text}"
+        );
+        assert_eq!(binds[0], "m2");
+    }
+
+    #[test]
+    fn the_span_shape_needs_both_ids() {
+        let shape = registry::shape("span").unwrap();
+        for given in [json!({}), json!({"trace_id": "ab"}), json!({"span_id": "cd"})] {
+            let err = Args::check("span", shape.args, given.as_object().unwrap()).unwrap_err();
+            assert!(err.message().contains("needs the argument"), "{given}: {err}");
+        }
+        let args = Args::check("span", shape.args, json!({"trace_id": "ab", "span_id": "cd"}).as_object().unwrap());
+        let text = span(shape, &args.unwrap()).text;
+        assert!(text.ends_with("FROM spans WHERE trace_id = $1 AND span_id = $2 LIMIT 1"), "{text}");
+    }
 }

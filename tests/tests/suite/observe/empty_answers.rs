@@ -56,7 +56,11 @@ async fn reads_answer_empty_with_a_warning_when_the_store_cannot(backend: Backen
 
     assert_empty_with_warning(&api.get("/api/local/sessions").await.ok(), "rows");
     for shape in &shapes {
-        let args = if shape == "transcript" { json!({"session_id": "s"}) } else { json!({}) };
+        let args = match shape.as_str() {
+            "transcript" => json!({"session_id": "s"}),
+            "span" => json!({"trace_id": "t", "span_id": "s"}),
+            _ => json!({}),
+        };
         let answer = api.post("/api/local/query", json!({"shape": shape, "args": args})).await.ok();
         assert_empty_with_warning(&answer, "rows");
         assert_eq!((answer["shape"].as_str(), answer["contract"].as_str()), (Some(shape.as_str()), Some("q/1")));
