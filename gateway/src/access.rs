@@ -32,6 +32,9 @@ use roost_proto::{ApiError, ErrorReason};
 
 use crate::HttpError;
 
+/// The dashboard's sign-in form (open: it is where refused page visitors are sent).
+pub const SIGN_IN_PATH: &str = "/dashboard/signin";
+
 /// The SSE paths, where a token may also come as `?token=`.
 pub const STREAM_PATHS: [&str; 3] = ["/api/brain-stream", "/api/health-stream", "/api/logs"];
 
@@ -53,12 +56,15 @@ pub enum Guard {
     OwnKeys,
     /// A dashboard call: token or loopback, and the origin check when mutating.
     Dashboard,
+    /// A dashboard page: the dashboard's rules, with the sign-in cookie also taken as the
+    /// token; a refused visitor is sent to the sign-in form instead of getting JSON.
+    Page,
 }
 
 /// The guard of a request path.
 pub fn guard(path: &str) -> Guard {
-    const OPEN: [&str; 3] = ["/healthz", "/skill.md", "/api/runtimes"];
-    const OPEN_PREFIXES: [&str; 2] = ["/grpc.health.v1.", "/grpc.reflection."];
+    const OPEN: [&str; 5] = ["/healthz", "/skill.md", "/api/runtimes", "/favicon.ico", SIGN_IN_PATH];
+    const OPEN_PREFIXES: [&str; 3] = ["/grpc.health.v1.", "/grpc.reflection.", "/static/"];
     const OWN_KEYS: [&str; 2] = ["/api/provision", "/mcp"];
     const OWN_KEYS_PREFIXES: [&str; 8] = [
         "/api/instances",
@@ -74,6 +80,8 @@ pub fn guard(path: &str) -> Guard {
         Guard::Open
     } else if OWN_KEYS.contains(&path) || OWN_KEYS_PREFIXES.iter().any(|p| path.starts_with(p)) {
         Guard::OwnKeys
+    } else if path == "/" || path == "/dashboard" || path.starts_with("/dashboard/") {
+        Guard::Page
     } else {
         Guard::Dashboard
     }
@@ -108,11 +116,20 @@ impl AccessPolicy {
         headers: &HeaderMap,
         peer: Option<SocketAddr>,
     ) -> Result<(), ApiError> {
-        if guard(path) != Guard::Dashboard {
+        let guard = guard(path);
+        if !matches!(guard, Guard::Dashboard | Guard::Page) {
             return Ok(());
         }
-        let presented =
-            bearer(headers).or_else(|| STREAM_PATHS.contains(&path).then(|| query.and_then(token_param)).flatten());
+        let reads = matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
+        // The sign-in cookie stands for the token on pages (whose forms carry a CSRF
+        // field) and on dashboard reads (the streams and JSON a page's script fetches);
+        // never on a mutating API call, which has no CSRF defence of its own.
+        let cookie = (guard == Guard::Page || reads)
+            .then(|| crate::pages::cookies::get(headers, crate::pages::cookies::TOKEN))
+            .flatten();
+        let presented = bearer(headers)
+            .or_else(|| STREAM_PATHS.contains(&path).then(|| query.and_then(token_param)).flatten())
+            .or(cookie);
         if self.api_tokens.is_empty() {
             let loopback = peer.is_some_and(|p| p.ip().to_canonical().is_loopback());
             let runtime = is_otlp(path) && presented.is_some() && matches(presented, self.ingest_token.iter());
@@ -133,7 +150,7 @@ impl AccessPolicy {
                 return Err(ApiError::unauthenticated(format!("{why}: dashboard calls need {how}")));
             }
         }
-        if !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
+        if !reads {
             check_origin(headers)?;
         }
         Ok(())
@@ -178,7 +195,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// `Origin` (else `Referer`), when present, must name the host the request was sent to.
-fn check_origin(headers: &HeaderMap) -> Result<(), ApiError> {
+pub(crate) fn check_origin(headers: &HeaderMap) -> Result<(), ApiError> {
     let source = headers
         .get(header::ORIGIN)
         .map(|v| ("Origin", v))
@@ -223,6 +240,7 @@ pub async fn enforce(State(policy): State<Arc<AccessPolicy>>, request: Request, 
         }
         Ok(()) => next.run(request).await,
         Err(err) if is_grpc(&headers) => err.to_status().into_http::<Body>().into_response(),
+        Err(err) if guard(uri.path()) == Guard::Page => crate::pages::refused(&policy, &err, uri),
         Err(err) => HttpError(err).into_response(),
     }
 }

@@ -194,7 +194,7 @@ impl Endpoint {
         match self.guard() {
             Guard::Open => {}
             Guard::OwnKeys => errors.push(ErrorReason::Unauthenticated),
-            Guard::Dashboard => {
+            Guard::Dashboard | Guard::Page => {
                 errors.push(ErrorReason::Unauthenticated);
                 if self.verb.mutates() {
                     errors.push(ErrorReason::CrossOrigin);

@@ -25,6 +25,11 @@ impl Call {
         self
     }
 
+    /// The request's headers.
+    pub fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+
     /// The gRPC request the core's service trait takes.
     pub fn request<T>(self, message: T) -> tonic::Request<T> {
         let mut http = http::Request::new(message);

@@ -13,6 +13,7 @@ mod error;
 mod extract;
 mod fallback;
 pub mod mcp;
+pub mod pages;
 mod routes;
 pub mod skill;
 pub mod streams;
@@ -67,6 +68,8 @@ pub struct Core {
     pub updates: Arc<dyn UpdateService>,
     /// Limits the gateway enforces.
     pub options: Arc<GatewayOptions>,
+    /// Who may call the dashboard (the pages' sign-in form checks tokens against it).
+    pub access: Arc<AccessPolicy>,
     /// The MCP transport, started on first use.
     pub mcp: mcp::McpState,
     /// Use counts of routes and tools, drained by the core for the skills page.
@@ -123,6 +126,7 @@ pub fn router(core: Core) -> Router {
         .into_iter()
         .fold(Router::new(), |router, section| router.merge(section.into_router()))
         .route_layer(axum::middleware::from_fn_with_state(core.clone(), usage::count))
+        .merge(pages::router())
         .fallback(fallback::not_found)
         .method_not_allowed_fallback(fallback::method_not_allowed)
         .layer(axum::middleware::from_fn(uri::refuse_unreadable))

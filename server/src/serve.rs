@@ -70,6 +70,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     // Process runtimes send their telemetry back here.
     let mut access = config.access.clone();
     access.ingest_token = Some(crate::ids::random_base32(32));
+    let access = Arc::new(access);
     let otlp = OtlpExport {
         endpoint: format!("http://{}", reachable(addr)),
         token: access.ingest_token.clone().unwrap_or_default(),
@@ -150,12 +151,13 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         control: services.control.clone(),
         updates: services.updates.clone(),
         options: Arc::new(config.gateway.clone()),
+        access: access.clone(),
         mcp: roost_gateway::mcp::McpState::new(shutdown.clone()),
         usage,
     };
     let (router, _health) = grpc::add_services(roost_gateway::router(core), &services).await?;
     let app = router
-        .layer(axum::middleware::from_fn_with_state(Arc::new(access), roost_gateway::access::enforce))
+        .layer(axum::middleware::from_fn_with_state(access, roost_gateway::access::enforce))
         .layer(TraceLayer::new_for_http());
 
     let mut listeners = vec![listener];

@@ -12,8 +12,10 @@
 
 mod api;
 pub mod bench;
+pub mod browser;
 pub mod fake_openai;
 mod index;
+pub mod pages;
 mod postgres;
 pub mod process;
 mod server;

@@ -1,0 +1,229 @@
+//! How numbers, money, durations and times read on a page. Templates get strings made
+//! here, so every page formats the same way: thousands separated, costs in dollars with
+//! cents (or more digits below a cent), times as `<time datetime>` in UTC that the page
+//! script turns into the browser's zone.
+
+use roost_proto::ApiError;
+
+/// `1234567` → `1,234,567`.
+pub fn count(n: i64) -> String {
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3 + 1);
+    if n < 0 {
+        out.push('-');
+    }
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Tokens, shortened past ten thousand: `12.3k`, `4.56M`, `1.2B`.
+pub fn tokens(n: i64) -> String {
+    let abs = n.unsigned_abs() as f64;
+    let sign = if n < 0 { "-" } else { "" };
+    if abs < 10_000.0 {
+        count(n)
+    } else if abs < 1e6 {
+        format!("{sign}{:.1}k", abs / 1e3)
+    } else if abs < 1e9 {
+        format!("{sign}{:.2}M", abs / 1e6)
+    } else {
+        format!("{sign}{:.2}B", abs / 1e9)
+    }
+}
+
+/// Dollars: `$1,234.56`; below a cent, four significant decimals (`$0.0042`); zero is `$0`.
+pub fn usd(value: f64) -> String {
+    if value == 0.0 || !value.is_finite() {
+        return "$0".into();
+    }
+    let sign = if value < 0.0 { "-" } else { "" };
+    let abs = value.abs();
+    if abs < 0.01 {
+        return format!("{sign}${abs:.4}");
+    }
+    let cents = (abs * 100.0).round() as i64;
+    format!("{sign}${}.{:02}", count(cents / 100), cents % 100)
+}
+
+/// A rate per second: `0`, `3.2/s`, `1,204/s`.
+pub fn rate(per_sec: f64) -> String {
+    if per_sec <= 0.0 || !per_sec.is_finite() {
+        "0/s".into()
+    } else if per_sec < 100.0 {
+        format!("{per_sec:.1}/s")
+    } else {
+        format!("{}/s", count(per_sec.round() as i64))
+    }
+}
+
+/// Milliseconds as a person reads them: `840 µs`, `12.4 ms`, `3.20 s`, `4m 05s`.
+pub fn duration_ms(ms: f64) -> String {
+    if !ms.is_finite() || ms < 0.0 {
+        "–".into()
+    } else if ms < 1.0 {
+        format!("{:.0} µs", ms * 1000.0)
+    } else if ms < 100.0 {
+        format!("{ms:.1} ms")
+    } else if ms < 1000.0 {
+        format!("{ms:.0} ms")
+    } else if ms < 60_000.0 {
+        format!("{:.2} s", ms / 1000.0)
+    } else {
+        let secs = (ms / 1000.0).round() as i64;
+        if secs < 3600 {
+            format!("{}m {:02}s", secs / 60, secs % 60)
+        } else {
+            format!("{}h {:02}m", secs / 3600, secs % 3600 / 60)
+        }
+    }
+}
+
+/// Bytes: `512 B`, `3.4 MB`.
+pub fn bytes(n: i64) -> String {
+    let abs = n.max(0) as f64;
+    match abs {
+        a if a < 1024.0 => format!("{n} B"),
+        a if a < 1024.0 * 1024.0 => format!("{:.1} KB", a / 1024.0),
+        a if a < 1024.0 * 1024.0 * 1024.0 => format!("{:.1} MB", a / 1024.0 / 1024.0),
+        a => format!("{:.2} GB", a / 1024.0 / 1024.0 / 1024.0),
+    }
+}
+
+/// A moment, for a `<time>` element: the RFC 3339 value and a UTC text that reads without
+/// the page script (`2026-11-24 09:14:03 UTC`).
+#[derive(Debug, Clone, Default)]
+pub struct When {
+    /// The RFC 3339 value (`datetime` attribute; the script localises from it).
+    pub iso: String,
+    /// The text shown with JavaScript off.
+    pub text: String,
+}
+
+impl When {
+    /// From an RFC 3339 string as q/1 rows carry it (empty for none).
+    pub fn iso(value: &str) -> Self {
+        if value.is_empty() {
+            return Self::default();
+        }
+        let text = value.get(..19).map_or_else(|| value.to_owned(), |t| format!("{} UTC", t.replace('T', " ")));
+        Self { iso: value.to_owned(), text }
+    }
+
+    /// From a protobuf timestamp (none or zero → empty).
+    pub fn timestamp(ts: Option<&prost_types::Timestamp>) -> Self {
+        match ts {
+            Some(ts) if ts.seconds != 0 || ts.nanos != 0 => Self::iso(&rfc3339(ts.seconds, ts.nanos)),
+            _ => Self::default(),
+        }
+    }
+
+    /// Whether there is a time to show.
+    pub fn is_set(&self) -> bool {
+        !self.iso.is_empty()
+    }
+}
+
+/// Unix seconds and nanoseconds as RFC 3339 UTC with milliseconds.
+pub fn rfc3339(seconds: i64, nanos: i32) -> String {
+    let days = seconds.div_euclid(86_400);
+    let secs = seconds.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60,
+        nanos.clamp(0, 999_999_999) / 1_000_000
+    )
+}
+
+/// Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// Now as Unix milliseconds.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// A section of a page whose core call failed: what to show instead of its content.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// The error table's code.
+    pub code: String,
+    /// The message.
+    pub message: String,
+}
+
+impl From<ApiError> for Failure {
+    fn from(err: ApiError) -> Self {
+        Self { code: err.reason().code().to_owned(), message: err.message().to_owned() }
+    }
+}
+
+/// A q/1 row value as text (strings as they are, numbers and booleans printed, null empty).
+pub fn text(row: &serde_json::Map<String, serde_json::Value>, key: &str) -> String {
+    match row.get(key) {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(serde_json::Value::Null) | None => String::new(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// A q/1 row value as an integer (0 when absent).
+pub fn int(row: &serde_json::Map<String, serde_json::Value>, key: &str) -> i64 {
+    row.get(key).and_then(|v| v.as_i64().or_else(|| v.as_f64().map(|f| f as i64))).unwrap_or(0)
+}
+
+/// A q/1 row value as a float (0 when absent).
+pub fn float(row: &serde_json::Map<String, serde_json::Value>, key: &str) -> f64 {
+    row.get(key).and_then(serde_json::Value::as_f64).unwrap_or(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_read_well() {
+        assert_eq!(count(0), "0");
+        assert_eq!(count(1_234_567), "1,234,567");
+        assert_eq!(count(-1000), "-1,000");
+        assert_eq!(tokens(9_999), "9,999");
+        assert_eq!(tokens(12_345), "12.3k");
+        assert_eq!(tokens(4_560_000), "4.56M");
+        assert_eq!(usd(0.0), "$0");
+        assert_eq!(usd(0.00423), "$0.0042");
+        assert_eq!(usd(1234.567), "$1,234.57");
+        assert_eq!(rate(0.0), "0/s");
+        assert_eq!(rate(1204.4), "1,204/s");
+        assert_eq!(duration_ms(0.5), "500 µs");
+        assert_eq!(duration_ms(12.44), "12.4 ms");
+        assert_eq!(duration_ms(3200.0), "3.20 s");
+        assert_eq!(duration_ms(245_000.0), "4m 05s");
+        assert_eq!(bytes(3 * 1024 * 1024), "3.0 MB");
+    }
+
+    #[test]
+    fn times_are_utc_rfc3339() {
+        assert_eq!(rfc3339(0, 0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(1_795_000_000, 123_000_000), "2026-11-18T11:06:40.123Z");
+        let when = When::iso("2026-11-24T09:14:03.512Z");
+        assert_eq!(when.text, "2026-11-24 09:14:03 UTC");
+        assert!(!When::iso("").is_set());
+    }
+}

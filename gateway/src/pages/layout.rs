@@ -1,0 +1,264 @@
+//! What every page shares: the chrome around its content (navigation, the "backed by"
+//! footer, asset URLs, the CSRF field), the request context a page handler gets, and the
+//! headers every HTML answer carries (a strict CSP among them).
+
+use std::{future::Future, time::Duration};
+
+use askama::Template;
+use axum::{
+    extract::{FromRequestParts, Request},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+use http::{HeaderMap, HeaderValue, StatusCode, header, request::Parts};
+use roost_proto::ApiError;
+
+use super::{assets, cookies};
+use crate::Call;
+
+/// Every asset a template links (checked by a unit test against the embedded files).
+pub const ASSETS: &[&str] =
+    &["roost.css", "roost.js", "favicon.svg", "vendor/uplot/uPlot.iife.min.js", "vendor/uplot/uPlot.min.css"];
+
+/// The Content-Security-Policy of every page: our own scripts, styles and connections
+/// only; no inline script or style, no eval, no framing, forms post back to roost only.
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+                       connect-src 'self'; font-src 'self'; form-action 'self'; frame-ancestors 'none'; \
+                       base-uri 'none'";
+
+/// Adds the security headers to every answer of the page routes.
+pub(crate) async fn security_headers(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    response
+}
+
+/// One entry of the navigation.
+#[derive(Debug, Clone, Copy)]
+pub struct NavItem {
+    /// The page's path.
+    pub href: &'static str,
+    /// Its label.
+    pub label: &'static str,
+}
+
+/// The dashboard's navigation, in order.
+pub const NAV: &[NavItem] = &[
+    NavItem { href: "/dashboard", label: "Overview" },
+    NavItem { href: "/dashboard/sessions", label: "Sessions" },
+    NavItem { href: "/dashboard/traces", label: "Traces" },
+    NavItem { href: "/dashboard/live", label: "Live" },
+    NavItem { href: "/dashboard/logs", label: "Logs" },
+    NavItem { href: "/dashboard/usage", label: "Usage" },
+    NavItem { href: "/dashboard/alerts", label: "Alerts" },
+    NavItem { href: "/dashboard/guard", label: "Guard" },
+    NavItem { href: "/dashboard/crons", label: "Crons" },
+    NavItem { href: "/dashboard/channels", label: "Channels" },
+    NavItem { href: "/dashboard/skills", label: "Skills" },
+    NavItem { href: "/dashboard/health", label: "Health" },
+    NavItem { href: "/dashboard/updates", label: "Updates" },
+];
+
+/// The frame of a page, read by `base.html`.
+#[derive(Debug, Clone)]
+pub struct Chrome {
+    /// The document title (before " · roost").
+    pub title: String,
+    /// The nav entry to mark current (its href).
+    pub current: &'static str,
+    /// The API calls that backed the page, for its footer.
+    pub backed_by: Vec<String>,
+    /// The value of every form's hidden `csrf` field.
+    pub csrf: String,
+    /// The path and query of this page (for retry links and redirects back).
+    pub here: String,
+    /// Whether the visitor signed in with a token cookie (shows "Sign out").
+    pub signed_in: bool,
+    /// A one-line notice after a form post (`?done=`), shown above the content.
+    pub notice: Option<String>,
+}
+
+impl Chrome {
+    /// The navigation.
+    pub fn nav(&self) -> &'static [NavItem] {
+        NAV
+    }
+
+    /// The hashed URL of an embedded asset.
+    pub fn asset(&self, name: &str) -> String {
+        assets::url(name)
+    }
+}
+
+/// What a page handler gets: the call to forward to the core (headers, peer address), the
+/// CSRF value for its forms, and where it is.
+#[derive(Debug, Clone)]
+pub struct PageCall {
+    call: Call,
+    csrf: String,
+    /// True when `csrf` is new and must be set as a cookie with the answer.
+    fresh_csrf: bool,
+    here: String,
+    signed_in: bool,
+    notice: Option<String>,
+    /// The API calls made so far, for the footer.
+    backed_by: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for PageCall {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let existing = cookies::get(&parts.headers, cookies::CSRF).filter(|v| cookies::is_csrf_shaped(v));
+        let (csrf, fresh_csrf) = match existing {
+            Some(value) => (value.to_owned(), false),
+            None => (cookies::new_csrf(), true),
+        };
+        let here = parts.uri.path_and_query().map_or_else(|| parts.uri.path().to_owned(), |pq| pq.as_str().to_owned());
+        let notice = parts
+            .uri
+            .query()
+            .and_then(|q| q.split('&').find_map(|p| p.strip_prefix("done=")))
+            .map(|v| percent_decode(v).chars().take(200).collect());
+        Ok(Self {
+            call: Call::from_parts(parts),
+            csrf,
+            fresh_csrf,
+            here,
+            signed_in: cookies::get(&parts.headers, cookies::TOKEN).is_some(),
+            notice,
+            backed_by: Default::default(),
+        })
+    }
+}
+
+impl PageCall {
+    /// The gRPC request for a core call, carrying this page request's headers and peer.
+    pub fn request<T>(&self, message: T) -> tonic::Request<T> {
+        self.call.clone().request(message)
+    }
+
+    /// Runs a core call, noting `api` (how the same call reads over REST) for the footer.
+    /// Errors come back as the error table's [`ApiError`], for the page to show.
+    pub async fn load<T>(
+        &self,
+        api: impl Into<String>,
+        call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    ) -> Result<T, ApiError> {
+        self.note(api);
+        match tokio::time::timeout(Duration::from_secs(10), call).await {
+            Ok(Ok(response)) => Ok(response.into_inner()),
+            Ok(Err(status)) => Err(ApiError::from_status(&status)),
+            Err(_) => Err(ApiError::new(roost_proto::ErrorReason::Unavailable, "the core did not answer within 10 s")),
+        }
+    }
+
+    /// Notes an API call the page's script makes (a live stream, say) for the footer.
+    pub fn note(&self, api: impl Into<String>) {
+        if let Ok(mut list) = self.backed_by.lock() {
+            list.push(api.into());
+        }
+    }
+
+    /// The chrome for a page titled `title` under the nav entry `current`.
+    pub fn chrome(&self, title: impl Into<String>, current: &'static str) -> Chrome {
+        Chrome {
+            title: title.into(),
+            current,
+            backed_by: self.backed_by.lock().map(|l| l.clone()).unwrap_or_default(),
+            csrf: self.csrf.clone(),
+            here: self.here.clone(),
+            signed_in: self.signed_in,
+            notice: self.notice.clone(),
+        }
+    }
+
+    /// Whether a posted `csrf` field matches this visitor's CSRF cookie.
+    pub fn csrf_matches(&self, posted: &str) -> bool {
+        !self.fresh_csrf && cookies::constant_time_eq(posted.as_bytes(), self.csrf.as_bytes())
+    }
+
+    /// The page as an HTML answer with `status`, setting the CSRF cookie when it is new.
+    pub fn render_with(&self, status: StatusCode, page: &impl Template) -> Response {
+        let html = match page.render() {
+            Ok(html) => html,
+            Err(err) => {
+                tracing::warn!(error = %err, "rendering a page failed");
+                return (StatusCode::INTERNAL_SERVER_ERROR, "the page could not be rendered").into_response();
+            }
+        };
+        let mut response = (status, html).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        if self.fresh_csrf {
+            cookies::set(headers, cookies::CSRF, &self.csrf, None);
+        }
+        response
+    }
+
+    /// The page as a 200 HTML answer.
+    pub fn render(&self, page: &impl Template) -> Response {
+        self.render_with(StatusCode::OK, page)
+    }
+
+    /// Where this request came from (its headers), for form handlers.
+    pub fn headers(&self) -> &HeaderMap {
+        self.call.headers()
+    }
+}
+
+/// Decodes `%XX` escapes and `+` of a query value (invalid escapes are kept as they are).
+pub fn percent_decode(value: &str) -> String {
+    let bytes = value.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                match u8::from_str_radix(std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz"), 16) {
+                    Ok(byte) => {
+                        out.push(byte);
+                        i += 2;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            other => out.push(other),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Encodes a value for a URL query (everything but unreserved characters is escaped).
+pub fn percent_encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for byte in value.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_values_round_trip() {
+        for value in ["plain", "a b&c=d", "100%", "é/?#", ""] {
+            assert_eq!(percent_decode(&percent_encode(value)), value);
+        }
+        assert_eq!(percent_decode("a+b%2"), "a b%2");
+        assert_eq!(percent_decode("%zz"), "%zz");
+    }
+}

@@ -1,0 +1,160 @@
+//! `/` and `/dashboard`: the overview. Health checks, ingest rates, today's and this
+//! week's tokens and cost, sessions active in the last hour, and the update banner with
+//! its dismiss button (a form that calls the seed's dismiss endpoint's service).
+
+use askama::Template;
+use axum::{
+    Form, Router,
+    extract::State,
+    response::Response,
+    routing::{get, post},
+};
+use roost_proto::v1::{DismissRequest, GetStatusRequest, GetUsageRequest, UsageRow};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{
+    Failure, When, count, float, format, int,
+    layout::{Chrome, PageCall, percent_encode},
+    query, rate, text, tokens, usd,
+};
+use crate::Core;
+
+pub(super) fn routes() -> Router<Core> {
+    Router::new().route("/dashboard", get(overview)).route("/dashboard/dismiss", post(dismiss))
+}
+
+/// `/`: the operator's home is the overview.
+pub(super) async fn home(state: State<Core>, page: PageCall) -> Response {
+    overview(state, page).await
+}
+
+#[derive(Template)]
+#[template(path = "overview.html")]
+struct Overview {
+    chrome: Chrome,
+    status: Result<Status, Failure>,
+    usage: Result<Usage, Failure>,
+    active: Result<Vec<ActiveSession>, Failure>,
+    active_warning: String,
+}
+
+struct Status {
+    version: String,
+    health: String,
+    checks: Vec<(String, String, String)>,
+    rates: Vec<(&'static str, String, String)>,
+    store: String,
+    banner: Option<(String, String)>,
+    unpriced: Vec<(String, String)>,
+}
+
+struct Usage {
+    today: Totals,
+    week: Totals,
+}
+
+struct Totals {
+    cost: String,
+    input: String,
+    output: String,
+    calls: String,
+}
+
+impl Totals {
+    fn of(row: Option<&UsageRow>) -> Self {
+        let row = row.cloned().unwrap_or_default();
+        Self {
+            cost: usd(row.cost_usd),
+            input: tokens(row.input_tokens),
+            output: tokens(row.output_tokens),
+            calls: count(row.calls),
+        }
+    }
+}
+
+struct ActiveSession {
+    id: String,
+    href: String,
+    service: String,
+    model: String,
+    last_seen: When,
+    tokens: String,
+    cost: String,
+}
+
+async fn overview(State(core): State<Core>, page: PageCall) -> Response {
+    let since = format::rfc3339(format::now_ms() / 1000 - 3600, 0);
+    let (status, usage, active) = tokio::join!(
+        page.load("GET /api/status", core.features.get_status(page.request(GetStatusRequest {}))),
+        page.load("GET /api/usage?days=7", core.features.get_usage(page.request(GetUsageRequest { days: 7 }))),
+        query::run(&core, &page, "sessions", json!({ "limit": 10, "since": since })),
+    );
+    let status = status.map_err(Failure::from).map(|s| {
+        let health = s.health.clone().unwrap_or_default();
+        let ingest = s.ingest.unwrap_or_default();
+        let update = s.update.unwrap_or_default();
+        let store = s.store.unwrap_or_default();
+        Status {
+            version: s.version,
+            health: health.status,
+            checks: health.checks.into_iter().map(|c| (c.name, c.status, c.detail)).collect(),
+            rates: vec![
+                ("Spans", rate(ingest.spans_per_sec), count(ingest.spans_total)),
+                ("Log records", rate(ingest.logs_per_sec), count(ingest.logs_total)),
+                ("Metric points", rate(ingest.metric_points_per_sec), count(ingest.metric_points_total)),
+                ("Events", rate(ingest.events_per_sec), count(ingest.events_total)),
+            ],
+            store: format!("{} · {}", store.backend, format::bytes(store.size_bytes)),
+            banner: update.show_banner.then(|| (update.latest.clone(), update.current.clone())),
+            unpriced: s.unpriced_models.into_iter().map(|m| (m.model, count(m.calls))).collect(),
+        }
+    });
+    let usage = usage
+        .map_err(Failure::from)
+        .map(|u| Usage { today: Totals::of(u.today.as_ref()), week: Totals::of(u.week.as_ref()) });
+    let (active, active_warning) = match active {
+        Ok(rows) => (
+            Ok(rows
+                .rows
+                .iter()
+                .map(|r| {
+                    let id = text(r, "session_id");
+                    ActiveSession {
+                        href: format!("/dashboard/sessions/{}", percent_encode(&id)),
+                        id,
+                        service: text(r, "service"),
+                        model: text(r, "last_model"),
+                        last_seen: When::iso(&text(r, "last_seen")),
+                        tokens: tokens(int(r, "input_tokens") + int(r, "output_tokens")),
+                        cost: usd(float(r, "cost_usd")),
+                    }
+                })
+                .collect()),
+            rows.warning,
+        ),
+        Err(err) => (Err(err.into()), String::new()),
+    };
+    page.render(&Overview { chrome: page.chrome("Overview", "/dashboard"), status, usage, active, active_warning })
+}
+
+#[derive(Debug, Deserialize)]
+struct Dismiss {
+    #[serde(default)]
+    version: String,
+    #[serde(default)]
+    csrf: String,
+}
+
+/// The banner's dismiss button: `POST /api/update-check/dismiss {"version"}` through the
+/// update service, then back to the overview.
+async fn dismiss(State(core): State<Core>, page: PageCall, Form(form): Form<Dismiss>) -> Response {
+    if !page.csrf_matches(&form.csrf) {
+        return super::forms::expired(&page);
+    }
+    let request = DismissRequest { version: form.version.clone() };
+    match page.load("POST /api/update-check/dismiss", core.updates.dismiss(page.request(request))).await {
+        Ok(_) => super::forms::done("/dashboard", &format!("The banner for {} is dismissed.", form.version)),
+        Err(err) => super::forms::failed(&page, &err),
+    }
+}

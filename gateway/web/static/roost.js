@@ -1,0 +1,217 @@
+// roost's page script. Pages are complete without it (read-only, times in UTC); with it,
+// times show in the browser's zone, forms marked data-confirm ask first, the live pages
+// stream (EventSource), and the usage page draws its charts (vendored uPlot).
+// No inline script anywhere: the CSP allows only files served by roost.
+"use strict";
+
+(function () {
+  const timeFormat = new Intl.DateTimeFormat(undefined, {
+    year: "numeric", month: "short", day: "numeric",
+    hour: "2-digit", minute: "2-digit", second: "2-digit",
+  });
+
+  function localTime(iso) {
+    const date = new Date(iso);
+    return isNaN(date.getTime()) ? iso : timeFormat.format(date);
+  }
+
+  function localiseTimes(root) {
+    root.querySelectorAll("time[datetime]").forEach(function (el) {
+      el.title = el.getAttribute("datetime");
+      el.textContent = localTime(el.getAttribute("datetime"));
+    });
+  }
+
+  function confirmForms() {
+    document.querySelectorAll("form[data-confirm]").forEach(function (form) {
+      form.addEventListener("submit", function (event) {
+        if (!window.confirm(form.getAttribute("data-confirm"))) event.preventDefault();
+      });
+    });
+  }
+
+  // A protobuf Timestamp as the JSON API sends it: an RFC 3339 string, or {seconds, nanos}.
+  function isoOf(value) {
+    if (!value) return "";
+    if (typeof value === "string") return value;
+    if (typeof value === "object" && value.seconds !== undefined) {
+      return new Date(Number(value.seconds) * 1000 + Math.floor((value.nanos || 0) / 1e6)).toISOString();
+    }
+    return "";
+  }
+
+  function cell(row, text, className) {
+    const td = document.createElement("td");
+    if (className) td.className = className;
+    td.textContent = text === undefined || text === null ? "" : String(text);
+    row.appendChild(td);
+    return td;
+  }
+
+  function timeCell(row, value) {
+    const td = document.createElement("td");
+    const iso = isoOf(value);
+    if (iso) {
+      const t = document.createElement("time");
+      t.setAttribute("datetime", iso);
+      t.title = iso;
+      t.textContent = localTime(iso);
+      td.appendChild(t);
+    }
+    row.appendChild(td);
+  }
+
+  function linkCell(row, text, href) {
+    const td = document.createElement("td");
+    if (text) {
+      const a = document.createElement("a");
+      a.href = href;
+      a.textContent = text;
+      td.appendChild(a);
+    }
+    row.appendChild(td);
+  }
+
+  // Renderers of one stream item into a table row, by feed kind.
+  const renderers = {
+    brain: function (item) {
+      const tr = document.createElement("tr");
+      timeCell(tr, item.time);
+      cell(tr, item.kind);
+      cell(tr, item.service);
+      cell(tr, item.title);
+      cell(tr, item.model || "");
+      linkCell(tr, item.session_id, "/dashboard/sessions/" + encodeURIComponent(item.session_id || ""));
+      cell(tr, item.detail || "", "detail-text");
+      return tr;
+    },
+    logs: function (item) {
+      const tr = document.createElement("tr");
+      timeCell(tr, item.time);
+      cell(tr, item.level, "level-" + item.level);
+      cell(tr, item.source);
+      cell(tr, item.service);
+      cell(tr, item.message, "detail-text");
+      if (item.trace_id) linkCell(tr, "trace", "/dashboard/traces/" + encodeURIComponent(item.trace_id));
+      else cell(tr, "");
+      return tr;
+    },
+  };
+
+  // A live feed: a table whose tbody receives one row per event, newest on top, at most
+  // data-max rows. Pause closes the stream; resume reopens it after the last id seen, so
+  // nothing the server still buffers is missed. EventSource itself resends Last-Event-ID
+  // when it reconnects after a network error.
+  function liveFeed(root) {
+    const source = root.getAttribute("data-stream");
+    const kind = root.getAttribute("data-kind");
+    const max = Number(root.getAttribute("data-max")) || 200;
+    const body = root.querySelector("tbody");
+    const state = root.querySelector(".feed-state");
+    const toggle = root.querySelector("button.pause");
+    const empty = root.querySelector(".feed-empty");
+    const render = renderers[kind];
+    let lastId = "";
+    let stream = null;
+    let paused = false;
+
+    function setState(text, down) {
+      state.textContent = text;
+      state.classList.toggle("down", Boolean(down));
+    }
+
+    function open() {
+      const url = new URL(source, window.location.href);
+      if (lastId) url.searchParams.set("last_event_id", lastId);
+      stream = new EventSource(url.toString());
+      setState("Connecting…");
+      stream.onopen = function () { setState("Live"); };
+      stream.onmessage = function (event) {
+        lastId = event.lastEventId || lastId;
+        let item;
+        try { item = JSON.parse(event.data); } catch (_) { return; }
+        const row = render(item);
+        row.classList.add("fresh");
+        body.insertBefore(row, body.firstChild);
+        while (body.rows.length > max) body.deleteRow(body.rows.length - 1);
+        if (empty) empty.hidden = true;
+        root.setAttribute("data-count", String(Number(root.getAttribute("data-count") || 0) + 1));
+      };
+      stream.addEventListener("lagged", function (event) {
+        lastId = event.lastEventId || lastId;
+        let skipped = "?";
+        try { skipped = JSON.parse(event.data).skipped; } catch (_) { /* keep "?" */ }
+        setState("Live (skipped " + skipped + " items while this page fell behind)");
+      });
+      stream.onerror = function () {
+        if (stream.readyState === EventSource.CLOSED) {
+          setState("Disconnected. The stream was refused or roost stopped.", true);
+          toggle.textContent = "Reconnect";
+          paused = true;
+          stream = null;
+        } else {
+          setState("Reconnecting…", true);
+        }
+      };
+    }
+
+    toggle.addEventListener("click", function () {
+      if (paused) {
+        paused = false;
+        toggle.textContent = "Pause";
+        open();
+      } else {
+        paused = true;
+        toggle.textContent = "Resume";
+        if (stream) stream.close();
+        stream = null;
+        setState("Paused");
+      }
+    });
+    toggle.hidden = false;
+    open();
+  }
+
+  // The usage charts: data from a JSON script element (not executed; the CSP allows it).
+  function usageCharts() {
+    const dataEl = document.getElementById("usage-data");
+    if (!dataEl || typeof window.uPlot !== "function") return;
+    let data;
+    try { data = JSON.parse(dataEl.textContent); } catch (_) { return; }
+    if (!data.days || data.days.length === 0) return;
+    const xs = data.days.map(function (d) { return Date.parse(d + "T00:00:00Z") / 1000; });
+    const palette = ["#3f8f7a", "#6b5bd2", "#d08a2e", "#c8453b", "#2f7fc1", "#8a8f3a", "#b05aa0", "#5c6b73"];
+    document.querySelectorAll(".chart[data-metric]").forEach(function (el) {
+      const metric = el.getAttribute("data-metric");
+      const series = [{}];
+      const columns = [xs];
+      data.models.forEach(function (model, i) {
+        series.push({
+          label: model || "(no model)",
+          stroke: palette[i % palette.length],
+          fill: palette[i % palette.length] + "33",
+          width: 2,
+          value: function (_, v) { return v === null ? "–" : metric === "cost" ? "$" + v.toFixed(4) : Math.round(v).toLocaleString(); },
+        });
+        columns.push(data[metric][i]);
+      });
+      el.textContent = "";
+      const width = Math.max(280, el.clientWidth - 16);
+      const plot = new window.uPlot({
+        width: width,
+        height: 240,
+        series: series,
+        axes: [{}, { values: function (_, ticks) { return ticks.map(function (v) { return metric === "cost" ? "$" + v : v.toLocaleString(); }); }, size: 70 }],
+        scales: { x: { time: true } },
+      }, columns, el);
+      window.addEventListener("resize", function () { plot.setSize({ width: Math.max(280, el.clientWidth - 16), height: 240 }); });
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    localiseTimes(document);
+    confirmForms();
+    document.querySelectorAll("[data-stream]").forEach(liveFeed);
+    usageCharts();
+  });
+})();

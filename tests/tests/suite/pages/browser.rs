@@ -1,0 +1,146 @@
+//! The pages in a real browser (headless Chromium through chromedriver): data sent by the
+//! OpenTelemetry SDK's OTLP exporter appears on the sessions, session, trace and usage
+//! pages; the live page shows a span ingested while it is open without a reload; no page
+//! logs a console error (a CSP violation is one); the token gate. Screenshots of the main
+//! pages land in `target/screenshots/` at 1280×800 (and two at 390 wide).
+//!
+//! These run on SQLite only: the pages sit above the core's service traits, and the HTML
+//! tests of each page group run on both backends.
+
+use std::time::Duration;
+
+use fantoccini::Locator;
+use opentelemetry::{
+    KeyValue,
+    trace::{Span, Status, TraceContextExt, Tracer, TracerProvider},
+};
+use opentelemetry_otlp::{Protocol, WithExportConfig};
+use opentelemetry_sdk::{Resource, trace::SdkTracerProvider};
+use roost_tests::{Backend, TestServer, browser::Browser};
+
+/// Exports one agent turn with the SDK's OTLP/HTTP exporter: a root span, a GenAI chat
+/// span with its messages and usage, and a failing tool span with an event.
+fn export_turn(base: String, session: String, span_name: String) {
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_protocol(Protocol::HttpBinary)
+        .with_endpoint(format!("{base}/v1/traces"))
+        .build()
+        .unwrap();
+    let resource = Resource::builder().with_service_name("support-bot").build();
+    let provider = SdkTracerProvider::builder().with_simple_exporter(exporter).with_resource(resource).build();
+    let tracer = provider.tracer("roost-browser-tests");
+    tracer.in_span(span_name, |cx| {
+        cx.span().set_attribute(KeyValue::new("session.id", session.clone()));
+        let mut chat = tracer.start_with_context("chat gpt-4o-mini", &cx);
+        chat.set_attributes([
+            KeyValue::new("session.id", session.clone()),
+            KeyValue::new("gen_ai.operation.name", "chat"),
+            KeyValue::new("gen_ai.system", "openai"),
+            KeyValue::new("gen_ai.request.model", "gpt-4o-mini"),
+            KeyValue::new("gen_ai.response.model", "gpt-4o-mini"),
+            KeyValue::new("gen_ai.usage.input_tokens", 1200_i64),
+            KeyValue::new("gen_ai.usage.output_tokens", 340_i64),
+            KeyValue::new(
+                "gen_ai.input.messages",
+                r#"[{"role":"user","parts":[{"type":"text","content":"Where is my parcel 7731?"}]}]"#,
+            ),
+            KeyValue::new(
+                "gen_ai.output.messages",
+                r#"[{"role":"assistant","parts":[{"type":"text","content":"Parcel 7731 left the depot this morning."}],"finish_reason":"stop"}]"#,
+            ),
+        ]);
+        chat.end();
+        let mut tool = tracer.start_with_context("execute_tool track_parcel", &cx);
+        tool.set_attribute(KeyValue::new("session.id", session.clone()));
+        tool.set_attribute(KeyValue::new("gen_ai.tool.name", "track_parcel"));
+        tool.add_event("retry", vec![KeyValue::new("attempt", 2_i64)]);
+        tool.set_status(Status::error("carrier API timed out"));
+        tool.end();
+    });
+    provider.force_flush().unwrap();
+    provider.shutdown().unwrap();
+}
+
+async fn send_turn(server: &TestServer, session: &str, span_name: &str) {
+    let (base, session, span_name) = (server.url(""), session.to_owned(), span_name.to_owned());
+    tokio::task::spawn_blocking(move || export_turn(base, session, span_name)).await.unwrap();
+}
+
+async fn assert_no_console_errors(browser: &Browser, page: &str) {
+    let errors = browser.console_errors().await;
+    assert!(errors.is_empty(), "console errors on {page}: {errors:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_live_page_shows_a_span_ingested_while_it_is_open() {
+    if Browser::skipped() {
+        return;
+    }
+    let server = TestServer::start(Backend::Sqlite).await;
+    let browser = Browser::start().await;
+    browser.open(&server.url("/dashboard/live")).await;
+    browser.wait_for_text("Live", Duration::from_secs(10)).await.unwrap();
+    // Wait for the stream to be open before sending.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while browser.text_of(".feed-state").await != "Live" {
+        assert!(tokio::time::Instant::now() < deadline, "the stream did not open");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    send_turn(&server, "sess-live-1", "live turn while watching").await;
+    browser
+        .wait_for_text("live turn while watching", Duration::from_secs(10))
+        .await
+        .unwrap_or_else(|text| panic!("the span did not appear without a reload: {text}"));
+    // Pause stops new rows; resume picks up what came meanwhile.
+    browser.client.find(Locator::Css("button.pause")).await.unwrap().click().await.unwrap();
+    assert_eq!(browser.text_of(".feed-state").await, "Paused");
+    send_turn(&server, "sess-live-2", "turn while paused").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!browser.main_text().await.contains("turn while paused"));
+    browser.client.find(Locator::Css("button.pause")).await.unwrap().click().await.unwrap();
+    browser
+        .wait_for_text("turn while paused", Duration::from_secs(10))
+        .await
+        .unwrap_or_else(|text| panic!("resume did not replay what came while paused: {text}"));
+    browser.screenshot("live").await;
+    assert_no_console_errors(&browser, "live").await;
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_gate_signs_a_browser_in_and_out() {
+    if Browser::skipped() {
+        return;
+    }
+    let server =
+        TestServer::start_with(Backend::Sqlite, |c| c.access.api_tokens = vec!["browser-token-9".into()]).await;
+    let browser = Browser::start().await;
+    browser.open(&server.url("/dashboard/usage")).await;
+    assert!(browser.client.current_url().await.unwrap().path().ends_with("/dashboard/signin"));
+    browser.screenshot("signin").await;
+    let field = browser.client.find(Locator::Css("input[name=token]")).await.unwrap();
+    field.send_keys("wrong").await.unwrap();
+    browser.client.find(Locator::Css("form button[type=submit]")).await.unwrap().click().await.unwrap();
+    browser.wait_for_text("not one of this roost's", Duration::from_secs(10)).await.unwrap();
+    let field = browser.client.find(Locator::Css("input[name=token]")).await.unwrap();
+    field.send_keys("browser-token-9").await.unwrap();
+    browser.client.find(Locator::Css("main form button[type=submit]")).await.unwrap().click().await.unwrap();
+    browser.wait_for_text("Usage", Duration::from_secs(10)).await.unwrap();
+    assert_eq!(browser.client.current_url().await.unwrap().path(), "/dashboard/usage");
+    // The live page's stream is opened with the cookie (EventSource sends no header).
+    browser.open(&server.url("/dashboard/live")).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while browser.text_of(".feed-state").await != "Live" {
+        assert!(tokio::time::Instant::now() < deadline, "the stream did not open with the cookie");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    browser.client.find(Locator::Css("form.signout button")).await.unwrap().click().await.unwrap();
+    browser.wait_for_text("Sign in to the dashboard", Duration::from_secs(10)).await.unwrap();
+    browser.open(&server.url("/dashboard")).await;
+    assert!(browser.client.current_url().await.unwrap().path().ends_with("/dashboard/signin"));
+    // The wrong-token attempt was a 401 answer, which Chromium logs; nothing else.
+    let errors = browser.console_errors().await;
+    assert!(errors.iter().all(|e| e.contains("401")), "{errors:#?}");
+    browser.close().await;
+}

@@ -1,0 +1,10 @@
+//! The dashboard's pages: HTML checks without a browser (scraper) for each page group,
+//! and the real-browser tests (headless Chromium through chromedriver).
+
+mod browser;
+mod features;
+mod foundation;
+mod live;
+mod sessions;
+mod traces;
+mod usage;

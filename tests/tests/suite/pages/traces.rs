@@ -1,0 +1,1 @@
+//! Page tests of this group (being written).
