@@ -1,9 +1,792 @@
-//! Pages of this group (being built).
+//! `/dashboard/sessions`: sessions, most recently active first, filtered by id, agent,
+//! service, last model and how recently they were active, fifty a page. And
+//! `/dashboard/sessions/{session_id}`: one session's totals, its conversation and its
+//! traces and custom runs.
+//!
+//! Everything comes from q/1 (`sessions`, `transcript`, `traces`, `runs`). Decisions:
+//! - The `sessions` shape has no exact-id argument, so a session's totals are the row of
+//!   `search` (id contains, ignoring case) whose id is exactly the one asked for, among the
+//!   first 500. A session with no such row but with a conversation, traces or runs still
+//!   shows them; only when all are empty is the page a 404.
+//! - The conversation is the `transcript` shape: messages as chat bubbles, and between them
+//!   the model calls (spans), custom-run events and log records as one-line activity, each
+//!   linking to its span on the trace page. A hosted agent's turn (an event of type `turn`)
+//!   reads as the user's message and the agent's reply (the first 300 characters of each,
+//!   which is what the turn event keeps). `?show=messages` hides the activity.
+//! - The transcript is read 500 items at a time, oldest first. The next page starts at the
+//!   last item's time (`?from=`) and skips the items of that instant already shown
+//!   (`&skip=`), since q/1's `since` includes its bound and the order within an instant is
+//!   fixed (`time, part, seq, id`).
 
-use axum::Router;
+use askama::Template;
+use axum::{
+    Router,
+    extract::{Path, Query, State},
+    response::Response,
+    routing::get,
+};
+use http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
 
+use super::{
+    Failure, When, count, float, format, int,
+    layout::{Chrome, PageCall, percent_encode},
+    query, text, tokens, usd,
+};
 use crate::Core;
 
+/// Rows a list page shows.
+pub(super) const PAGE_SIZE: i64 = 50;
+/// The last page a list offers (q/1 offsets stop at 10,000).
+pub(super) const MAX_PAGE: i64 = 10_000 / PAGE_SIZE + 1;
+/// Items of a conversation read at once (the most the `transcript` shape answers is 5,000).
+const TRANSCRIPT_ITEMS: i64 = 500;
+/// Traces and runs listed on a session's page (the rest are a link away).
+const RELATED: i64 = 20;
+/// Most sessions read to find one session's totals by its id.
+const SUMMARY_CANDIDATES: i64 = 500;
+/// Characters of a message shown before "show the rest".
+const MESSAGE_CHARS: usize = 1500;
+/// Characters of an activity line's text (a log body, an event's data).
+const ACTIVITY_CHARS: usize = 300;
+/// Characters of a tool call's arguments.
+const ARGUMENT_CHARS: usize = 2000;
+
+/// The activity windows the list pages offer: (value, label, seconds).
+pub(super) const WINDOWS: &[(&str, &str, i64)] = &[
+    ("1h", "Last hour", 3600),
+    ("24h", "Last 24 hours", 86_400),
+    ("7d", "Last 7 days", 7 * 86_400),
+    ("30d", "Last 30 days", 30 * 86_400),
+];
+
 pub(super) fn routes() -> Router<Core> {
-    Router::new()
+    Router::new().route("/dashboard/sessions", get(list)).route("/dashboard/sessions/{session_id}", get(detail))
+}
+
+// ---------------------------------------------------------------------------------------
+// What both list pages share: windows, page numbers, links.
+
+/// `since` for a window value (`""` or unknown: none).
+pub(super) fn window_since(window: &str) -> Option<String> {
+    WINDOWS
+        .iter()
+        .find(|(value, ..)| *value == window)
+        .map(|(.., secs)| format::rfc3339(format::now_ms() / 1000 - secs, 0))
+}
+
+/// A known window value, or `""`.
+pub(super) fn known_window(window: &str) -> String {
+    if WINDOWS.iter().any(|(value, ..)| *value == window) { window.to_owned() } else { String::new() }
+}
+
+/// The page number of `?page=` (1 when absent or unreadable; at most [`MAX_PAGE`]).
+pub(super) fn page_number(value: &str) -> i64 {
+    value.trim().parse::<i64>().ok().filter(|p| *p >= 1).unwrap_or(1).min(MAX_PAGE)
+}
+
+/// `path` with the non-empty `params` as its query.
+pub(super) fn link(path: &str, params: &[(&str, &str)]) -> String {
+    let query: Vec<String> =
+        params.iter().filter(|(_, v)| !v.is_empty()).map(|(k, v)| format!("{k}={}", percent_encode(v))).collect();
+    if query.is_empty() { path.to_owned() } else { format!("{path}?{}", query.join("&")) }
+}
+
+/// The links between pages of a list.
+pub(super) struct Pager {
+    /// What this page shows (`Sessions 51–100`), empty when there is one page only.
+    pub(super) showing: String,
+    /// The previous page, if any.
+    pub(super) prev: Option<String>,
+    /// The next page, if any.
+    pub(super) next: Option<String>,
+}
+
+impl Pager {
+    /// For page `number` of `noun`, which got `shown` rows and knows whether more follow;
+    /// `at(n)` is page n's link.
+    pub(super) fn new(noun: &str, number: i64, shown: usize, more: bool, at: impl Fn(i64) -> String) -> Self {
+        let first = (number - 1) * PAGE_SIZE + 1;
+        let showing = if number == 1 && !more {
+            String::new()
+        } else if shown == 0 {
+            format!("Page {number}")
+        } else {
+            format!("{noun} {}–{}", count(first), count(first + shown as i64 - 1))
+        };
+        Self {
+            showing,
+            prev: (number > 1).then(|| at(number - 1)),
+            next: (more && number < MAX_PAGE).then(|| at(number + 1)),
+        }
+    }
+}
+
+/// Milliseconds between two RFC 3339 times (none when either is unreadable).
+pub(super) fn between_ms(from: &str, to: &str) -> Option<f64> {
+    Some((unix_ns(to)? - unix_ns(from)?) as f64 / 1e6)
+}
+
+/// An RFC 3339 time as Unix nanoseconds.
+pub(super) fn unix_ns(value: &str) -> Option<i64> {
+    let ts: prost_types::Timestamp = value.parse().ok()?;
+    Some(ts.seconds.saturating_mul(1_000_000_000).saturating_add(i64::from(ts.nanos)))
+}
+
+/// `120 in · 30 out · $0.0012`, leaving out what is zero.
+pub(super) fn usage_text(input: i64, output: i64, cost: f64) -> String {
+    let mut parts = Vec::new();
+    if input != 0 || output != 0 {
+        parts.push(format!("{} in", tokens(input)));
+        parts.push(format!("{} out", tokens(output)));
+    }
+    if cost != 0.0 {
+        parts.push(usd(cost));
+    }
+    parts.join(" · ")
+}
+
+/// The trace page of `trace_id`, on span `span_id` when there is one.
+pub(super) fn span_href(trace_id: &str, span_id: &str) -> String {
+    if trace_id.is_empty() {
+        return String::new();
+    }
+    let trace = format!("/dashboard/traces/{}", percent_encode(trace_id));
+    link(&trace, &[("span", span_id)])
+}
+
+/// The session page of `session_id`.
+pub(super) fn session_href(session_id: &str) -> String {
+    format!("/dashboard/sessions/{}", percent_encode(session_id))
+}
+
+/// A q/1 answer's notes: its warning, and a word when rows were left out.
+pub(super) fn rows_warning(rows: &query::Rows) -> String {
+    let mut warning = rows.warning.clone();
+    if rows.truncated {
+        if !warning.is_empty() {
+            warning.push(' ');
+        }
+        warning.push_str("Some rows were left out to keep the answer within its size limit.");
+    }
+    warning
+}
+
+// ---------------------------------------------------------------------------------------
+// Conversations (this page and the trace page), shown by `conversation.html`.
+
+/// One item of a conversation.
+pub(super) struct Entry {
+    pub(super) time: When,
+    /// A chat message (else a line of activity).
+    pub(super) message: bool,
+    /// The message's CSS role (`user`, `assistant`, `system`, `tool`, or empty).
+    pub(super) class: &'static str,
+    /// The message's role, or the activity's kind (`chat`, `turn`, a log's event name).
+    pub(super) label: String,
+    /// For activity: `span`, `event` or `log`.
+    pub(super) source: &'static str,
+    /// The text (a message's first [`MESSAGE_CHARS`] characters).
+    pub(super) text: String,
+    /// The rest of a long message.
+    pub(super) more: String,
+    /// How many characters `more` holds, as text.
+    pub(super) more_chars: String,
+    pub(super) tool_calls: Vec<ToolCall>,
+    pub(super) model: String,
+    /// Tokens and cost (`usage_text`).
+    pub(super) usage: String,
+    /// The span on the trace page, if the item has one.
+    pub(super) href: String,
+}
+
+/// A tool a message calls.
+pub(super) struct ToolCall {
+    pub(super) name: String,
+    pub(super) arguments: String,
+}
+
+/// `text` cut at `max` characters: (shown, rest).
+fn cut(text: &str, max: usize) -> (String, String) {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => (text[..at].to_owned(), text[at..].to_owned()),
+        None => (text.to_owned(), String::new()),
+    }
+}
+
+/// `text` cut at `max` characters, with `…` when it was longer.
+fn short(text: &str, max: usize) -> String {
+    let (shown, rest) = cut(text, max);
+    if rest.is_empty() { shown } else { format!("{shown}…") }
+}
+
+fn role_class(role: &str) -> &'static str {
+    match role {
+        "user" => "user",
+        "assistant" => "assistant",
+        "tool" => "tool",
+        "system" | "developer" => "system",
+        _ => "",
+    }
+}
+
+fn message(time: When, role: &str, body: &str, model: String, usage: String, href: String) -> Entry {
+    let (text, more) = cut(body, MESSAGE_CHARS);
+    let more_chars = if more.is_empty() { String::new() } else { count(more.chars().count() as i64) };
+    Entry {
+        time,
+        message: true,
+        class: role_class(role),
+        label: if role.is_empty() { "message".into() } else { role.to_owned() },
+        source: "message",
+        text,
+        more,
+        more_chars,
+        tool_calls: Vec::new(),
+        model,
+        usage,
+        href,
+    }
+}
+
+fn tool_calls(value: Option<&Value>) -> Vec<ToolCall> {
+    let Some(Value::Array(calls)) = value else { return Vec::new() };
+    calls
+        .iter()
+        .map(|call| {
+            let name = call.get("name").and_then(Value::as_str).unwrap_or("(unnamed tool)").to_owned();
+            let arguments = match call.get("arguments") {
+                None | Some(Value::Null) => String::new(),
+                Some(Value::String(s)) => short(s, ARGUMENT_CHARS),
+                Some(other) => short(&serde_json::to_string_pretty(other).unwrap_or_default(), ARGUMENT_CHARS),
+            };
+            ToolCall { name, arguments }
+        })
+        .collect()
+}
+
+/// The entries of `transcript` rows. With `activity` false, only messages (a hosted turn
+/// counts as two).
+pub(super) fn conversation(rows: &[Map<String, Value>], activity: bool) -> Vec<Entry> {
+    let mut entries = Vec::new();
+    for row in rows {
+        let time = When::iso(&text(row, "time"));
+        let model = text(row, "model");
+        let usage = usage_text(int(row, "input_tokens"), int(row, "output_tokens"), float(row, "cost_usd"));
+        let href = span_href(&text(row, "trace_id"), &text(row, "span_id"));
+        let body = text(row, "text");
+        let kind = text(row, "kind");
+        match text(row, "source").as_str() {
+            "message" => {
+                let mut entry = message(time, &text(row, "role"), &body, model, usage, href);
+                entry.tool_calls = tool_calls(row.get("tool_calls"));
+                entries.push(entry);
+            }
+            "event" if kind == "turn" && text(row, "run_id").is_empty() => {
+                // A hosted agent's turn: its data holds the message and the reply.
+                let data: Value = serde_json::from_str(&body).unwrap_or_default();
+                let field = |name: &str| data.get(name).and_then(Value::as_str).unwrap_or_default().to_owned();
+                entries.push(message(
+                    time.clone(),
+                    "user",
+                    &field("text"),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                ));
+                let (reply, error) = (field("reply"), field("error"));
+                let answer = if reply.is_empty() && !error.is_empty() { format!("(failed: {error})") } else { reply };
+                entries.push(message(time, "assistant", &answer, model, usage, String::new()));
+            }
+            source if activity => {
+                let source = match source {
+                    "span" => "span",
+                    "event" => "event",
+                    _ => "log",
+                };
+                entries.push(Entry {
+                    time,
+                    message: false,
+                    class: "",
+                    label: if kind.is_empty() { source.to_owned() } else { kind },
+                    source,
+                    text: short(&body, ACTIVITY_CHARS),
+                    more: String::new(),
+                    more_chars: String::new(),
+                    tool_calls: Vec::new(),
+                    model,
+                    usage,
+                    href,
+                });
+            }
+            _ => {}
+        }
+    }
+    entries
+}
+
+/// Where the next page of a transcript starts: (`from`, `skip`), or none when `rows` is
+/// not a full page, or when the whole page is one instant (it could not move on).
+fn transcript_next(rows: &[Map<String, Value>]) -> Option<(String, usize)> {
+    if (rows.len() as i64) < TRANSCRIPT_ITEMS {
+        return None;
+    }
+    let last = text(rows.last()?, "time");
+    let same = rows.iter().rev().take_while(|r| text(r, "time") == last).count();
+    (same < rows.len()).then_some((last, same))
+}
+
+// ---------------------------------------------------------------------------------------
+// The list.
+
+#[derive(Debug, Default, Deserialize)]
+struct ListQuery {
+    #[serde(default)]
+    search: String,
+    #[serde(default)]
+    agent: String,
+    #[serde(default)]
+    service: String,
+    #[serde(default)]
+    model: String,
+    #[serde(default)]
+    window: String,
+    #[serde(default)]
+    page: String,
+}
+
+impl ListQuery {
+    fn trimmed(self) -> Self {
+        Self {
+            search: self.search.trim().to_owned(),
+            agent: self.agent.trim().to_owned(),
+            service: self.service.trim().to_owned(),
+            model: self.model.trim().to_owned(),
+            window: known_window(self.window.trim()),
+            page: self.page,
+        }
+    }
+
+    fn filtered(&self) -> bool {
+        [&self.search, &self.agent, &self.service, &self.model, &self.window].iter().any(|v| !v.is_empty())
+    }
+
+    /// The first page of this list.
+    fn first_page(&self) -> String {
+        self.href(("", ""), 1)
+    }
+
+    /// This list with `change` made: (name, value) replaced.
+    fn href(&self, change: (&str, &str), page: i64) -> String {
+        let page = if page > 1 { page.to_string() } else { String::new() };
+        let mut params = vec![
+            ("search", self.search.as_str()),
+            ("agent", self.agent.as_str()),
+            ("service", self.service.as_str()),
+            ("model", self.model.as_str()),
+            ("window", self.window.as_str()),
+        ];
+        for param in &mut params {
+            if param.0 == change.0 {
+                param.1 = change.1;
+            }
+        }
+        params.push(("page", page.as_str()));
+        link("/dashboard/sessions", &params)
+    }
+}
+
+#[derive(Template)]
+#[template(path = "sessions.html")]
+struct List {
+    chrome: Chrome,
+    filter: ListQuery,
+    filtered: bool,
+    windows: &'static [(&'static str, &'static str, i64)],
+    page: i64,
+    sessions: Result<Vec<SessionRow>, Failure>,
+    warning: String,
+    pager: Pager,
+}
+
+struct SessionRow {
+    id: String,
+    href: String,
+    agent: String,
+    agent_href: String,
+    service: String,
+    service_href: String,
+    model: String,
+    model_href: String,
+    first_seen: When,
+    last_seen: When,
+    spans: String,
+    events: String,
+    logs: String,
+    errors: String,
+    failed: bool,
+    input: String,
+    output: String,
+    cost: String,
+}
+
+async fn list(State(core): State<Core>, page: PageCall, Query(filter): Query<ListQuery>) -> Response {
+    let filter = filter.trimmed();
+    let number = page_number(&filter.page);
+    let args = json!({
+        "limit": PAGE_SIZE + 1,
+        "offset": (number - 1) * PAGE_SIZE,
+        "search": filter.search,
+        "agent_id": filter.agent,
+        "service": filter.service,
+        "model": filter.model,
+        "since": window_since(&filter.window),
+    });
+    let answer = query::run(&core, &page, "sessions", args).await;
+    let (sessions, warning, more) = match answer {
+        Ok(mut rows) => {
+            let more = rows.rows.len() as i64 > PAGE_SIZE;
+            rows.rows.truncate(PAGE_SIZE as usize);
+            let warning = rows_warning(&rows);
+            (Ok(rows.rows.iter().map(|r| session_row(r, &filter)).collect::<Vec<_>>()), warning, more)
+        }
+        Err(err) => (Err(Failure::from(err)), String::new(), false),
+    };
+    let shown = sessions.as_ref().map_or(0, Vec::len);
+    let pager = Pager::new("Sessions", number, shown, more, |n| filter.href(("", ""), n));
+    let view = List {
+        chrome: page.chrome("Sessions", "/dashboard/sessions"),
+        filtered: filter.filtered(),
+        filter,
+        windows: WINDOWS,
+        page: number,
+        sessions,
+        warning,
+        pager,
+    };
+    page.render(&view)
+}
+
+fn session_row(r: &Map<String, Value>, filter: &ListQuery) -> SessionRow {
+    let id = text(r, "session_id");
+    let (agent, service, model) = (text(r, "agent_id"), text(r, "service"), text(r, "last_model"));
+    SessionRow {
+        href: session_href(&id),
+        id,
+        agent_href: filter.href(("agent", &agent), 1),
+        service_href: filter.href(("service", &service), 1),
+        model_href: filter.href(("model", &model), 1),
+        agent,
+        service,
+        model,
+        first_seen: When::iso(&text(r, "first_seen")),
+        last_seen: When::iso(&text(r, "last_seen")),
+        spans: count(int(r, "spans")),
+        events: count(int(r, "events")),
+        logs: count(int(r, "logs")),
+        errors: count(int(r, "errors")),
+        failed: int(r, "errors") > 0,
+        input: tokens(int(r, "input_tokens")),
+        output: tokens(int(r, "output_tokens")),
+        cost: usd(float(r, "cost_usd")),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// One session.
+
+#[derive(Debug, Default, Deserialize)]
+struct DetailQuery {
+    #[serde(default)]
+    show: String,
+    #[serde(default)]
+    from: String,
+    #[serde(default)]
+    skip: String,
+}
+
+#[derive(Template)]
+#[template(path = "sessions_detail.html")]
+struct Detail {
+    chrome: Chrome,
+    id: String,
+    missing: bool,
+    summary: Result<Option<Summary>, Failure>,
+    summary_warning: String,
+    messages_only: bool,
+    all_href: String,
+    messages_href: String,
+    conversation: Result<Vec<Entry>, Failure>,
+    conversation_warning: String,
+    /// The conversation does not start at the session's beginning.
+    later: Option<String>,
+    next: Option<String>,
+    traces: Result<Vec<TraceRow>, Failure>,
+    traces_warning: String,
+    traces_more: Option<String>,
+    runs: Result<Vec<RunRow>, Failure>,
+    runs_warning: String,
+}
+
+struct Summary {
+    stats: Vec<Stat>,
+    agent: String,
+    agent_href: String,
+    service: String,
+    service_href: String,
+    model: String,
+    first_seen: When,
+    last_seen: When,
+}
+
+/// A number of a page's stats line.
+pub(super) struct Stat {
+    pub(super) label: &'static str,
+    pub(super) value: String,
+    /// Shown as an error (errors above zero).
+    pub(super) alert: bool,
+}
+
+impl Stat {
+    pub(super) fn new(label: &'static str, value: String) -> Self {
+        Self { label, value, alert: false }
+    }
+}
+
+/// A trace of the session (also the trace list's row).
+pub(super) struct TraceRow {
+    pub(super) id: String,
+    pub(super) href: String,
+    pub(super) name: String,
+    pub(super) service: String,
+    pub(super) session: String,
+    pub(super) session_href: String,
+    pub(super) start: When,
+    pub(super) duration: String,
+    pub(super) spans: String,
+    pub(super) errors: String,
+    pub(super) failed: bool,
+    pub(super) input: String,
+    pub(super) output: String,
+    pub(super) cost: String,
+}
+
+impl TraceRow {
+    /// A `traces` shape row.
+    pub(super) fn of(r: &Map<String, Value>) -> Self {
+        let id = text(r, "trace_id");
+        let session = text(r, "session_id");
+        Self {
+            href: format!("/dashboard/traces/{}", percent_encode(&id)),
+            id,
+            name: text(r, "root_name"),
+            service: text(r, "service"),
+            session_href: if session.is_empty() { String::new() } else { session_href(&session) },
+            session,
+            start: When::iso(&text(r, "start_time")),
+            duration: format::duration_ms(float(r, "duration_ms")),
+            spans: count(int(r, "spans")),
+            errors: count(int(r, "errors")),
+            failed: int(r, "errors") > 0,
+            input: tokens(int(r, "input_tokens")),
+            output: tokens(int(r, "output_tokens")),
+            cost: usd(float(r, "cost_usd")),
+        }
+    }
+}
+
+struct RunRow {
+    id: String,
+    runtime: String,
+    status: String,
+    started: When,
+    ended: When,
+    events: String,
+    usage: String,
+}
+
+async fn detail(
+    State(core): State<Core>,
+    page: PageCall,
+    Path(id): Path<String>,
+    Query(view): Query<DetailQuery>,
+) -> Response {
+    let messages_only = view.show == "messages";
+    let from = view.from.trim().to_owned();
+    let from = if unix_ns(&from).is_some() { from } else { String::new() };
+    let skip = if from.is_empty() { 0 } else { view.skip.trim().parse::<usize>().unwrap_or(0) };
+    let (summary, transcript, traces, runs) = tokio::join!(
+        query::run(&core, &page, "sessions", json!({ "search": id, "limit": SUMMARY_CANDIDATES })),
+        query::run(&core, &page, "transcript", json!({ "session_id": id, "limit": TRANSCRIPT_ITEMS, "since": from })),
+        query::run(&core, &page, "traces", json!({ "session_id": id, "limit": RELATED + 1 })),
+        query::run(&core, &page, "runs", json!({ "session_id": id, "limit": RELATED })),
+    );
+
+    let (summary, summary_warning) = match summary {
+        Ok(rows) => (Ok(rows.rows.iter().find(|r| text(r, "session_id") == id).map(summarise)), rows_warning(&rows)),
+        Err(err) => (Err(Failure::from(err)), String::new()),
+    };
+    let (conversation, conversation_warning, next, transcript_empty) = match transcript {
+        Ok(rows) => {
+            let next = transcript_next(&rows.rows).map(|(at, same)| {
+                let show = if messages_only { "messages" } else { "" };
+                let skip = same.to_string();
+                link(&session_href(&id), &[("show", show), ("from", &at), ("skip", &skip)])
+            });
+            // Items of the first instant that the previous page showed.
+            let shown_before =
+                if from.is_empty() { 0 } else { rows.rows.iter().take_while(|r| text(r, "time") == from).count() };
+            let fresh = &rows.rows[skip.min(shown_before)..];
+            (Ok(conversation(fresh, !messages_only)), rows_warning(&rows), next, rows.rows.is_empty())
+        }
+        Err(err) => (Err(Failure::from(err)), String::new(), None, false),
+    };
+    let (traces, traces_warning, traces_more) = match traces {
+        Ok(mut rows) => {
+            let more = rows.rows.len() as i64 > RELATED;
+            rows.rows.truncate(RELATED as usize);
+            let more = more.then(|| link("/dashboard/traces", &[("session", &id)]));
+            (Ok(rows.rows.iter().map(TraceRow::of).collect::<Vec<_>>()), rows_warning(&rows), more)
+        }
+        Err(err) => (Err(Failure::from(err)), String::new(), None),
+    };
+    let (runs, runs_warning) = match runs {
+        Ok(rows) => (Ok(rows.rows.iter().map(run_row).collect::<Vec<_>>()), rows_warning(&rows)),
+        Err(err) => (Err(Failure::from(err)), String::new()),
+    };
+
+    let missing = from.is_empty()
+        && matches!(summary, Ok(None))
+        && transcript_empty
+        && traces.as_ref().is_ok_and(Vec::is_empty)
+        && runs.as_ref().is_ok_and(Vec::is_empty)
+        && [&summary_warning, &conversation_warning, &traces_warning, &runs_warning].iter().all(|w| w.is_empty());
+    let here = session_href(&id);
+    let skip_text = if skip > 0 { skip.to_string() } else { String::new() };
+    let view = Detail {
+        chrome: page.chrome(
+            if missing { "No such session".to_owned() } else { format!("Session {id}") },
+            "/dashboard/sessions",
+        ),
+        missing,
+        summary,
+        summary_warning,
+        messages_only,
+        all_href: link(&here, &[("from", &from), ("skip", &skip_text)]),
+        messages_href: link(&here, &[("show", "messages"), ("from", &from), ("skip", &skip_text)]),
+        conversation,
+        conversation_warning,
+        later: (!from.is_empty()).then(|| link(&here, &[("show", if messages_only { "messages" } else { "" })])),
+        next,
+        traces,
+        traces_warning,
+        traces_more,
+        runs,
+        runs_warning,
+        id,
+    };
+    page.render_with(if missing { StatusCode::NOT_FOUND } else { StatusCode::OK }, &view)
+}
+
+fn summarise(r: &Map<String, Value>) -> Summary {
+    let (first, last) = (text(r, "first_seen"), text(r, "last_seen"));
+    let lasted = between_ms(&first, &last).map(format::duration_ms).unwrap_or_else(|| "–".into());
+    let (agent, service) = (text(r, "agent_id"), text(r, "service"));
+    Summary {
+        stats: vec![
+            Stat::new("Lasted", lasted),
+            Stat::new("Spans", count(int(r, "spans"))),
+            Stat::new("Events", count(int(r, "events"))),
+            Stat::new("Log records", count(int(r, "logs"))),
+            Stat { label: "Errors", value: count(int(r, "errors")), alert: int(r, "errors") > 0 },
+            Stat::new("Input tokens", tokens(int(r, "input_tokens"))),
+            Stat::new("Output tokens", tokens(int(r, "output_tokens"))),
+            Stat::new("Cost", usd(float(r, "cost_usd"))),
+        ],
+        agent_href: link("/dashboard/sessions", &[("agent", &agent)]),
+        service_href: link("/dashboard/sessions", &[("service", &service)]),
+        agent,
+        service,
+        model: text(r, "last_model"),
+        first_seen: When::iso(&first),
+        last_seen: When::iso(&last),
+    }
+}
+
+fn run_row(r: &Map<String, Value>) -> RunRow {
+    RunRow {
+        id: text(r, "run_id"),
+        runtime: text(r, "runtime"),
+        status: text(r, "status"),
+        started: When::iso(&text(r, "started_at")),
+        ended: When::iso(&text(r, "ended_at")),
+        events: count(int(r, "events")),
+        usage: usage_text(int(r, "input_tokens"), int(r, "output_tokens"), float(r, "cost_usd")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(value: Value) -> Map<String, Value> {
+        value.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn long_messages_are_cut_on_a_character_boundary() {
+        let (shown, rest) = cut("héllo wörld", 7);
+        assert_eq!((shown.as_str(), rest.as_str()), ("héllo w", "örld"));
+        assert_eq!(cut("short", 10), ("short".to_owned(), String::new()));
+        assert_eq!(short("abcdef", 3), "abc…");
+    }
+
+    #[test]
+    fn transcript_rows_become_messages_turns_and_activity() {
+        let rows = vec![
+            row(json!({"time": "2026-01-01T00:00:00Z", "source": "span", "kind": "chat", "text": "chat gpt-4o",
+                        "model": "gpt-4o", "input_tokens": 12, "output_tokens": 3, "cost_usd": 0.5,
+                        "trace_id": "ab", "span_id": "cd"})),
+            row(json!({"time": "2026-01-01T00:00:01Z", "source": "message", "kind": "message", "role": "assistant",
+                        "text": "", "tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}],
+                        "trace_id": "ab", "span_id": "cd"})),
+            row(json!({"time": "2026-01-01T00:00:02Z", "source": "event", "kind": "turn", "run_id": "",
+                        "text": "{\"text\":\"hi\",\"reply\":\"hello\"}", "model": "m"})),
+        ];
+        let all = conversation(&rows, true);
+        assert_eq!(all.len(), 4);
+        assert!(!all[0].message);
+        assert_eq!((all[0].label.as_str(), all[0].usage.as_str()), ("chat", "12 in · 3 out · $0.50"));
+        assert_eq!(all[0].href, "/dashboard/traces/ab?span=cd");
+        assert_eq!((all[1].class, all[1].tool_calls[0].name.as_str()), ("assistant", "get_weather"));
+        assert!(all[1].tool_calls[0].arguments.contains("\"city\": \"Paris\""));
+        assert_eq!((all[2].class, all[2].text.as_str()), ("user", "hi"));
+        assert_eq!((all[3].class, all[3].text.as_str()), ("assistant", "hello"));
+        assert_eq!(conversation(&rows, false).len(), 3, "messages only: no span line");
+    }
+
+    #[test]
+    fn a_full_transcript_page_continues_after_its_last_instant() {
+        let at = |t: &str| row(json!({ "time": t }));
+        let mut rows: Vec<_> = (0..TRANSCRIPT_ITEMS - 2).map(|_| at("2026-01-01T00:00:00Z")).collect();
+        rows.push(at("2026-01-01T00:00:01.5Z"));
+        rows.push(at("2026-01-01T00:00:01.5Z"));
+        assert_eq!(transcript_next(&rows), Some(("2026-01-01T00:00:01.5Z".to_owned(), 2)));
+        assert_eq!(transcript_next(&rows[1..]), None, "not a full page");
+        let stuck: Vec<_> = (0..TRANSCRIPT_ITEMS).map(|_| at("2026-01-01T00:00:00Z")).collect();
+        assert_eq!(transcript_next(&stuck), None);
+    }
+
+    #[test]
+    fn pages_and_links() {
+        assert_eq!((page_number(""), page_number("3"), page_number("-1"), page_number("x")), (1, 3, 1, 1));
+        assert_eq!(page_number("999999"), MAX_PAGE);
+        assert_eq!(link("/p", &[("a", ""), ("b", "x y/z")]), "/p?b=x%20y%2Fz");
+        let pager = Pager::new("Sessions", 2, 50, true, |n| format!("/s?page={n}"));
+        assert_eq!(pager.showing, "Sessions 51–100");
+        assert_eq!((pager.prev.as_deref(), pager.next.as_deref()), (Some("/s?page=1"), Some("/s?page=3")));
+        assert!(Pager::new("Sessions", 1, 3, false, |_| String::new()).showing.is_empty());
+        assert_eq!(between_ms("2026-01-01T00:00:00Z", "2026-01-01T00:00:01.5Z"), Some(1500.0));
+    }
 }

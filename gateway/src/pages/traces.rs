@@ -1,9 +1,623 @@
-//! Pages of this group (being built).
+//! `/dashboard/traces`: traces, newest first, filtered by session, service, model (a trace
+//! with any span of it), errors and how recent, fifty a page. And
+//! `/dashboard/traces/{trace_id}`: the trace as a waterfall of its spans, the selected
+//! span's details (`?span=`, the root when none is chosen) and the trace's conversation.
+//!
+//! Everything comes from q/1 (`traces`, `spans`, `span`, `transcript`). Decisions:
+//! - The waterfall reads at most 1,000 spans (the `spans` shape's most), the newest when a
+//!   trace has more, and says so. It is drawn as a tree: children under their parent in
+//!   start order; a span whose parent was never received is drawn as a root. Bars are SVG
+//!   rects on a 0–1000 scale of the trace's time (no inline styles: the CSP forbids them).
+//! - The trace's totals (time, spans, errors, tokens, cost) are summed from those spans:
+//!   the `traces` shape has no argument for one trace.
+//! - The conversation shows the trace's messages and log records (the `transcript` shape
+//!   by `trace_id`); its spans are the waterfall already. The selected span's own messages
+//!   are repeated beside its details.
 
-use axum::Router;
+use std::collections::HashMap;
 
+use askama::Template;
+use axum::{
+    Router,
+    extract::{Path, Query, State},
+    response::Response,
+    routing::get,
+};
+use http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::{
+    Failure, When, count, float, format, int,
+    layout::{Chrome, PageCall, percent_encode},
+    query,
+    sessions::{
+        Entry, PAGE_SIZE, Pager, Stat, TraceRow, WINDOWS, conversation, known_window, link, page_number, rows_warning,
+        session_href, span_href, unix_ns, usage_text, window_since,
+    },
+    text, tokens, usd,
+};
 use crate::Core;
 
+/// Most spans of a trace the waterfall reads (the `spans` shape's most).
+const MAX_SPANS: i64 = 1000;
+/// Items of a trace's conversation read.
+const TRANSCRIPT_ITEMS: i64 = 500;
+/// Tree levels drawn in full; deeper spans show their depth as a number.
+const MAX_GUIDE_DEPTH: usize = 16;
+
 pub(super) fn routes() -> Router<Core> {
-    Router::new()
+    Router::new().route("/dashboard/traces", get(list)).route("/dashboard/traces/{trace_id}", get(detail))
+}
+
+// ---------------------------------------------------------------------------------------
+// The list.
+
+#[derive(Debug, Default, Deserialize)]
+struct ListQuery {
+    #[serde(default)]
+    session: String,
+    #[serde(default)]
+    service: String,
+    #[serde(default)]
+    model: String,
+    #[serde(default)]
+    errors: String,
+    #[serde(default)]
+    window: String,
+    #[serde(default)]
+    page: String,
+}
+
+impl ListQuery {
+    fn trimmed(self) -> Self {
+        let errors = matches!(self.errors.trim(), "1" | "on" | "true" | "yes");
+        Self {
+            session: self.session.trim().to_owned(),
+            service: self.service.trim().to_owned(),
+            model: self.model.trim().to_owned(),
+            errors: if errors { "1".into() } else { String::new() },
+            window: known_window(self.window.trim()),
+            page: self.page,
+        }
+    }
+
+    fn errors_only(&self) -> bool {
+        !self.errors.is_empty()
+    }
+
+    fn filtered(&self) -> bool {
+        [&self.session, &self.service, &self.model, &self.errors, &self.window].iter().any(|v| !v.is_empty())
+    }
+
+    /// The first page of this list.
+    fn first_page(&self) -> String {
+        self.href(("", ""), 1)
+    }
+
+    /// This list with `change` made: (name, value) replaced.
+    fn href(&self, change: (&str, &str), page: i64) -> String {
+        let page = if page > 1 { page.to_string() } else { String::new() };
+        let mut params = vec![
+            ("session", self.session.as_str()),
+            ("service", self.service.as_str()),
+            ("model", self.model.as_str()),
+            ("errors", self.errors.as_str()),
+            ("window", self.window.as_str()),
+        ];
+        for param in &mut params {
+            if param.0 == change.0 {
+                param.1 = change.1;
+            }
+        }
+        params.push(("page", page.as_str()));
+        link("/dashboard/traces", &params)
+    }
+}
+
+#[derive(Template)]
+#[template(path = "traces.html")]
+struct List {
+    chrome: Chrome,
+    filter: ListQuery,
+    filtered: bool,
+    windows: &'static [(&'static str, &'static str, i64)],
+    page: i64,
+    traces: Result<Vec<ListRow>, Failure>,
+    warning: String,
+    pager: Pager,
+}
+
+/// A row of the list: the trace, and its service as a filter link.
+struct ListRow {
+    trace: TraceRow,
+    service_href: String,
+}
+
+async fn list(State(core): State<Core>, page: PageCall, Query(filter): Query<ListQuery>) -> Response {
+    let filter = filter.trimmed();
+    let number = page_number(&filter.page);
+    let args = json!({
+        "limit": PAGE_SIZE + 1,
+        "offset": (number - 1) * PAGE_SIZE,
+        "session_id": filter.session,
+        "service": filter.service,
+        "model": filter.model,
+        "errors_only": filter.errors_only().then_some(true),
+        "since": window_since(&filter.window),
+    });
+    let (traces, warning, more) = match query::run(&core, &page, "traces", args).await {
+        Ok(mut rows) => {
+            let more = rows.rows.len() as i64 > PAGE_SIZE;
+            rows.rows.truncate(PAGE_SIZE as usize);
+            let warning = rows_warning(&rows);
+            let list = rows
+                .rows
+                .iter()
+                .map(|r| {
+                    let trace = TraceRow::of(r);
+                    ListRow { service_href: filter.href(("service", &trace.service), 1), trace }
+                })
+                .collect::<Vec<_>>();
+            (Ok(list), warning, more)
+        }
+        Err(err) => (Err(Failure::from(err)), String::new(), false),
+    };
+    let shown = traces.as_ref().map_or(0, Vec::len);
+    let pager = Pager::new("Traces", number, shown, more, |n| filter.href(("", ""), n));
+    let view = List {
+        chrome: page.chrome("Traces", "/dashboard/traces"),
+        filtered: filter.filtered(),
+        filter,
+        windows: WINDOWS,
+        page: number,
+        traces,
+        warning,
+        pager,
+    };
+    page.render(&view)
+}
+
+// ---------------------------------------------------------------------------------------
+// One trace.
+
+#[derive(Debug, Default, Deserialize)]
+struct DetailQuery {
+    #[serde(default)]
+    span: String,
+}
+
+#[derive(Template)]
+#[template(path = "traces_detail.html")]
+struct Detail {
+    chrome: Chrome,
+    id: String,
+    missing: bool,
+    waterfall: Result<Waterfall, Failure>,
+    spans_warning: String,
+    selected: Option<Result<Option<SpanDetail>, Failure>>,
+    selected_id: String,
+    selected_warning: String,
+    conversation: Result<Vec<Entry>, Failure>,
+    conversation_warning: String,
+    conversation_full: bool,
+}
+
+struct Waterfall {
+    name: String,
+    stats: Vec<Stat>,
+    services: Vec<String>,
+    sessions: Vec<(String, String)>,
+    start: When,
+    lines: Vec<Line>,
+    /// The trace has more spans than the waterfall reads.
+    cut: bool,
+}
+
+/// A span in the waterfall.
+struct Line {
+    name: String,
+    href: String,
+    /// Tree guides before the name (`│ ├─`).
+    guide: String,
+    service: String,
+    duration: String,
+    /// The bar: x and width on the 0–1000 scale.
+    x: String,
+    width: String,
+    title: String,
+    class: String,
+    selected: bool,
+    failed: bool,
+    detail: String,
+}
+
+struct SpanDetail {
+    name: String,
+    status: String,
+    status_message: String,
+    fields: Vec<(&'static str, String)>,
+    session: String,
+    session_href: String,
+    parent_href: String,
+    parent: String,
+    start: When,
+    end: When,
+    attributes: Vec<(String, String)>,
+    resource: Vec<(String, String)>,
+    events: Vec<SpanEvent>,
+    messages: Vec<Entry>,
+}
+
+struct SpanEvent {
+    time: When,
+    name: String,
+    attributes: Vec<(String, String)>,
+}
+
+async fn detail(
+    State(core): State<Core>,
+    page: PageCall,
+    Path(id): Path<String>,
+    Query(view): Query<DetailQuery>,
+) -> Response {
+    // Trace ids are stored as lowercase hex: an id pasted in capitals finds its trace too.
+    let id = if id.bytes().all(|b| b.is_ascii_hexdigit()) { id.to_ascii_lowercase() } else { id };
+    let chosen = view.span.trim().to_ascii_lowercase();
+    let (spans, transcript) = tokio::join!(
+        query::run(&core, &page, "spans", json!({ "trace_id": id, "limit": MAX_SPANS })),
+        query::run(&core, &page, "transcript", json!({ "trace_id": id, "limit": TRANSCRIPT_ITEMS })),
+    );
+    let (transcript_rows, conversation_warning, transcript_failed) = match transcript {
+        Ok(rows) => {
+            let warning = rows_warning(&rows);
+            (rows.rows, warning, None)
+        }
+        Err(err) => (Vec::new(), String::new(), Some(Failure::from(err))),
+    };
+    let conversation_full = transcript_rows.len() as i64 >= TRANSCRIPT_ITEMS;
+    let (span_rows, spans_warning, spans_failed) = match spans {
+        Ok(rows) => {
+            let warning = rows_warning(&rows);
+            (rows.rows, warning, None)
+        }
+        Err(err) => (Vec::new(), String::new(), Some(Failure::from(err))),
+    };
+
+    // The selected span: the one asked for, else the first root.
+    let here = format!("/dashboard/traces/{}", percent_encode(&id));
+    let tree = tree(&span_rows);
+    let selected_id = if !chosen.is_empty() {
+        chosen
+    } else {
+        tree.first().map(|(i, _)| text(&span_rows[*i], "span_id")).unwrap_or_default()
+    };
+    let (selected, selected_warning) = if selected_id.is_empty() || spans_failed.is_some() {
+        (None, String::new())
+    } else {
+        match query::run(&core, &page, "span", json!({ "trace_id": id, "span_id": selected_id })).await {
+            Ok(rows) => {
+                let warning = rows_warning(&rows);
+                let own: Vec<_> = transcript_rows
+                    .iter()
+                    .filter(|r| text(r, "source") == "message" && text(r, "span_id") == selected_id)
+                    .cloned()
+                    .collect();
+                (Some(Ok(rows.rows.first().map(|r| span_detail(r, &id, &own)))), warning)
+            }
+            Err(err) => (Some(Err(Failure::from(err))), String::new()),
+        }
+    };
+
+    let missing = span_rows.is_empty()
+        && transcript_rows.is_empty()
+        && spans_failed.is_none()
+        && transcript_failed.is_none()
+        && spans_warning.is_empty()
+        && conversation_warning.is_empty();
+    let waterfall = match spans_failed {
+        Some(failure) => Err(failure),
+        None => Ok(waterfall(&span_rows, &tree, &here, &selected_id)),
+    };
+    let without_spans: Vec<_> = transcript_rows.into_iter().filter(|r| text(r, "source") != "span").collect();
+    let conversation = match transcript_failed {
+        Some(failure) => Err(failure),
+        None => Ok(conversation(&without_spans, true)),
+    };
+    let title = match &waterfall {
+        _ if missing => "No such trace".to_owned(),
+        Ok(w) if !w.name.is_empty() => format!("Trace {}", w.name),
+        _ => format!("Trace {id}"),
+    };
+    let view = Detail {
+        chrome: page.chrome(title, "/dashboard/traces"),
+        id,
+        missing,
+        waterfall,
+        spans_warning,
+        selected,
+        selected_id,
+        selected_warning,
+        conversation,
+        conversation_warning,
+        conversation_full,
+    };
+    page.render_with(if missing { StatusCode::NOT_FOUND } else { StatusCode::OK }, &view)
+}
+
+/// The spans in tree order: (index in `rows`, depth-first guide). Children follow their
+/// parent, siblings in start order; spans whose parent is not among `rows` are roots;
+/// spans caught in a parent cycle come last, as roots.
+fn tree(rows: &[Map<String, Value>]) -> Vec<(usize, String)> {
+    let starts: Vec<i64> = rows.iter().map(|r| unix_ns(&text(r, "start_time")).unwrap_or(0)).collect();
+    let ids: Vec<String> = rows.iter().map(|r| text(r, "span_id")).collect();
+    let index: HashMap<&str, usize> = ids.iter().enumerate().map(|(i, id)| (id.as_str(), i)).collect();
+    let order = |a: &usize, b: &usize| starts[*a].cmp(&starts[*b]).then_with(|| ids[*a].cmp(&ids[*b]));
+    let mut children: HashMap<usize, Vec<usize>> = HashMap::new();
+    let mut roots = Vec::new();
+    for (i, row) in rows.iter().enumerate() {
+        match index.get(text(row, "parent_span_id").as_str()) {
+            Some(&parent) if parent != i => children.entry(parent).or_default().push(i),
+            _ => roots.push(i),
+        }
+    }
+    roots.sort_by(order);
+    for list in children.values_mut() {
+        list.sort_by(order);
+    }
+    let mut out = Vec::with_capacity(rows.len());
+    let mut seen = vec![false; rows.len()];
+    // Roots in order, then whatever a parent cycle kept out of reach.
+    let mut next_root = roots.into_iter().chain(0..rows.len());
+    // (span, its guide, the prefix its children's guides start with, its depth)
+    let mut stack: Vec<(usize, String, String, usize)> = Vec::new();
+    let root = |r: usize| (r, String::new(), String::new(), 0);
+    while let Some((i, guide, prefix, depth)) = stack.pop().or_else(|| next_root.by_ref().find(|r| !seen[*r]).map(root))
+    {
+        if seen[i] {
+            continue;
+        }
+        seen[i] = true;
+        out.push((i, guide));
+        let kids: Vec<usize> = children.get(&i).into_iter().flatten().copied().filter(|k| !seen[*k]).collect();
+        for (n, kid) in kids.iter().enumerate().rev() {
+            let last = n + 1 == kids.len();
+            let (guide, carry) = if depth >= MAX_GUIDE_DEPTH {
+                (format!("{prefix}⋯{} ", depth + 1), prefix.clone())
+            } else {
+                let branch = if last { "└─" } else { "├─" };
+                let carry = if last { "\u{a0}\u{a0}" } else { "│\u{a0}" };
+                (format!("{prefix}{branch}"), format!("{prefix}{carry}"))
+            };
+            stack.push((*kid, guide, carry, depth + 1));
+        }
+    }
+    out
+}
+
+fn waterfall(rows: &[Map<String, Value>], tree: &[(usize, String)], here: &str, selected: &str) -> Waterfall {
+    let span_ns = |r: &Map<String, Value>| {
+        let start = unix_ns(&text(r, "start_time")).unwrap_or(0);
+        let end = unix_ns(&text(r, "end_time")).unwrap_or(start).max(start);
+        (start, end)
+    };
+    let t0 = rows.iter().map(|r| span_ns(r).0).min().unwrap_or(0);
+    let t1 = rows.iter().map(|r| span_ns(r).1).max().unwrap_or(t0);
+    let total = (t1 - t0).max(1) as f64;
+
+    let mut services: Vec<String> = Vec::new();
+    let mut sessions: Vec<(String, String)> = Vec::new();
+    let (mut input, mut output, mut cost, mut errors) = (0, 0, 0.0, 0);
+    for r in rows {
+        let (service, session) = (text(r, "service"), text(r, "session_id"));
+        if !service.is_empty() && !services.contains(&service) {
+            services.push(service);
+        }
+        if !session.is_empty() && !sessions.iter().any(|(_, s)| *s == session) {
+            sessions.push((session_href(&session), session));
+        }
+        input += int(r, "input_tokens");
+        output += int(r, "output_tokens");
+        cost += float(r, "cost_usd");
+        errors += i64::from(text(r, "status") == "error");
+    }
+    let lines = tree
+        .iter()
+        .map(|(i, guide)| {
+            let r = &rows[*i];
+            let (start, end) = span_ns(r);
+            let id = text(r, "span_id");
+            let x = (start - t0) as f64 / total * 1000.0;
+            let width = ((end - start) as f64 / total * 1000.0).max(2.0).min(1000.0 - x).max(0.5);
+            let genai = !text(r, "operation").is_empty() || !text(r, "model").is_empty();
+            let failed = text(r, "status") == "error";
+            let mut class = Vec::new();
+            if genai {
+                class.push("genai");
+            }
+            if failed {
+                class.push("error");
+            }
+            if id == selected {
+                class.push("selected");
+            }
+            let duration = format::duration_ms(float(r, "duration_ms"));
+            let offset = format::duration_ms((start - t0) as f64 / 1e6);
+            let model = text(r, "model");
+            let usage = usage_text(int(r, "input_tokens"), int(r, "output_tokens"), float(r, "cost_usd"));
+            let detail = [model, usage].into_iter().filter(|s| !s.is_empty()).collect::<Vec<_>>().join(" · ");
+            Line {
+                name: text(r, "name"),
+                href: link(here, &[("span", &id)]),
+                title: format!("starts at +{offset}, lasts {duration}"),
+                guide: guide.clone(),
+                service: text(r, "service"),
+                duration,
+                x: format!("{x:.1}"),
+                width: format!("{width:.1}"),
+                class: class.join(" "),
+                selected: id == selected,
+                failed,
+                detail,
+            }
+        })
+        .collect();
+    let root = tree.first().map(|(i, _)| text(&rows[*i], "name")).unwrap_or_default();
+    let start = rows.iter().min_by_key(|r| span_ns(r).0).map(|r| When::iso(&text(r, "start_time"))).unwrap_or_default();
+    Waterfall {
+        name: root,
+        stats: vec![
+            Stat::new("Duration", format::duration_ms((t1 - t0) as f64 / 1e6)),
+            Stat::new("Spans", count(rows.len() as i64)),
+            Stat { label: "Errors", value: count(errors), alert: errors > 0 },
+            Stat::new("Input tokens", tokens(input)),
+            Stat::new("Output tokens", tokens(output)),
+            Stat::new("Cost", usd(cost)),
+        ],
+        services,
+        sessions,
+        start,
+        lines,
+        cut: rows.len() as i64 >= MAX_SPANS,
+    }
+}
+
+/// A JSON object's entries as (key, text), sorted by key.
+fn pairs(value: Option<&Value>) -> Vec<(String, String)> {
+    let Some(Value::Object(map)) = value else { return Vec::new() };
+    let mut pairs: Vec<(String, String)> = map
+        .iter()
+        .map(|(k, v)| {
+            let text = match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            (k.clone(), text)
+        })
+        .collect();
+    pairs.sort();
+    pairs
+}
+
+fn kind_name(kind: i64) -> &'static str {
+    match kind {
+        1 => "internal",
+        2 => "server",
+        3 => "client",
+        4 => "producer",
+        5 => "consumer",
+        _ => "unspecified",
+    }
+}
+
+fn span_detail(r: &Map<String, Value>, trace_id: &str, messages: &[Map<String, Value>]) -> SpanDetail {
+    let mut fields: Vec<(&'static str, String)> = vec![
+        ("Span id", text(r, "span_id")),
+        ("Kind", kind_name(int(r, "kind")).to_owned()),
+        ("Service", text(r, "service")),
+        ("Scope", text(r, "scope")),
+        ("Duration", format::duration_ms(float(r, "duration_ms"))),
+        ("Operation", text(r, "operation")),
+        ("System", text(r, "system")),
+        ("Request model", text(r, "request_model")),
+        ("Response model", text(r, "response_model")),
+        ("Tool", text(r, "tool_name")),
+        ("Agent", text(r, "agent_id")),
+    ];
+    for (label, key) in [
+        ("Input tokens", "input_tokens"),
+        ("Output tokens", "output_tokens"),
+        ("Cache read tokens", "cache_read_tokens"),
+        ("Cache write tokens", "cache_write_tokens"),
+    ] {
+        if r.get(key).is_some_and(|v| !v.is_null()) {
+            fields.push((label, count(int(r, key))));
+        }
+    }
+    if float(r, "cost_usd") != 0.0 {
+        fields.push(("Cost", usd(float(r, "cost_usd"))));
+    }
+    fields.retain(|(_, value)| !value.is_empty());
+    let parent = text(r, "parent_span_id");
+    let session = text(r, "session_id");
+    let events = match r.get("events") {
+        Some(Value::Array(events)) => events
+            .iter()
+            .map(|e| SpanEvent {
+                time: When::iso(e.get("time").and_then(Value::as_str).unwrap_or_default()),
+                name: e.get("name").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                attributes: pairs(e.get("attributes")),
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    SpanDetail {
+        name: text(r, "name"),
+        status: text(r, "status"),
+        status_message: text(r, "status_message"),
+        fields,
+        session_href: if session.is_empty() { String::new() } else { session_href(&session) },
+        session,
+        parent_href: if parent.is_empty() { String::new() } else { span_href(trace_id, &parent) },
+        parent,
+        start: When::iso(&text(r, "start_time")),
+        end: When::iso(&text(r, "end_time")),
+        attributes: pairs(r.get("attributes")),
+        resource: pairs(r.get("resource")),
+        events,
+        messages: conversation(messages, false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(id: &str, parent: &str, start_ms: i64) -> Map<String, Value> {
+        let at = |ms: i64| format::rfc3339(1_800_000_000 + ms / 1000, ((ms % 1000) * 1_000_000) as i32);
+        json!({"span_id": id, "parent_span_id": parent, "start_time": at(start_ms), "end_time": at(start_ms + 10),
+               "name": id, "duration_ms": 10.0})
+        .as_object()
+        .unwrap()
+        .clone()
+    }
+
+    #[test]
+    fn spans_are_drawn_as_a_tree_in_start_order() {
+        // Given newest first, as the spans shape answers.
+        let rows = vec![
+            span("c2", "b", 40),
+            span("c1", "b", 30),
+            span("lost", "never-sent", 35),
+            span("b", "a", 20),
+            span("d", "a", 50),
+            span("a", "", 0),
+        ];
+        let tree = tree(&rows);
+        let order: Vec<(&str, &str)> =
+            tree.iter().map(|(i, g)| (rows[*i]["span_id"].as_str().unwrap(), g.as_str())).collect();
+        assert_eq!(
+            order,
+            [("a", ""), ("b", "├─"), ("c1", "│\u{a0}├─"), ("c2", "│\u{a0}└─"), ("d", "└─"), ("lost", ""),]
+        );
+    }
+
+    #[test]
+    fn cycles_and_self_parents_do_not_loop() {
+        let rows = vec![span("x", "y", 0), span("y", "x", 5), span("z", "z", 10)];
+        let tree = tree(&rows);
+        assert_eq!(tree.len(), 3, "every span once: {tree:?}");
+    }
+
+    #[test]
+    fn bars_sit_on_the_traces_time_scale() {
+        let rows = vec![span("b", "a", 50), span("a", "", 0)];
+        let tree = tree(&rows);
+        let w = waterfall(&rows, &tree, "/dashboard/traces/t", "b");
+        assert_eq!((w.lines[0].x.as_str(), w.lines[0].width.as_str()), ("0.0", "166.7"));
+        assert_eq!((w.lines[1].x.as_str(), w.lines[1].width.as_str()), ("833.3", "166.7"));
+        assert!(w.lines[1].selected && w.lines[1].class.contains("selected"));
+        assert_eq!(w.lines[1].href, "/dashboard/traces/t?span=b");
+        assert_eq!(w.name, "a");
+    }
 }

@@ -1,1 +1,511 @@
-//! Page tests of this group (being written).
+//! The sessions pages: the list (filters, links that filter, paging, empty, warning and
+//! failed states) and one session (totals, its conversation built from GenAI span
+//! messages, hosted turns and custom-run events, its traces and runs, paging through a
+//! long conversation, the 404).
+
+use std::time::Duration;
+
+use opentelemetry_proto::tonic::{
+    collector::{logs::v1::ExportLogsServiceRequest, trace::v1::ExportTraceServiceRequest},
+    common::v1::{AnyValue, KeyValue, any_value},
+    logs::v1::{LogRecord, ResourceLogs, ScopeLogs},
+    resource::v1::Resource,
+    trace::v1::{ResourceSpans, ScopeSpans, Span, Status, status::StatusCode as SpanStatus},
+};
+use prost::Message as _;
+use reqwest::StatusCode;
+use roost_tests::{Backend, TestServer, each_backend, pages::Visitor};
+use serde_json::json;
+
+use crate::observe::post_otlp;
+
+each_backend!(
+    the_list_shows_sessions_with_links_that_filter,
+    the_list_pages_by_fifty_and_says_when_it_is_empty,
+    the_list_shows_the_stores_warning_and_a_failed_call,
+    a_session_shows_its_totals_conversation_traces_and_runs,
+    a_hosted_agents_turns_read_as_a_conversation,
+    a_long_conversation_pages_without_losing_or_repeating_items,
+    an_unknown_session_is_a_404_and_a_bad_one_a_failed_call,
+);
+
+// ---------------------------------------------------------------------------------------
+// Telemetry as senders send it (OTLP/HTTP protobuf), shared with the traces pages' tests.
+
+pub(super) fn string(key: &str, value: &str) -> KeyValue {
+    KeyValue {
+        key: key.into(),
+        value: Some(AnyValue { value: Some(any_value::Value::StringValue(value.into())) }),
+        ..Default::default()
+    }
+}
+
+pub(super) fn int(key: &str, value: i64) -> KeyValue {
+    KeyValue {
+        key: key.into(),
+        value: Some(AnyValue { value: Some(any_value::Value::IntValue(value)) }),
+        ..Default::default()
+    }
+}
+
+/// Now in Unix nanoseconds.
+pub(super) fn now_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+}
+
+/// A span of trace `trace` (16 bytes of it), id `id` under `parent` (0: a root), starting
+/// at `start` and lasting `ms` milliseconds.
+pub(super) fn span(
+    trace: u8,
+    id: u64,
+    parent: u64,
+    name: &str,
+    start: u64,
+    ms: u64,
+    attributes: Vec<KeyValue>,
+) -> Span {
+    Span {
+        trace_id: vec![trace; 16],
+        span_id: id.to_be_bytes().to_vec(),
+        parent_span_id: if parent == 0 { Vec::new() } else { parent.to_be_bytes().to_vec() },
+        name: name.into(),
+        start_time_unix_nano: start,
+        end_time_unix_nano: start + ms * 1_000_000,
+        attributes,
+        ..Default::default()
+    }
+}
+
+/// `span` with an error status.
+pub(super) fn failed(mut span: Span, message: &str) -> Span {
+    span.status = Some(Status { code: SpanStatus::Error as i32, message: message.into() });
+    span
+}
+
+/// Exports `spans` from service `service` over OTLP/HTTP protobuf.
+pub(super) async fn send_spans(server: &TestServer, service: &str, spans: Vec<Span>) {
+    let request = ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource { attributes: vec![string("service.name", service)], ..Default::default() }),
+            scope_spans: vec![ScopeSpans { spans, ..Default::default() }],
+            ..Default::default()
+        }],
+    };
+    let reply = post_otlp(server, "/v1/traces", "application/x-protobuf", request.encode_to_vec()).await;
+    assert_eq!(reply.status(), StatusCode::OK, "{}", reply.text().await.unwrap());
+}
+
+/// Exports `records` from service `service` over OTLP/HTTP protobuf.
+pub(super) async fn send_logs(server: &TestServer, service: &str, records: Vec<LogRecord>) {
+    let request = ExportLogsServiceRequest {
+        resource_logs: vec![ResourceLogs {
+            resource: Some(Resource { attributes: vec![string("service.name", service)], ..Default::default() }),
+            scope_logs: vec![ScopeLogs { log_records: records, ..Default::default() }],
+            ..Default::default()
+        }],
+    };
+    let reply = post_otlp(server, "/v1/logs", "application/x-protobuf", request.encode_to_vec()).await;
+    assert_eq!(reply.status(), StatusCode::OK, "{}", reply.text().await.unwrap());
+}
+
+/// A model call's span attributes: session, model, tokens.
+pub(super) fn chat(session: &str, model: &str, input: i64, output: i64) -> Vec<KeyValue> {
+    vec![
+        string("session.id", session),
+        string("gen_ai.operation.name", "chat"),
+        string("gen_ai.request.model", model),
+        int("gen_ai.usage.input_tokens", input),
+        int("gen_ai.usage.output_tokens", output),
+    ]
+}
+
+/// The q/1 calls a page's footer names, as JSON (`{shape, args}`; key order aside).
+pub(super) fn queries(page: &roost_tests::pages::Page) -> Vec<serde_json::Value> {
+    page.backed_by()
+        .iter()
+        .filter_map(|call| call.strip_prefix("POST /api/local/query "))
+        .map(|body| serde_json::from_str(body).unwrap_or_else(|e| panic!("{body}: {e}")))
+        .collect()
+}
+
+/// The sessions table's first-column texts.
+fn listed(page: &roost_tests::pages::Page) -> Vec<String> {
+    page.texts("table.sessions tbody tr td:first-child")
+}
+
+// ---------------------------------------------------------------------------------------
+
+async fn the_list_shows_sessions_with_links_that_filter(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let now = now_ns();
+    send_spans(
+        &server,
+        "planner",
+        vec![span(1, 1, 0, "plan", now - 3_000_000_000, 20, chat("alpha-1", "gpt-4o", 1200, 34))],
+    )
+    .await;
+    send_spans(
+        &server,
+        "writer",
+        vec![
+            span(2, 1, 0, "write", now - 2_000_000_000, 20, chat("Beta-2", "claude-3-5-sonnet", 15_000, 250)),
+            failed(span(2, 2, 1, "tool", now - 1_999_000_000, 5, vec![string("session.id", "Beta-2")]), "boom"),
+        ],
+    )
+    .await;
+    // A session last active long ago.
+    send_spans(
+        &server,
+        "planner",
+        vec![span(3, 1, 0, "old", 1_700_000_000_000_000_000, 20, chat("alpha-old", "gpt-4o", 1, 1))],
+    )
+    .await;
+
+    let mut visitor = Visitor::new(&server);
+    let page = visitor.get("/dashboard/sessions").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert_eq!(page.texts("h1"), ["Sessions"]);
+    assert_eq!(page.attrs("nav a[aria-current=page]", "href"), ["/dashboard/sessions"]);
+    assert_eq!(listed(&page), ["Beta-2", "alpha-1", "alpha-old"], "most recently active first");
+    assert!(page.attrs("table.sessions a", "href").contains(&"/dashboard/sessions/Beta-2".to_owned()));
+    let beta = page.texts("table.sessions tbody tr:first-child td");
+    assert_eq!(beta.len(), 13, "{beta:?}");
+    assert_eq!(beta[..4], ["Beta-2", "", "writer", "claude-3-5-sonnet"], "{beta:?}");
+    assert_eq!(beta[6..12], ["2", "0", "0", "1", "15.0k", "250"], "spans, events, logs, errors, tokens: {beta:?}");
+    assert!(beta[12].starts_with('$') && beta[12] != "$0", "priced: {beta:?}");
+    assert_eq!(page.attrs("table.sessions tbody tr.error td:first-child a", "href"), ["/dashboard/sessions/Beta-2"]);
+    assert_eq!(page.texts("table.sessions tbody tr.error .chip.fail"), ["1"]);
+    let alpha = page.texts("table.sessions tbody tr:nth-child(2) td");
+    assert_eq!((alpha[9].as_str(), alpha[10].as_str(), alpha[11].as_str()), ("0", "1,200", "34"), "{alpha:?}");
+    // Times are <time datetime> in UTC, for the page script to localise.
+    let times = page.attrs("table.sessions time", "datetime");
+    assert!(times.iter().all(|t| t.ends_with('Z')), "{times:?}");
+    assert_eq!(queries(&page), [json!({"shape": "sessions", "args": {"limit": 51, "offset": 0}})]);
+
+    // A service, agent or model cell filters by it.
+    let by_service = page.attrs("table.sessions tbody tr:first-child td:nth-child(3) a", "href");
+    assert_eq!(by_service, ["/dashboard/sessions?service=writer"]);
+    let writer = visitor.get(&by_service[0]).await;
+    assert_eq!(listed(&writer), ["Beta-2"]);
+    assert_eq!(writer.attrs("input[name=service]", "value"), ["writer"], "the form shows the filter");
+    assert_eq!(queries(&writer)[0]["args"]["service"], "writer");
+
+    // The id search ignores case; the model matches whole; the window leaves out the old.
+    assert_eq!(listed(&visitor.get("/dashboard/sessions?search=ALPHA").await), ["alpha-1", "alpha-old"]);
+    assert_eq!(listed(&visitor.get("/dashboard/sessions?model=gpt-4o").await), ["alpha-1", "alpha-old"]);
+    let recent = visitor.get("/dashboard/sessions?search=alpha&window=1h").await;
+    assert_eq!(listed(&recent), ["alpha-1"]);
+    assert_eq!(recent.attrs("select[name=window] option[selected]", "value"), ["1h"]);
+    // Unknown windows and pages are ignored, not errors.
+    assert_eq!(listed(&visitor.get("/dashboard/sessions?window=forever&page=abc").await).len(), 3);
+
+    // Nothing matches: it says so and how to widen.
+    let none = visitor.get("/dashboard/sessions?service=nobody&window=24h").await;
+    assert_eq!(none.status, StatusCode::OK);
+    assert!(none.texts("table.sessions").is_empty());
+    let text = none.main_text();
+    assert!(text.contains("No session matches these filters"), "{text}");
+    assert!(none.attrs("main p.empty a", "href").contains(&"/dashboard/sessions".to_owned()));
+}
+
+async fn the_list_pages_by_fifty_and_says_when_it_is_empty(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let mut visitor = Visitor::new(&server);
+    let empty = visitor.get("/dashboard/sessions").await;
+    let text = empty.main_text();
+    assert!(text.contains("No sessions yet") && text.contains("session.id") && text.contains("/v1/traces"), "{text}");
+    assert!(empty.texts("nav.pager").is_empty(), "one page, no pager");
+
+    let now = now_ns();
+    let spans: Vec<Span> = (0..53u64)
+        .map(|i| {
+            span(
+                9,
+                i + 1,
+                0,
+                "step",
+                now - 100_000_000_000 + i * 1_000_000_000,
+                1,
+                vec![string("session.id", &format!("s-{i:02}"))],
+            )
+        })
+        .collect();
+    send_spans(&server, "many", spans).await;
+
+    let first = visitor.get("/dashboard/sessions").await;
+    let ids = listed(&first);
+    assert_eq!((ids.len(), ids[0].as_str(), ids[49].as_str()), (50, "s-52", "s-03"));
+    assert_eq!(first.texts("nav.pager span"), ["Sessions 1–50"]);
+    assert_eq!(first.attrs("nav.pager a[rel=next]", "href"), ["/dashboard/sessions?page=2"]);
+    assert!(first.attrs("nav.pager a[rel=prev]", "href").is_empty());
+
+    let second = visitor.get("/dashboard/sessions?page=2").await;
+    assert_eq!(listed(&second), ["s-02", "s-01", "s-00"]);
+    assert_eq!(second.texts("nav.pager span"), ["Sessions 51–53"]);
+    assert_eq!(second.attrs("nav.pager a[rel=prev]", "href"), ["/dashboard/sessions"]);
+    assert!(second.attrs("nav.pager a[rel=next]", "href").is_empty());
+    assert_eq!(queries(&second)[0]["args"], json!({"limit": 51, "offset": 50}));
+
+    // Filters stay on while paging.
+    let filtered = visitor.get("/dashboard/sessions?service=many&window=24h").await;
+    assert_eq!(filtered.attrs("nav.pager a[rel=next]", "href"), ["/dashboard/sessions?service=many&window=24h&page=2"]);
+
+    // Past the end: it says so and links back.
+    let past = visitor.get("/dashboard/sessions?page=9").await;
+    assert!(past.main_text().contains("No sessions on page 9"), "{}", past.main_text());
+    assert!(past.attrs("main p.empty a", "href").contains(&"/dashboard/sessions".to_owned()));
+}
+
+async fn the_list_shows_the_stores_warning_and_a_failed_call(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let mut visitor = Visitor::new(&server);
+    // An argument the core refuses (q/1 strings are at most 512 bytes): that section says
+    // so, with the error's code and a retry link, and the page still renders.
+    let long = "x".repeat(600);
+    let refused = visitor.get(&format!("/dashboard/sessions?search={long}")).await;
+    assert_eq!(refused.status, StatusCode::OK);
+    let failure = refused.texts(".failed").join(" ");
+    assert!(failure.contains("over 512 bytes") && failure.contains("invalid_argument"), "{failure}");
+    assert_eq!(refused.attrs(".failed a", "href"), [format!("/dashboard/sessions?search={long}")]);
+    assert_eq!(refused.texts("h1"), ["Sessions"]);
+
+    // The store cannot answer: the shape's warning is shown, not an empty list's advice.
+    server.sql("ALTER TABLE sessions RENAME TO sessions_gone").await.unwrap();
+    let broken = visitor.get("/dashboard/sessions").await;
+    assert_eq!(broken.status, StatusCode::OK);
+    let warning = broken.texts("p.warning").join(" ");
+    assert!(warning.contains("not an empty store"), "{warning}");
+    assert!(!broken.main_text().contains("No sessions yet"), "{}", broken.main_text());
+    server.sql("ALTER TABLE sessions_gone RENAME TO sessions").await.unwrap();
+}
+
+async fn a_session_shows_its_totals_conversation_traces_and_runs(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let now = now_ns() - 60_000_000_000;
+    let session = "conv 1/α";
+    let mut first = chat(session, "gpt-4o", 40, 12);
+    first.push(string(
+        "gen_ai.input.messages",
+        &json!([
+            {"role": "system", "parts": [{"type": "text", "content": "You are terse."}]},
+            {"role": "user", "parts": [{"type": "text", "content": "Weather in Paris?"}]},
+        ])
+        .to_string(),
+    ));
+    first.push(string(
+        "gen_ai.output.messages",
+        &json!([{"role": "assistant", "parts": [
+            {"type": "tool_call", "id": "c1", "name": "get_weather", "arguments": {"city": "Paris"}}
+        ]}])
+        .to_string(),
+    ));
+    let long_answer = format!("Sunny. {}", "Details follow. ".repeat(150));
+    let mut second = chat(session, "gpt-4o", 60, 300);
+    second.push(string(
+        "gen_ai.input.messages",
+        &json!([
+            {"role": "assistant", "parts": [{"type": "tool_call", "id": "c1", "name": "get_weather", "arguments": {"city": "Paris"}}]},
+            {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1", "response": "sunny, 21°C"}]},
+        ])
+        .to_string(),
+    ));
+    second.push(string(
+        "gen_ai.output.messages",
+        &json!([{"role": "assistant", "parts": [{"type": "text", "content": long_answer}]}]).to_string(),
+    ));
+    send_spans(
+        &server,
+        "weather-bot",
+        vec![
+            span(7, 1, 0, "agent run", now, 900, vec![string("session.id", session)]),
+            span(7, 2, 1, "chat gpt-4o", now + 1_000_000, 300, first),
+            failed(
+                span(7, 3, 1, "get_weather", now + 310_000_000, 100, vec![string("session.id", session)]),
+                "timeout",
+            ),
+            span(7, 4, 1, "chat gpt-4o", now + 500_000_000, 400, second),
+        ],
+    )
+    .await;
+    // A log record of the session, and a custom run in it.
+    send_logs(
+        &server,
+        "weather-bot",
+        vec![LogRecord {
+            time_unix_nano: now + 950_000_000,
+            severity_number: 9,
+            severity_text: "INFO".into(),
+            body: Some(AnyValue { value: Some(any_value::Value::StringValue("cache warmed".into())) }),
+            attributes: vec![string("session.id", session)],
+            ..Default::default()
+        }],
+    )
+    .await;
+    let api = server.api(None);
+    let run = api.post("/api/v1/runs", json!({"runtime": "eval-harness", "session_id": session})).await;
+    assert_eq!(run.status, 201, "{}", run.body);
+    let run_id = run.body["run_id"].as_str().unwrap().to_owned();
+    api.post(
+        &format!("/api/v1/runs/{run_id}/events"),
+        json!({"event": {"event_type": "score", "data": {"score": 0.93}, "ts": (now / 1_000_000) as i64 + 2000}}),
+    )
+    .await
+    .ok();
+
+    let mut visitor = Visitor::new(&server);
+    let list = visitor.get("/dashboard/sessions").await;
+    let href = list.attrs("table.sessions tbody td:first-child a", "href");
+    assert_eq!(href, ["/dashboard/sessions/conv%201%2F%CE%B1"], "the id is one path segment");
+    let page = visitor.get(&href[0]).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert_eq!(page.texts("h1"), [format!("Session {session}")]);
+    assert_eq!(page.attrs("nav a[aria-current=page]", "href"), ["/dashboard/sessions"]);
+    let stats: Vec<String> = page.texts("ul.stats li");
+    for expected in ["Spans 4", "Log records 1", "Events 1", "Errors 1", "Input tokens 100", "Output tokens 312"] {
+        assert!(stats.contains(&expected.to_owned()), "{expected} in {stats:?}");
+    }
+    assert!(page.texts(".session-meta").join(" ").contains("weather-bot"));
+
+    // The conversation: each message once, in order, with roles.
+    let roles = page.texts("ol.conversation li.msg .role");
+    assert_eq!(roles, ["system", "user", "assistant", "tool", "assistant"], "{:#?}", page.texts("ol.conversation li"));
+    let texts = page.texts("ol.conversation li.msg > .text");
+    assert_eq!(texts[..2], ["You are terse.", "Weather in Paris?"]);
+    assert_eq!(texts[2], "sunny, 21°C", "the call message has no text, only its tool call");
+    assert_eq!(page.texts("li.msg.assistant .tool-call code"), ["get_weather"]);
+    assert!(page.texts("li.msg.assistant .tool-call pre")[0].contains(r#""city": "Paris""#));
+    // A long message is cut, the rest behind a <details>.
+    let summary = page.texts("li.msg.assistant details summary");
+    assert_eq!(summary.len(), 1, "{summary:?}");
+    assert!(summary[0].starts_with("Show ") && summary[0].ends_with(" more characters"), "{summary:?}");
+    let whole = page.texts("li.msg.assistant .text").concat();
+    assert_eq!(whole.replace(' ', ""), long_answer.replace(' ', ""), "the cut message reads whole");
+    // Activity between the messages: the calls, the failed tool span, the log, the event.
+    let activity = page.texts("ol.conversation li.activity");
+    assert!(
+        activity.iter().any(|a| a.starts_with("span") && a.contains("chat gpt-4o") && a.contains("40 in · 12 out")),
+        "{activity:#?}"
+    );
+    assert!(activity.iter().any(|a| a.contains("get_weather")), "{activity:#?}");
+    assert!(activity.iter().any(|a| a.starts_with("log") && a.contains("cache warmed")), "{activity:#?}");
+    assert!(
+        activity.iter().any(|a| a.starts_with("event") && a.contains("score") && a.contains("0.93")),
+        "{activity:#?}"
+    );
+    let trace = hex::encode([7u8; 16]);
+    let links = page.attrs("ol.conversation a", "href");
+    assert!(links.contains(&format!("/dashboard/traces/{trace}?span=0000000000000002")), "{links:?}");
+
+    // Messages only: no activity, and the switch says where it is.
+    let messages = visitor.get(&format!("{}?show=messages", href[0])).await;
+    assert!(messages.texts("li.activity").is_empty());
+    assert_eq!(messages.texts("li.msg").len(), 5);
+    assert_eq!(messages.texts(".view-switch strong"), ["messages only"]);
+
+    // Its traces and runs.
+    assert_eq!(page.attrs("#traces-h ~ div table a", "href"), [format!("/dashboard/traces/{trace}")]);
+    let trace_row = page.texts("#traces-h ~ div table tbody td").join(" | ");
+    assert!(trace_row.starts_with(&format!("agent run {trace} | weather-bot")), "{trace_row}");
+    let runs = page.texts("#runs-h ~ div table tbody td").join(" | ");
+    assert!(runs.starts_with(&format!("{run_id} | eval-harness | running")), "{runs}");
+
+    // Backed by the q/1 calls, as REST would make them.
+    assert_eq!(
+        queries(&page),
+        [
+            json!({"shape": "sessions", "args": {"limit": 500, "search": session}}),
+            json!({"shape": "transcript", "args": {"limit": 500, "session_id": session}}),
+            json!({"shape": "traces", "args": {"limit": 21, "session_id": session}}),
+            json!({"shape": "runs", "args": {"limit": 20, "session_id": session}}),
+        ]
+    );
+}
+
+async fn a_hosted_agents_turns_read_as_a_conversation(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let account = server.account(0).await;
+    let api = server.api(Some(&account));
+    let id = api.provision("echo", "Be brief.").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+    api.message(&id, "hello there").await.ok();
+
+    let mut visitor = Visitor::new(&server);
+    let path = format!("/dashboard/sessions/{id}");
+    let mut page = visitor.get(&path).await;
+    for _ in 0..100 {
+        if page.texts("li.msg").len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        page = visitor.get(&path).await;
+    }
+    assert_eq!(page.texts("li.msg .role"), ["user", "assistant"], "{}", page.main_text());
+    assert_eq!(page.texts("li.msg .text"), ["hello there", "[Be brief.] hello there"]);
+    assert!(page.texts("li.msg.assistant header").join(" ").contains("echo"), "the model");
+    // It is in the list too, under its agent.
+    let list = visitor.get("/dashboard/sessions").await;
+    assert_eq!(listed(&list), [id.clone()]);
+    assert_eq!(list.texts("table.sessions tbody td:nth-child(2)"), [id.clone()]);
+}
+
+async fn a_long_conversation_pages_without_losing_or_repeating_items(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let api = server.api(None);
+    let run = api.post("/api/v1/runs", json!({"runtime": "bulk", "session_id": "long"})).await.body["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // 498 events at one instant, then 7 at the next: the first page ends inside the second.
+    let base = 1_795_000_000_000_i64;
+    let events: Vec<_> = (0..505)
+        .map(|i| {
+            let ts = if i < 498 { base } else { base + 1 };
+            json!({"id": format!("e{i:03}"), "event_type": "step", "data": {"n": i}, "ts": ts})
+        })
+        .collect();
+    let added = api.post(&format!("/api/v1/runs/{run}/events"), json!({ "events": events })).await.ok();
+    assert_eq!(added["accepted"], 505, "{added}");
+
+    let mut visitor = Visitor::new(&server);
+    let mut seen = Vec::new();
+    let mut path = "/dashboard/sessions/long".to_owned();
+    for _ in 0..5 {
+        let page = visitor.get(&path).await;
+        assert_eq!(page.status, StatusCode::OK);
+        seen.extend(page.texts("li.activity .what"));
+        match page.attrs("nav.pager a[rel=next]", "href").first() {
+            Some(next) => {
+                assert!(page.main_text().contains("The conversation goes on"));
+                path = next.clone();
+            }
+            None => {
+                assert!(page.attrs(".notice a", "href").contains(&"/dashboard/sessions/long".to_owned()));
+                break;
+            }
+        }
+    }
+    let expected: Vec<String> = (0..505).map(|i| format!(r#"{{"n":{i}}}"#)).collect();
+    let mut sorted = seen.clone();
+    sorted.sort_by_key(|s| s.trim_start_matches(r#"{"n":"#).trim_end_matches('}').parse::<i64>().unwrap());
+    assert_eq!(sorted, expected, "every event once");
+    assert!(path.contains("skip=2"), "{path}");
+}
+
+async fn an_unknown_session_is_a_404_and_a_bad_one_a_failed_call(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let mut visitor = Visitor::new(&server);
+    let missing = visitor.get("/dashboard/sessions/nobody-here").await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert!(missing.headers["content-type"].to_str().unwrap().starts_with("text/html"));
+    assert_eq!(missing.texts("h1"), ["No such session"]);
+    assert!(missing.main_text().contains("nobody-here"));
+    assert!(missing.attrs("main a", "href").contains(&"/dashboard/sessions".to_owned()));
+    assert!(queries(&missing).iter().any(|q| q["shape"] == "transcript"));
+
+    // An id the core refuses: every section says so; the page is not a 404.
+    let long = "y".repeat(600);
+    let refused = visitor.get(&format!("/dashboard/sessions/{long}")).await;
+    assert_eq!(refused.status, StatusCode::OK);
+    assert!(refused.texts(".failed").len() >= 3, "{}", refused.main_text());
+    assert!(refused.texts(".failed").iter().all(|f| f.contains("invalid_argument")));
+}
