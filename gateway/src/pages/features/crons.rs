@@ -1,0 +1,285 @@
+//! `/dashboard/crons`: messages sent to hosted agents on a schedule, with a form for a new
+//! one, and `/dashboard/crons/{id}`: one cron, its edit form, Kill and Delete, and its run
+//! history (`GET /api/crons`, `GET /api/crons/{id}` and their writes).
+
+use askama::Template;
+use axum::{
+    Form,
+    extract::{Path, State},
+    response::Response,
+};
+use http::StatusCode;
+use roost_proto::{
+    ApiError, ErrorReason,
+    v1::{
+        CreateCronRequest, Cron, DeleteCronRequest, GetCronRequest, KillCronRequest, ListCronsRequest,
+        UpdateCronRequest,
+    },
+};
+use serde::Deserialize;
+
+use super::{alerts::Confirm, clip, flag, rest};
+use crate::{
+    Core,
+    pages::{
+        Failure, Message, When, duration_ms,
+        forms::{done, expired, failed},
+        layout::{Chrome, PageCall, percent_encode},
+    },
+};
+
+const HERE: &str = "/dashboard/crons";
+
+#[derive(Template)]
+#[template(path = "crons.html")]
+struct CronsPage {
+    chrome: Chrome,
+    crons: Result<Crons, Failure>,
+}
+
+struct Crons {
+    rows: Vec<CronRow>,
+    warning: String,
+}
+
+#[derive(Template)]
+#[template(path = "cron.html")]
+struct CronPage {
+    chrome: Chrome,
+    cron: Result<Detail, Failure>,
+}
+
+struct Detail {
+    cron: CronRow,
+    runs: Vec<RunRow>,
+}
+
+struct CronRow {
+    id: String,
+    href: String,
+    name: String,
+    instance_id: String,
+    schedule: String,
+    message: String,
+    short_message: String,
+    enabled: bool,
+    /// `(chip class, text)`: enabled (with a next run), finished (enabled, never again) or
+    /// stopped.
+    state: (&'static str, &'static str),
+    next: When,
+    last: When,
+    created: When,
+}
+
+struct RunRow {
+    started: When,
+    duration: String,
+    ok: bool,
+    reply: String,
+    error: String,
+}
+
+fn cron_row(c: Cron) -> CronRow {
+    let next = When::timestamp(c.next_run.as_ref());
+    let state = match (c.enabled, next.is_set()) {
+        (true, true) => ("active", "enabled"),
+        (true, false) => ("", "finished"),
+        (false, _) => ("paused", "stopped"),
+    };
+    CronRow {
+        href: format!("{HERE}/{}", percent_encode(&c.id)),
+        short_message: clip(&c.message, 120),
+        last: When::timestamp(c.last_run.as_ref()),
+        created: When::timestamp(c.created_at.as_ref()),
+        next,
+        state,
+        enabled: c.enabled,
+        id: c.id,
+        name: c.name,
+        instance_id: c.instance_id,
+        schedule: c.schedule,
+        message: c.message,
+    }
+}
+
+pub(super) async fn page(State(core): State<Core>, page: PageCall) -> Response {
+    let answer = page.load("GET /api/crons", core.features.list_crons(page.request(ListCronsRequest {}))).await;
+    let crons = answer
+        .map_err(Failure::from)
+        .map(|list| Crons { rows: list.crons.into_iter().map(cron_row).collect(), warning: list.warning });
+    page.render(&CronsPage { chrome: page.chrome("Crons", HERE), crons })
+}
+
+pub(super) async fn detail(State(core): State<Core>, Path(id): Path<String>, page: PageCall) -> Response {
+    let request = GetCronRequest { id: id.clone() };
+    let answer = page.load(format!("GET /api/crons/{id}"), core.features.get_cron(page.request(request))).await;
+    match answer {
+        Err(err) if err.reason() == ErrorReason::NotFound => {
+            let message = Message {
+                chrome: page.chrome("Cron not found", HERE),
+                heading: "No such cron".into(),
+                detail: format!("There is no cron {id} (it may have been deleted). The crons page lists every one."),
+            };
+            page.render_with(StatusCode::NOT_FOUND, &message)
+        }
+        answer => {
+            let title = match &answer {
+                Ok(a) => a.cron.as_ref().filter(|c| !c.name.is_empty()).map_or_else(|| id.clone(), |c| c.name.clone()),
+                Err(_) => id.clone(),
+            };
+            let cron = answer.map_err(Failure::from).map(|a| {
+                let runs = a
+                    .runs
+                    .into_iter()
+                    .map(|r| RunRow {
+                        started: When::timestamp(r.started_at.as_ref()),
+                        duration: duration_ms(r.duration_ms as f64),
+                        ok: r.ok,
+                        reply: r.reply,
+                        error: r.error,
+                    })
+                    .collect();
+                Detail { cron: cron_row(a.cron.unwrap_or_default()), runs }
+            });
+            page.render(&CronPage { chrome: page.chrome(format!("Cron {title}"), HERE), cron })
+        }
+    }
+}
+
+/// The new-cron form: every field of `CreateCronRequest`.
+#[derive(Debug, Deserialize)]
+pub(super) struct NewCron {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    instance_id: String,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    schedule: String,
+    #[serde(default)]
+    message: String,
+    #[serde(default)]
+    enabled: Option<String>,
+}
+
+pub(super) async fn create(State(core): State<Core>, page: PageCall, Form(form): Form<NewCron>) -> Response {
+    if !page.csrf_matches(&form.csrf) {
+        return expired(&page);
+    }
+    let request = match flag("enabled", form.enabled.as_deref()) {
+        Ok(enabled) => CreateCronRequest {
+            instance_id: form.instance_id.trim().to_owned(),
+            name: form.name.trim().to_owned(),
+            schedule: form.schedule.trim().to_owned(),
+            message: form.message,
+            enabled,
+        },
+        Err(err) => return failed(&page, &err),
+    };
+    let api = rest("POST /api/crons", &request);
+    match page.load(api, core.features.create_cron(page.request(request))).await {
+        Ok(answer) => {
+            let cron = answer.cron.unwrap_or_default();
+            let path = format!("{HERE}/{}", percent_encode(&cron.id));
+            done(&path, &format!("Cron {} created: {} to {}.", cron.id, cron.schedule, cron.instance_id))
+        }
+        Err(err) => failed(&page, &err),
+    }
+}
+
+/// Where a cron's forms go back to: the list, or the cron's own page (the default).
+fn back(id: &str, back: &str) -> String {
+    if back == HERE { HERE.to_owned() } else { format!("{HERE}/{}", percent_encode(id)) }
+}
+
+/// A cron's edit form: fields absent from the post stay as they are.
+#[derive(Debug, Deserialize)]
+pub(super) struct CronEdit {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    schedule: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    enabled: Option<String>,
+    #[serde(default)]
+    back: String,
+}
+
+fn cron_edit(id: String, form: CronEdit) -> Result<UpdateCronRequest, ApiError> {
+    Ok(UpdateCronRequest {
+        id,
+        enabled: flag("enabled", form.enabled.as_deref())?,
+        name: form.name.map(|n| n.trim().to_owned()),
+        schedule: form.schedule.map(|s| s.trim().to_owned()),
+        message: form.message,
+    })
+}
+
+pub(super) async fn update(
+    State(core): State<Core>,
+    Path(id): Path<String>,
+    page: PageCall,
+    Form(form): Form<CronEdit>,
+) -> Response {
+    if !page.csrf_matches(&form.csrf) {
+        return expired(&page);
+    }
+    let to = back(&id, &form.back);
+    let request = match cron_edit(id.clone(), form) {
+        Ok(request) => request,
+        Err(err) => return failed(&page, &err),
+    };
+    let api = rest(&format!("POST /api/crons/{id}"), &request);
+    match page.load(api, core.features.update_cron(page.request(request))).await {
+        Ok(_) => done(&to, &format!("Cron {id} updated.")),
+        Err(err) => failed(&page, &err),
+    }
+}
+
+/// Kill and Delete: nothing but the CSRF field and where to go back to.
+#[derive(Debug, Deserialize)]
+pub(super) struct CronAction {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    back: String,
+}
+
+pub(super) async fn kill(
+    State(core): State<Core>,
+    Path(id): Path<String>,
+    page: PageCall,
+    Form(form): Form<CronAction>,
+) -> Response {
+    if !page.csrf_matches(&form.csrf) {
+        return expired(&page);
+    }
+    let request = KillCronRequest { id: id.clone() };
+    match page.load(format!("POST /api/crons/{id}/kill"), core.features.kill_cron(page.request(request))).await {
+        Ok(_) => {
+            done(&back(&id, &form.back), &format!("Cron {id} killed: it will not run again (its history is kept)."))
+        }
+        Err(err) => failed(&page, &err),
+    }
+}
+
+pub(super) async fn delete(
+    State(core): State<Core>,
+    Path(id): Path<String>,
+    page: PageCall,
+    Form(form): Form<Confirm>,
+) -> Response {
+    if !page.csrf_matches(&form.csrf) {
+        return expired(&page);
+    }
+    let request = DeleteCronRequest { id: id.clone() };
+    match page.load(format!("DELETE /api/crons/{id}"), core.features.delete_cron(page.request(request))).await {
+        Ok(_) => done(HERE, &format!("Cron {id} deleted, with its history.")),
+        Err(err) => failed(&page, &err),
+    }
+}

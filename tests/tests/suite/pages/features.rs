@@ -1,1 +1,0 @@
-//! Page tests of this group (being written).
