@@ -4,10 +4,9 @@
 //! traces and custom runs.
 //!
 //! Everything comes from q/1 (`sessions`, `transcript`, `traces`, `runs`). Decisions:
-//! - The `sessions` shape has no exact-id argument, so a session's totals are the row of
-//!   `search` (id contains, ignoring case) whose id is exactly the one asked for, among the
-//!   first 500. A session with no such row but with a conversation, traces or runs still
-//!   shows them; only when all are empty is the page a 404.
+//! - A session's totals are its row of the `sessions` shape (`session_id`). A session with
+//!   no such row but with a conversation, traces or runs still shows them; only when all
+//!   are empty is the page a 404.
 //! - The conversation is the `transcript` shape: messages as chat bubbles, and between them
 //!   the model calls (spans), custom-run events and log records as one-line activity, each
 //!   linking to its span on the trace page. A hosted agent's turn (an event of type `turn`)
@@ -44,8 +43,6 @@ pub(super) const MAX_PAGE: i64 = 10_000 / PAGE_SIZE + 1;
 const TRANSCRIPT_ITEMS: i64 = 500;
 /// Traces and runs listed on a session's page (the rest are a link away).
 const RELATED: i64 = 20;
-/// Most sessions read to find one session's totals by its id.
-const SUMMARY_CANDIDATES: i64 = 500;
 /// Characters of a message shown before "show the rest".
 const MESSAGE_CHARS: usize = 1500;
 /// Characters of an activity line's text (a log body, an event's data).
@@ -617,7 +614,7 @@ async fn detail(
     let from = if unix_ns(&from).is_some() { from } else { String::new() };
     let skip = if from.is_empty() { 0 } else { view.skip.trim().parse::<usize>().unwrap_or(0) };
     let (summary, transcript, traces, runs) = tokio::join!(
-        query::run(&core, &page, "sessions", json!({ "search": id, "limit": SUMMARY_CANDIDATES })),
+        query::run(&core, &page, "sessions", json!({ "session_id": id, "limit": 1 })),
         query::run(&core, &page, "transcript", json!({ "session_id": id, "limit": TRANSCRIPT_ITEMS, "since": from })),
         query::run(&core, &page, "traces", json!({ "session_id": id, "limit": RELATED + 1 })),
         query::run(&core, &page, "runs", json!({ "session_id": id, "limit": RELATED })),

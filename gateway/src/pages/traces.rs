@@ -8,8 +8,9 @@
 //!   trace has more, and says so. It is drawn as a tree: children under their parent in
 //!   start order; a span whose parent was never received is drawn as a root. Bars are SVG
 //!   rects on a 0–1000 scale of the trace's time (no inline styles: the CSP forbids them).
-//! - The trace's totals (time, spans, errors, tokens, cost) are summed from those spans:
-//!   the `traces` shape has no argument for one trace.
+//! - The trace's totals (time, spans, errors, tokens, cost) are its row of the `traces`
+//!   shape (`trace_id`), so they count every span even when the waterfall is cut; summed
+//!   from the waterfall's spans only when that row is missing.
 //! - The conversation shows the trace's messages and log records (the `transcript` shape
 //!   by `trace_id`); its spans are the waterfall already. The selected span's own messages
 //!   are repeated beside its details.
@@ -264,10 +265,12 @@ async fn detail(
     // Trace ids are stored as lowercase hex: an id pasted in capitals finds its trace too.
     let id = if id.bytes().all(|b| b.is_ascii_hexdigit()) { id.to_ascii_lowercase() } else { id };
     let chosen = view.span.trim().to_ascii_lowercase();
-    let (spans, transcript) = tokio::join!(
+    let (spans, transcript, summary) = tokio::join!(
         query::run(&core, &page, "spans", json!({ "trace_id": id, "limit": MAX_SPANS })),
         query::run(&core, &page, "transcript", json!({ "trace_id": id, "limit": TRANSCRIPT_ITEMS })),
+        query::run(&core, &page, "traces", json!({ "trace_id": id, "limit": 1 })),
     );
+    let summary = summary.ok().and_then(|rows| rows.rows.into_iter().next());
     let (transcript_rows, conversation_warning, transcript_failed) = match transcript {
         Ok(rows) => {
             let warning = rows_warning(&rows);
@@ -317,7 +320,7 @@ async fn detail(
         && conversation_warning.is_empty();
     let waterfall = match spans_failed {
         Some(failure) => Err(failure),
-        None => Ok(waterfall(&span_rows, &tree, &here, &selected_id)),
+        None => Ok(waterfall(&span_rows, summary.as_ref(), &tree, &here, &selected_id)),
     };
     let without_spans: Vec<_> = transcript_rows.into_iter().filter(|r| text(r, "source") != "span").collect();
     let conversation = match transcript_failed {
@@ -395,7 +398,13 @@ fn tree(rows: &[Map<String, Value>]) -> Vec<(usize, String)> {
     out
 }
 
-fn waterfall(rows: &[Map<String, Value>], tree: &[(usize, String)], here: &str, selected: &str) -> Waterfall {
+fn waterfall(
+    rows: &[Map<String, Value>],
+    summary: Option<&Map<String, Value>>,
+    tree: &[(usize, String)],
+    here: &str,
+    selected: &str,
+) -> Waterfall {
     let span_ns = |r: &Map<String, Value>| {
         let start = unix_ns(&text(r, "start_time")).unwrap_or(0);
         let end = unix_ns(&text(r, "end_time")).unwrap_or(start).max(start);
@@ -462,13 +471,24 @@ fn waterfall(rows: &[Map<String, Value>], tree: &[(usize, String)], here: &str, 
             }
         })
         .collect();
+    // The trace's own row counts every span, also those past the waterfall's cut.
+    let (mut duration_ms, mut spans) = ((t1 - t0) as f64 / 1e6, rows.len() as i64);
+    if let Some(summary) = summary {
+        (duration_ms, spans) = (float(summary, "duration_ms"), int(summary, "spans"));
+        (errors, input, output, cost) = (
+            int(summary, "errors"),
+            int(summary, "input_tokens"),
+            int(summary, "output_tokens"),
+            float(summary, "cost_usd"),
+        );
+    }
     let root = tree.first().map(|(i, _)| text(&rows[*i], "name")).unwrap_or_default();
     let start = rows.iter().min_by_key(|r| span_ns(r).0).map(|r| When::iso(&text(r, "start_time"))).unwrap_or_default();
     Waterfall {
         name: root,
         stats: vec![
-            Stat::new("Duration", format::duration_ms((t1 - t0) as f64 / 1e6)),
-            Stat::new("Spans", count(rows.len() as i64)),
+            Stat::new("Duration", format::duration_ms(duration_ms)),
+            Stat::new("Spans", count(spans)),
             Stat { label: "Errors", value: count(errors), alert: errors > 0 },
             Stat::new("Input tokens", tokens(input)),
             Stat::new("Output tokens", tokens(output)),
@@ -613,7 +633,7 @@ mod tests {
     fn bars_sit_on_the_traces_time_scale() {
         let rows = vec![span("b", "a", 50), span("a", "", 0)];
         let tree = tree(&rows);
-        let w = waterfall(&rows, &tree, "/dashboard/traces/t", "b");
+        let w = waterfall(&rows, None, &tree, "/dashboard/traces/t", "b");
         assert_eq!((w.lines[0].x.as_str(), w.lines[0].width.as_str()), ("0.0", "166.7"));
         assert_eq!((w.lines[1].x.as_str(), w.lines[1].width.as_str()), ("833.3", "166.7"));
         assert!(w.lines[1].selected && w.lines[1].class.contains("selected"));

@@ -192,6 +192,7 @@ pub const SHAPES: &[Shape] = &[
         args: &[
             ArgSpec::integer("limit", "most rows", 50, 1, 500),
             OFFSET,
+            ArgSpec::string("session_id", "only this session (its totals)"),
             ArgSpec::string("agent_id", "only this agent's sessions"),
             ArgSpec::string("service", "only sessions last seen from this service"),
             ArgSpec::string("model", "only sessions whose last model is this one"),
@@ -217,6 +218,7 @@ pub const SHAPES: &[Shape] = &[
         plan: Plan::Table {
             from: "sessions",
             filters: &[
+                filter("session_id", "session_id", Eq),
                 filter("agent_id", "agent_id", Eq),
                 filter("service", "service", Eq),
                 filter("model", "last_model", Eq),
@@ -347,6 +349,7 @@ pub const SHAPES: &[Shape] = &[
         args: &[
             ArgSpec::integer("limit", "most rows", 50, 1, 500),
             OFFSET,
+            ArgSpec::string("trace_id", "only this trace (hex): its totals"),
             ArgSpec::string("session_id", "only this session's traces"),
             ArgSpec::string("service", "only traces whose root is in this service"),
             ArgSpec::string("model", "only traces with a span of this model"),
@@ -371,6 +374,7 @@ pub const SHAPES: &[Shape] = &[
         plan: Plan::Table {
             from: "traces",
             filters: &[
+                filter("trace_id", "trace_id", Eq),
                 filter("session_id", "session_id", Eq),
                 filter("service", "service", Eq),
                 filter(

@@ -73,6 +73,64 @@ async fn assert_no_console_errors(browser: &Browser, page: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exported_telemetry_reads_on_the_sessions_trace_and_usage_pages() {
+    if Browser::skipped() {
+        return;
+    }
+    let server = TestServer::start(Backend::Sqlite).await;
+    send_turn(&server, "sess-parcel-7731", "support turn").await;
+    let browser = Browser::start().await;
+
+    browser.open(&server.url("/dashboard/sessions")).await;
+    browser.wait_for_text("sess-parcel-7731", Duration::from_secs(10)).await.unwrap();
+    browser.screenshot("sessions").await;
+    assert_no_console_errors(&browser, "sessions").await;
+
+    browser.client.find(Locator::LinkText("sess-parcel-7731")).await.unwrap().click().await.unwrap();
+    browser.wait_for_text("Where is my parcel 7731?", Duration::from_secs(10)).await.unwrap();
+    let text = browser.main_text().await;
+    assert!(text.contains("Parcel 7731 left the depot this morning."), "{text}");
+    assert!(text.contains("gpt-4o-mini"), "{text}");
+    browser.screenshot("session").await;
+    assert_no_console_errors(&browser, "session").await;
+
+    browser.open(&server.url("/dashboard/traces")).await;
+    browser.wait_for_text("support turn", Duration::from_secs(10)).await.unwrap();
+    browser.screenshot("traces").await;
+    assert_no_console_errors(&browser, "traces").await;
+    browser.client.find(Locator::LinkText("support turn")).await.unwrap().click().await.unwrap();
+    browser.wait_for_text("execute_tool track_parcel", Duration::from_secs(10)).await.unwrap();
+    browser.client.find(Locator::LinkText("execute_tool track_parcel")).await.unwrap().click().await.unwrap();
+    browser.wait_for_text("carrier API timed out", Duration::from_secs(10)).await.unwrap();
+    let url = browser.client.current_url().await.unwrap();
+    assert!(url.query().unwrap_or_default().contains("span="), "the selected span is in the URL: {url}");
+    let text = browser.main_text().await;
+    assert!(text.contains("retry") && text.contains("support-bot"), "events and resource in the pane: {text}");
+    browser.screenshot("trace").await;
+    assert_no_console_errors(&browser, "trace").await;
+
+    browser.open(&server.url("/dashboard/usage")).await;
+    browser.wait_for_text("gpt-4o-mini", Duration::from_secs(10)).await.unwrap();
+    // uPlot drew both charts (a canvas each) from the page's data block.
+    browser.client.wait().at_most(Duration::from_secs(10)).for_element(Locator::Css(".chart canvas")).await.unwrap();
+    let charts = browser.client.find_all(Locator::Css(".chart canvas")).await.unwrap();
+    assert_eq!(charts.len(), 2);
+    browser.screenshot("usage").await;
+    assert_no_console_errors(&browser, "usage").await;
+
+    browser.open(&server.url("/")).await;
+    browser.wait_for_text("sess-parcel-7731", Duration::from_secs(10)).await.unwrap();
+    browser.screenshot("overview").await;
+    assert_no_console_errors(&browser, "overview").await;
+    browser.resize(390, 844).await;
+    browser.open(&server.url("/dashboard")).await;
+    browser.screenshot("overview-390").await;
+    browser.open(&server.url("/dashboard/sessions/sess-parcel-7731")).await;
+    browser.screenshot("session-390").await;
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_live_page_shows_a_span_ingested_while_it_is_open() {
     if Browser::skipped() {
         return;
@@ -105,6 +163,27 @@ async fn the_live_page_shows_a_span_ingested_while_it_is_open() {
         .unwrap_or_else(|text| panic!("resume did not replay what came while paused: {text}"));
     browser.screenshot("live").await;
     assert_no_console_errors(&browser, "live").await;
+    browser.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_page_loads_without_console_errors() {
+    if Browser::skipped() {
+        return;
+    }
+    let server = TestServer::start(Backend::Sqlite).await;
+    send_turn(&server, "sess-every-page", "every page turn").await;
+    let browser = Browser::start().await;
+    for path in roost_gateway::pages::layout::NAV.iter().map(|item| item.href) {
+        browser.open(&server.url(path)).await;
+        let heading = browser.text_of("h1").await;
+        assert!(!heading.is_empty(), "{path} has a heading");
+        let footer = browser.text_of("footer.backed").await;
+        assert!(footer.contains("Backed by"), "{path} names its API calls: {footer}");
+        assert_no_console_errors(&browser, path).await;
+        let name = path.trim_start_matches("/dashboard").trim_start_matches('/');
+        browser.screenshot(&format!("page-{}", if name.is_empty() { "dashboard" } else { name })).await;
+    }
     browser.close().await;
 }
 

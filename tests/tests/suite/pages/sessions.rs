@@ -413,7 +413,7 @@ async fn a_session_shows_its_totals_conversation_traces_and_runs(backend: Backen
     assert_eq!(
         queries(&page),
         [
-            json!({"shape": "sessions", "args": {"limit": 500, "search": session}}),
+            json!({"shape": "sessions", "args": {"limit": 1, "session_id": session}}),
             json!({"shape": "transcript", "args": {"limit": 500, "session_id": session}}),
             json!({"shape": "traces", "args": {"limit": 21, "session_id": session}}),
             json!({"shape": "runs", "args": {"limit": 20, "session_id": session}}),
@@ -444,8 +444,8 @@ async fn a_hosted_agents_turns_read_as_a_conversation(backend: Backend) {
     assert!(page.texts("li.msg.assistant header").join(" ").contains("echo"), "the model");
     // It is in the list too, under its agent.
     let list = visitor.get("/dashboard/sessions").await;
-    assert_eq!(listed(&list), [id.clone()]);
-    assert_eq!(list.texts("table.sessions tbody td:nth-child(2)"), [id.clone()]);
+    assert_eq!(listed(&list), [id.as_str()]);
+    assert_eq!(list.texts("table.sessions tbody td:nth-child(2)"), [id.as_str()]);
 }
 
 async fn a_long_conversation_pages_without_losing_or_repeating_items(backend: Backend) {

@@ -244,6 +244,7 @@ async fn a_trace_is_a_waterfall_with_the_selected_spans_details(backend: Backend
         [
             json!({"shape": "spans", "args": {"trace_id": trace, "limit": 1000}}),
             json!({"shape": "transcript", "args": {"trace_id": trace, "limit": 500}}),
+            json!({"shape": "traces", "args": {"trace_id": trace, "limit": 1}}),
             json!({"shape": "span", "args": {"trace_id": trace, "span_id": "0000000000000001"}}),
         ]
     );
