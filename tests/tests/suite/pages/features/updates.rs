@@ -116,4 +116,16 @@ async fn check_now_shows_what_the_index_has(backend: Backend) {
     assert!(history[0][0].ends_with(" UTC"), "{history:?}");
     assert!(history.iter().any(|r| r[1] == "check" && r.join(" ").contains("0.3.0")), "{history:?}");
     assert!(installer.installs().is_empty(), "a dashboard role never installs");
+
+    // The overview's banner names the version; its Dismiss button hides it for good.
+    let overview = visitor.get("/dashboard").await;
+    let banner = overview.texts("section.banner").join(" ");
+    assert!(banner.contains("roost 0.3.0 is available.") && banner.contains("This is 0.2.0."), "{banner}");
+    assert_eq!(overview.attrs("section.banner input[name=version]", "value"), ["0.3.0"]);
+    let dismissed = visitor.post_form("/dashboard/dismiss", &[("version", "0.3.0")]).await;
+    let overview = follow(&mut visitor, &dismissed).await;
+    assert!(notice(&overview).contains("The banner for 0.3.0 is dismissed."), "{}", notice(&overview));
+    assert!(overview.texts("section.banner").is_empty(), "the banner is gone");
+    let status = server.api(None).get("/api/update-check/status").await.ok();
+    assert_eq!(status["show_banner"], false);
 }
