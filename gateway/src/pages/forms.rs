@@ -1,14 +1,74 @@
-//! What every page form shares: the CSRF refusal, the error answer, and the redirect back
-//! with a notice (post/redirect/get, so a reload never posts twice).
+//! What every page form shares: the CSRF check ([`Posted`]), the error answer, the redirect
+//! back with a notice (post/redirect/get, so a reload never posts twice), and
+//! [`submit`], which makes the core call a form stands for and answers with one or the
+//! other.
 
-use axum::response::{IntoResponse, Redirect, Response};
+use std::future::Future;
+
+use axum::{
+    Form,
+    extract::{FromRequest, FromRequestParts, Request},
+    response::{IntoResponse, Redirect, Response},
+};
 use http::StatusCode;
 use roost_proto::ApiError;
+use serde::de::DeserializeOwned;
 
 use super::{
     Message,
     layout::{PageCall, percent_encode},
 };
+
+/// A posted form whose hidden `csrf` field carries the visitor's form key.
+pub trait CsrfField {
+    /// The posted `csrf` field.
+    fn csrf(&self) -> &str;
+}
+
+/// A page form's post, extracted only when its `csrf` field matches the visitor's CSRF
+/// cookie; otherwise the handler never runs and the answer is [`expired`].
+///
+/// An extractor rather than a check at the top of each handler: a handler that takes its
+/// form as `Posted` cannot forget the check, and the check stays where the form is
+/// named. The order is that of the separate extractors it replaces: `PageCall`, then the
+/// body (`Form`'s own rejections first), then the CSRF comparison; nothing reaches the
+/// core before it.
+pub struct Posted<T>(pub PageCall, pub T);
+
+impl<S, T> FromRequest<S> for Posted<T>
+where
+    S: Send + Sync,
+    T: CsrfField + DeserializeOwned,
+{
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let (mut parts, body) = request.into_parts();
+        let page = match PageCall::from_request_parts(&mut parts, state).await {
+            Ok(page) => page,
+            Err(never) => match never {},
+        };
+        let Form(form) = Form::<T>::from_request(Request::from_parts(parts, body), state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        if !page.csrf_matches(form.csrf()) {
+            return Err(expired(&page));
+        }
+        Ok(Self(page, form))
+    }
+}
+
+/// Implements [`CsrfField`] for form structs with a `csrf: String` field.
+macro_rules! csrf_field {
+    ($($form:ty),+ $(,)?) => {
+        $(impl $crate::pages::forms::CsrfField for $form {
+            fn csrf(&self) -> &str {
+                &self.csrf
+            }
+        })+
+    };
+}
+pub(crate) use csrf_field;
 
 /// A post whose `csrf` field does not match the visitor's cookie: 403, nothing changed.
 pub fn expired(page: &PageCall) -> Response {
@@ -36,4 +96,33 @@ pub fn failed(page: &PageCall, err: &ApiError) -> Response {
 pub fn done(path: &str, notice: &str) -> Response {
     let joiner = if path.contains('?') { '&' } else { '?' };
     Redirect::to(&format!("{path}{joiner}done={}", percent_encode(notice))).into_response()
+}
+
+/// Makes a form's core call (`api` is how it reads over REST, for the footer): when it is
+/// done, 303 to `back` with `notice(answer)`; when the core refuses, [`failed`].
+pub async fn submit<T>(
+    page: &PageCall,
+    api: impl Into<String>,
+    call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    back: &str,
+    notice: impl FnOnce(T) -> String,
+) -> Response {
+    submit_to(page, api, call, |answer| (back.to_owned(), notice(answer))).await
+}
+
+/// [`submit`] where where to go back to depends on the answer too (a new thing's own
+/// page): `then(answer)` is `(path, notice)`.
+pub async fn submit_to<T>(
+    page: &PageCall,
+    api: impl Into<String>,
+    call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    then: impl FnOnce(T) -> (String, String),
+) -> Response {
+    match page.load(api, call).await {
+        Ok(answer) => {
+            let (path, notice) = then(answer);
+            done(&path, &notice)
+        }
+        Err(err) => failed(page, &err),
+    }
 }

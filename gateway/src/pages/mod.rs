@@ -18,6 +18,7 @@ mod features;
 mod format;
 pub mod forms;
 pub mod layout;
+mod listing;
 mod live;
 mod overview;
 mod query;

@@ -4,7 +4,7 @@
 
 use askama::Template;
 use axum::{
-    Form, Router,
+    Router,
     extract::State,
     response::Response,
     routing::{get, post},
@@ -14,7 +14,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{
-    Failure, When, count, float, format, int,
+    Failure, When, count, float, format,
+    forms::{Posted, csrf_field, submit},
+    int,
     layout::{Chrome, PageCall, percent_encode},
     query, rate, text, tokens, usd,
 };
@@ -146,15 +148,14 @@ struct Dismiss {
     csrf: String,
 }
 
+csrf_field!(Dismiss);
+
 /// The banner's dismiss button: `POST /api/update-check/dismiss {"version"}` through the
 /// update service, then back to the overview.
-async fn dismiss(State(core): State<Core>, page: PageCall, Form(form): Form<Dismiss>) -> Response {
-    if !page.csrf_matches(&form.csrf) {
-        return super::forms::expired(&page);
-    }
+async fn dismiss(State(core): State<Core>, Posted(page, form): Posted<Dismiss>) -> Response {
     let request = DismissRequest { version: form.version.clone() };
-    match page.load("POST /api/update-check/dismiss", core.updates.dismiss(page.request(request))).await {
-        Ok(_) => super::forms::done("/dashboard", &format!("The banner for {} is dismissed.", form.version)),
-        Err(err) => super::forms::failed(&page, &err),
-    }
+    submit(&page, "POST /api/update-check/dismiss", core.updates.dismiss(page.request(request)), "/dashboard", |_| {
+        format!("The banner for {} is dismissed.", form.version)
+    })
+    .await
 }

@@ -31,14 +31,13 @@ use serde_json::{Map, Value, json};
 use super::{
     Failure, When, count, float, format, int,
     layout::{Chrome, PageCall, percent_encode},
+    listing::{
+        Filters, PAGE_SIZE, Pager, WINDOWS, known_window, link, page_number, rows_page, rows_warning, window_since,
+    },
     query, text, tokens, usd,
 };
 use crate::Core;
 
-/// Rows a list page shows.
-pub(super) const PAGE_SIZE: i64 = 50;
-/// The last page a list offers (q/1 offsets stop at 10,000).
-pub(super) const MAX_PAGE: i64 = 10_000 / PAGE_SIZE + 1;
 /// Items of a conversation read at once (the most the `transcript` shape answers is 5,000).
 const TRANSCRIPT_ITEMS: i64 = 500;
 /// Traces and runs listed on a session's page (the rest are a link away).
@@ -50,75 +49,12 @@ const ACTIVITY_CHARS: usize = 300;
 /// Characters of a tool call's arguments.
 const ARGUMENT_CHARS: usize = 2000;
 
-/// The activity windows the list pages offer: (value, label, seconds).
-pub(super) const WINDOWS: &[(&str, &str, i64)] = &[
-    ("1h", "Last hour", 3600),
-    ("24h", "Last 24 hours", 86_400),
-    ("7d", "Last 7 days", 7 * 86_400),
-    ("30d", "Last 30 days", 30 * 86_400),
-];
-
 pub(super) fn routes() -> Router<Core> {
     Router::new().route("/dashboard/sessions", get(list)).route("/dashboard/sessions/{session_id}", get(detail))
 }
 
 // ---------------------------------------------------------------------------------------
-// What both list pages share: windows, page numbers, links.
-
-/// `since` for a window value (`""` or unknown: none).
-pub(super) fn window_since(window: &str) -> Option<String> {
-    WINDOWS
-        .iter()
-        .find(|(value, ..)| *value == window)
-        .map(|(.., secs)| format::rfc3339(format::now_ms() / 1000 - secs, 0))
-}
-
-/// A known window value, or `""`.
-pub(super) fn known_window(window: &str) -> String {
-    if WINDOWS.iter().any(|(value, ..)| *value == window) { window.to_owned() } else { String::new() }
-}
-
-/// The page number of `?page=` (1 when absent or unreadable; at most [`MAX_PAGE`]).
-pub(super) fn page_number(value: &str) -> i64 {
-    value.trim().parse::<i64>().ok().filter(|p| *p >= 1).unwrap_or(1).min(MAX_PAGE)
-}
-
-/// `path` with the non-empty `params` as its query.
-pub(super) fn link(path: &str, params: &[(&str, &str)]) -> String {
-    let query: Vec<String> =
-        params.iter().filter(|(_, v)| !v.is_empty()).map(|(k, v)| format!("{k}={}", percent_encode(v))).collect();
-    if query.is_empty() { path.to_owned() } else { format!("{path}?{}", query.join("&")) }
-}
-
-/// The links between pages of a list.
-pub(super) struct Pager {
-    /// What this page shows (`Sessions 51–100`), empty when there is one page only.
-    pub(super) showing: String,
-    /// The previous page, if any.
-    pub(super) prev: Option<String>,
-    /// The next page, if any.
-    pub(super) next: Option<String>,
-}
-
-impl Pager {
-    /// For page `number` of `noun`, which got `shown` rows and knows whether more follow;
-    /// `at(n)` is page n's link.
-    pub(super) fn new(noun: &str, number: i64, shown: usize, more: bool, at: impl Fn(i64) -> String) -> Self {
-        let first = (number - 1) * PAGE_SIZE + 1;
-        let showing = if number == 1 && !more {
-            String::new()
-        } else if shown == 0 {
-            format!("Page {number}")
-        } else {
-            format!("{noun} {}–{}", count(first), count(first + shown as i64 - 1))
-        };
-        Self {
-            showing,
-            prev: (number > 1).then(|| at(number - 1)),
-            next: (more && number < MAX_PAGE).then(|| at(number + 1)),
-        }
-    }
-}
+// What both pages show of sessions and traces: times, usage, links.
 
 /// Milliseconds between two RFC 3339 times (none when either is unreadable).
 pub(super) fn between_ms(from: &str, to: &str) -> Option<f64> {
@@ -156,18 +92,6 @@ pub(super) fn span_href(trace_id: &str, span_id: &str) -> String {
 /// The session page of `session_id`.
 pub(super) fn session_href(session_id: &str) -> String {
     format!("/dashboard/sessions/{}", percent_encode(session_id))
-}
-
-/// A q/1 answer's notes: its warning, and a word when rows were left out.
-pub(super) fn rows_warning(rows: &query::Rows) -> String {
-    let mut warning = rows.warning.clone();
-    if rows.truncated {
-        if !warning.is_empty() {
-            warning.push(' ');
-        }
-        warning.push_str("Some rows were left out to keep the answer within its size limit.");
-    }
-    warning
 }
 
 // ---------------------------------------------------------------------------------------
@@ -364,33 +288,19 @@ impl ListQuery {
             page: self.page,
         }
     }
+}
 
-    fn filtered(&self) -> bool {
-        [&self.search, &self.agent, &self.service, &self.model, &self.window].iter().any(|v| !v.is_empty())
-    }
+impl Filters for ListQuery {
+    const PATH: &'static str = "/dashboard/sessions";
 
-    /// The first page of this list.
-    fn first_page(&self) -> String {
-        self.href(("", ""), 1)
-    }
-
-    /// This list with `change` made: (name, value) replaced.
-    fn href(&self, change: (&str, &str), page: i64) -> String {
-        let page = if page > 1 { page.to_string() } else { String::new() };
-        let mut params = vec![
-            ("search", self.search.as_str()),
-            ("agent", self.agent.as_str()),
-            ("service", self.service.as_str()),
-            ("model", self.model.as_str()),
-            ("window", self.window.as_str()),
-        ];
-        for param in &mut params {
-            if param.0 == change.0 {
-                param.1 = change.1;
-            }
-        }
-        params.push(("page", page.as_str()));
-        link("/dashboard/sessions", &params)
+    fn params(&self) -> Vec<(&'static str, &str)> {
+        vec![
+            ("search", &self.search),
+            ("agent", &self.agent),
+            ("service", &self.service),
+            ("model", &self.model),
+            ("window", &self.window),
+        ]
     }
 }
 
@@ -441,17 +351,7 @@ async fn list(State(core): State<Core>, page: PageCall, Query(filter): Query<Lis
         "since": window_since(&filter.window),
     });
     let answer = query::run(&core, &page, "sessions", args).await;
-    let (sessions, warning, more) = match answer {
-        Ok(mut rows) => {
-            let more = rows.rows.len() as i64 > PAGE_SIZE;
-            rows.rows.truncate(PAGE_SIZE as usize);
-            let warning = rows_warning(&rows);
-            (Ok(rows.rows.iter().map(|r| session_row(r, &filter)).collect::<Vec<_>>()), warning, more)
-        }
-        Err(err) => (Err(Failure::from(err)), String::new(), false),
-    };
-    let shown = sessions.as_ref().map_or(0, Vec::len);
-    let pager = Pager::new("Sessions", number, shown, more, |n| filter.href(("", ""), n));
+    let (sessions, warning, pager) = rows_page(answer, "Sessions", number, &filter, |r| session_row(r, &filter));
     let view = List {
         chrome: page.chrome("Sessions", "/dashboard/sessions"),
         filtered: filter.filtered(),
@@ -776,14 +676,7 @@ mod tests {
     }
 
     #[test]
-    fn pages_and_links() {
-        assert_eq!((page_number(""), page_number("3"), page_number("-1"), page_number("x")), (1, 3, 1, 1));
-        assert_eq!(page_number("999999"), MAX_PAGE);
-        assert_eq!(link("/p", &[("a", ""), ("b", "x y/z")]), "/p?b=x%20y%2Fz");
-        let pager = Pager::new("Sessions", 2, 50, true, |n| format!("/s?page={n}"));
-        assert_eq!(pager.showing, "Sessions 51–100");
-        assert_eq!((pager.prev.as_deref(), pager.next.as_deref()), (Some("/s?page=1"), Some("/s?page=3")));
-        assert!(Pager::new("Sessions", 1, 3, false, |_| String::new()).showing.is_empty());
+    fn times_between() {
         assert_eq!(between_ms("2026-01-01T00:00:00Z", "2026-01-01T00:00:01.5Z"), Some(1500.0));
     }
 }

@@ -31,11 +31,11 @@ use serde_json::{Map, Value, json};
 use super::{
     Failure, When, count, float, format, int,
     layout::{Chrome, PageCall, percent_encode},
-    query,
-    sessions::{
-        Entry, PAGE_SIZE, Pager, Stat, TraceRow, WINDOWS, conversation, known_window, link, page_number, rows_warning,
-        session_href, span_href, unix_ns, usage_text, window_since,
+    listing::{
+        Filters, PAGE_SIZE, Pager, WINDOWS, known_window, link, page_number, rows_page, rows_warning, window_since,
     },
+    query,
+    sessions::{Entry, Stat, TraceRow, conversation, session_href, span_href, unix_ns, usage_text},
     text, tokens, usd,
 };
 use crate::Core;
@@ -86,33 +86,19 @@ impl ListQuery {
     fn errors_only(&self) -> bool {
         !self.errors.is_empty()
     }
+}
 
-    fn filtered(&self) -> bool {
-        [&self.session, &self.service, &self.model, &self.errors, &self.window].iter().any(|v| !v.is_empty())
-    }
+impl Filters for ListQuery {
+    const PATH: &'static str = "/dashboard/traces";
 
-    /// The first page of this list.
-    fn first_page(&self) -> String {
-        self.href(("", ""), 1)
-    }
-
-    /// This list with `change` made: (name, value) replaced.
-    fn href(&self, change: (&str, &str), page: i64) -> String {
-        let page = if page > 1 { page.to_string() } else { String::new() };
-        let mut params = vec![
-            ("session", self.session.as_str()),
-            ("service", self.service.as_str()),
-            ("model", self.model.as_str()),
-            ("errors", self.errors.as_str()),
-            ("window", self.window.as_str()),
-        ];
-        for param in &mut params {
-            if param.0 == change.0 {
-                param.1 = change.1;
-            }
-        }
-        params.push(("page", page.as_str()));
-        link("/dashboard/traces", &params)
+    fn params(&self) -> Vec<(&'static str, &str)> {
+        vec![
+            ("session", &self.session),
+            ("service", &self.service),
+            ("model", &self.model),
+            ("errors", &self.errors),
+            ("window", &self.window),
+        ]
     }
 }
 
@@ -147,25 +133,11 @@ async fn list(State(core): State<Core>, page: PageCall, Query(filter): Query<Lis
         "errors_only": filter.errors_only().then_some(true),
         "since": window_since(&filter.window),
     });
-    let (traces, warning, more) = match query::run(&core, &page, "traces", args).await {
-        Ok(mut rows) => {
-            let more = rows.rows.len() as i64 > PAGE_SIZE;
-            rows.rows.truncate(PAGE_SIZE as usize);
-            let warning = rows_warning(&rows);
-            let list = rows
-                .rows
-                .iter()
-                .map(|r| {
-                    let trace = TraceRow::of(r);
-                    ListRow { service_href: filter.href(("service", &trace.service), 1), trace }
-                })
-                .collect::<Vec<_>>();
-            (Ok(list), warning, more)
-        }
-        Err(err) => (Err(Failure::from(err)), String::new(), false),
-    };
-    let shown = traces.as_ref().map_or(0, Vec::len);
-    let pager = Pager::new("Traces", number, shown, more, |n| filter.href(("", ""), n));
+    let answer = query::run(&core, &page, "traces", args).await;
+    let (traces, warning, pager) = rows_page(answer, "Traces", number, &filter, |r| {
+        let trace = TraceRow::of(r);
+        ListRow { service_href: filter.href(("service", &trace.service), 1), trace }
+    });
     let view = List {
         chrome: page.chrome("Traces", "/dashboard/traces"),
         filtered: filter.filtered(),

@@ -6,7 +6,7 @@
 
 use askama::Template;
 use axum::{
-    Form, Router,
+    Router,
     extract::State,
     response::Response,
     routing::{get, post},
@@ -22,7 +22,7 @@ use serde::Deserialize;
 
 use super::{
     Failure, When, duration_ms,
-    forms::{done, expired, failed},
+    forms::{Posted, csrf_field, failed, submit},
     layout::{Chrome, PageCall},
 };
 use crate::Core;
@@ -191,10 +191,7 @@ struct AutoUpdate {
 }
 
 /// The toggle: `POST /api/update-check/config {"auto_update": …}`.
-async fn set_config(State(core): State<Core>, page: PageCall, Form(form): Form<AutoUpdate>) -> Response {
-    if !page.csrf_matches(&form.csrf) {
-        return expired(&page);
-    }
+async fn set_config(State(core): State<Core>, Posted(page, form): Posted<AutoUpdate>) -> Response {
     let auto_update = match form.auto_update.trim() {
         "true" => Some(true),
         "false" => Some(false),
@@ -209,23 +206,20 @@ async fn set_config(State(core): State<Core>, page: PageCall, Form(form): Form<A
         None => "POST /api/update-check/config {}".to_owned(),
     };
     let request = SetUpdateConfigRequest { auto_update };
-    match page.load(api, core.updates.set_update_config(page.request(request))).await {
-        Ok(answer) => {
-            let choice = if auto_update == Some(true) { "on" } else { "off" };
-            let notice = if answer.kill_switch {
-                format!(
-                    "Automatic updates are stored as {choice}, but the kill switch (SERVICE_AUTO_UPDATE=off) keeps \
-                     anything from installing."
-                )
-            } else if answer.effective_auto_update {
-                format!("Automatic updates are {choice}: this roost installs new releases unattended.")
-            } else {
-                format!("Automatic updates are {choice}: nothing installs unattended.")
-            };
-            done(HERE, &notice)
+    submit(&page, api, core.updates.set_update_config(page.request(request)), HERE, |answer| {
+        let choice = if auto_update == Some(true) { "on" } else { "off" };
+        if answer.kill_switch {
+            format!(
+                "Automatic updates are stored as {choice}, but the kill switch (SERVICE_AUTO_UPDATE=off) keeps \
+                 anything from installing."
+            )
+        } else if answer.effective_auto_update {
+            format!("Automatic updates are {choice}: this roost installs new releases unattended.")
+        } else {
+            format!("Automatic updates are {choice}: nothing installs unattended.")
         }
-        Err(err) => failed(&page, &err),
-    }
+    })
+    .await
 }
 
 #[derive(Debug, Deserialize)]
@@ -234,28 +228,25 @@ struct CheckNow {
     csrf: String,
 }
 
+csrf_field!(AutoUpdate, CheckNow);
+
 /// Check now: `POST /api/update-check/check-now`; what the check found is the notice.
-async fn check_now(State(core): State<Core>, page: PageCall, Form(form): Form<CheckNow>) -> Response {
-    if !page.csrf_matches(&form.csrf) {
-        return expired(&page);
-    }
-    match page.load("POST /api/update-check/check-now", core.updates.check_now(page.request(CheckNowRequest {}))).await
-    {
-        Ok(answer) => {
-            let check = answer.check.unwrap_or_default();
-            let mut notice = format!("Checked the package index: {}", check.outcome);
-            if !check.version.is_empty() {
-                notice.push_str(&format!(" ({})", check.version));
-            }
-            if !check.detail.is_empty() {
-                notice.push_str(&format!(", {}", check.detail));
-            }
-            notice.push('.');
-            if let Some(install) = answer.install {
-                notice.push_str(&format!(" Installing {}: {}.", install.version, install.outcome));
-            }
-            done(HERE, &notice)
+async fn check_now(State(core): State<Core>, Posted(page, _): Posted<CheckNow>) -> Response {
+    let call = core.updates.check_now(page.request(CheckNowRequest {}));
+    submit(&page, "POST /api/update-check/check-now", call, HERE, |answer| {
+        let check = answer.check.unwrap_or_default();
+        let mut notice = format!("Checked the package index: {}", check.outcome);
+        if !check.version.is_empty() {
+            notice.push_str(&format!(" ({})", check.version));
         }
-        Err(err) => failed(&page, &err),
-    }
+        if !check.detail.is_empty() {
+            notice.push_str(&format!(", {}", check.detail));
+        }
+        notice.push('.');
+        if let Some(install) = answer.install {
+            notice.push_str(&format!(" Installing {}: {}.", install.version, install.outcome));
+        }
+        notice
+    })
+    .await
 }

@@ -4,7 +4,6 @@
 
 use askama::Template;
 use axum::{
-    Form,
     extract::{Path, State},
     response::Response,
 };
@@ -22,7 +21,7 @@ use crate::{
     Core,
     pages::{
         Failure, When, count, duration_ms,
-        forms::{done, expired, failed},
+        forms::{Posted, csrf_field, failed, submit},
         layout::{Chrome, PageCall},
         usd,
     },
@@ -183,22 +182,17 @@ fn new_rule(form: &NewRule) -> Result<CreateAlertRuleRequest, ApiError> {
     })
 }
 
-pub(super) async fn create(State(core): State<Core>, page: PageCall, Form(form): Form<NewRule>) -> Response {
-    if !page.csrf_matches(&form.csrf) {
-        return expired(&page);
-    }
+pub(super) async fn create(State(core): State<Core>, Posted(page, form): Posted<NewRule>) -> Response {
     let request = match new_rule(&form) {
         Ok(request) => request,
         Err(err) => return failed(&page, &err),
     };
     let api = rest("POST /api/alerts", &request);
-    match page.load(api, core.features.create_alert_rule(page.request(request))).await {
-        Ok(answer) => {
-            let rule = answer.rule.unwrap_or_default();
-            done(HERE, &format!("Rule {} ({}) created.", display_name(&rule.name, &rule.id), rule.kind))
-        }
-        Err(err) => failed(&page, &err),
-    }
+    submit(&page, api, core.features.create_alert_rule(page.request(request)), HERE, |answer| {
+        let rule = answer.rule.unwrap_or_default();
+        format!("Rule {} ({}) created.", display_name(&rule.name, &rule.id), rule.kind)
+    })
+    .await
 }
 
 fn display_name(name: &str, id: &str) -> String {
@@ -237,24 +231,18 @@ fn rule_edit(id: String, form: &RuleEdit) -> Result<UpdateAlertRuleRequest, ApiE
 pub(super) async fn update(
     State(core): State<Core>,
     Path(id): Path<String>,
-    page: PageCall,
-    Form(form): Form<RuleEdit>,
+    Posted(page, form): Posted<RuleEdit>,
 ) -> Response {
-    if !page.csrf_matches(&form.csrf) {
-        return expired(&page);
-    }
     let request = match rule_edit(id.clone(), &form) {
         Ok(request) => request,
         Err(err) => return failed(&page, &err),
     };
     let api = rest(&format!("POST /api/alerts/rules/{id}"), &request);
-    match page.load(api, core.features.update_alert_rule(page.request(request))).await {
-        Ok(answer) => {
-            let rule = answer.rule.unwrap_or_default();
-            done(HERE, &format!("Rule {} updated.", display_name(&rule.name, &rule.id)))
-        }
-        Err(err) => failed(&page, &err),
-    }
+    submit(&page, api, core.features.update_alert_rule(page.request(request)), HERE, |answer| {
+        let rule = answer.rule.unwrap_or_default();
+        format!("Rule {} updated.", display_name(&rule.name, &rule.id))
+    })
+    .await
 }
 
 /// A form with nothing but its CSRF field (delete, acknowledge, kill).
@@ -264,44 +252,34 @@ pub(in crate::pages) struct Confirm {
     pub(in crate::pages) csrf: String,
 }
 
+csrf_field!(NewRule, RuleEdit, Confirm);
+
 pub(super) async fn delete(
     State(core): State<Core>,
     Path(id): Path<String>,
-    page: PageCall,
-    Form(form): Form<Confirm>,
+    Posted(page, _): Posted<Confirm>,
 ) -> Response {
-    if !page.csrf_matches(&form.csrf) {
-        return expired(&page);
-    }
     let request = DeleteAlertRuleRequest { id: id.clone() };
-    match page
-        .load(format!("DELETE /api/alerts/rules/{id}"), core.features.delete_alert_rule(page.request(request)))
-        .await
-    {
-        Ok(_) => done(HERE, &format!("Rule {id} deleted, with its alerts.")),
-        Err(err) => failed(&page, &err),
-    }
+    let api = format!("DELETE /api/alerts/rules/{id}");
+    submit(&page, api, core.features.delete_alert_rule(page.request(request)), HERE, |_| {
+        format!("Rule {id} deleted, with its alerts.")
+    })
+    .await
 }
 
 pub(super) async fn acknowledge(
     State(core): State<Core>,
     Path(id): Path<String>,
-    page: PageCall,
-    Form(form): Form<Confirm>,
+    Posted(page, _): Posted<Confirm>,
 ) -> Response {
-    if !page.csrf_matches(&form.csrf) {
-        return expired(&page);
-    }
     let Ok(number) = id.parse::<i64>() else {
         return failed(&page, &ApiError::not_found(format!("no alert {id}")));
     };
     let request = AcknowledgeAlertRequest { id: number };
-    match page.load(format!("POST /api/alerts/{id}/ack"), core.features.acknowledge_alert(page.request(request))).await
-    {
-        Ok(answer) => {
-            let alert = answer.alert.unwrap_or_default();
-            done(HERE, &format!("Alert {} of {} acknowledged.", alert.id, alert.rule_name))
-        }
-        Err(err) => failed(&page, &err),
-    }
+    let api = format!("POST /api/alerts/{id}/ack");
+    submit(&page, api, core.features.acknowledge_alert(page.request(request)), HERE, |answer| {
+        let alert = answer.alert.unwrap_or_default();
+        format!("Alert {} of {} acknowledged.", alert.id, alert.rule_name)
+    })
+    .await
 }

@@ -4,7 +4,6 @@
 
 use askama::Template;
 use axum::{
-    Form,
     extract::{Path, State},
     response::Response,
 };
@@ -23,7 +22,7 @@ use crate::{
     Core,
     pages::{
         Failure, Message, When, duration_ms,
-        forms::{done, expired, failed},
+        forms::{Posted, csrf_field, failed, submit, submit_to},
         layout::{Chrome, PageCall, percent_encode},
     },
 };
@@ -163,10 +162,7 @@ pub(super) struct NewCron {
     enabled: Option<String>,
 }
 
-pub(super) async fn create(State(core): State<Core>, page: PageCall, Form(form): Form<NewCron>) -> Response {
-    if !page.csrf_matches(&form.csrf) {
-        return expired(&page);
-    }
+pub(super) async fn create(State(core): State<Core>, Posted(page, form): Posted<NewCron>) -> Response {
     let request = match flag("enabled", form.enabled.as_deref()) {
         Ok(enabled) => CreateCronRequest {
             instance_id: form.instance_id.trim().to_owned(),
@@ -178,14 +174,12 @@ pub(super) async fn create(State(core): State<Core>, page: PageCall, Form(form):
         Err(err) => return failed(&page, &err),
     };
     let api = rest("POST /api/crons", &request);
-    match page.load(api, core.features.create_cron(page.request(request))).await {
-        Ok(answer) => {
-            let cron = answer.cron.unwrap_or_default();
-            let path = format!("{HERE}/{}", percent_encode(&cron.id));
-            done(&path, &format!("Cron {} created: {} to {}.", cron.id, cron.schedule, cron.instance_id))
-        }
-        Err(err) => failed(&page, &err),
-    }
+    submit_to(&page, api, core.features.create_cron(page.request(request)), |answer| {
+        let cron = answer.cron.unwrap_or_default();
+        let path = format!("{HERE}/{}", percent_encode(&cron.id));
+        (path, format!("Cron {} created: {} to {}.", cron.id, cron.schedule, cron.instance_id))
+    })
+    .await
 }
 
 /// Where a cron's forms go back to: the list, or the cron's own page (the default).
@@ -223,22 +217,15 @@ fn cron_edit(id: String, form: CronEdit) -> Result<UpdateCronRequest, ApiError> 
 pub(super) async fn update(
     State(core): State<Core>,
     Path(id): Path<String>,
-    page: PageCall,
-    Form(form): Form<CronEdit>,
+    Posted(page, form): Posted<CronEdit>,
 ) -> Response {
-    if !page.csrf_matches(&form.csrf) {
-        return expired(&page);
-    }
     let to = back(&id, &form.back);
     let request = match cron_edit(id.clone(), form) {
         Ok(request) => request,
         Err(err) => return failed(&page, &err),
     };
     let api = rest(&format!("POST /api/crons/{id}"), &request);
-    match page.load(api, core.features.update_cron(page.request(request))).await {
-        Ok(_) => done(&to, &format!("Cron {id} updated.")),
-        Err(err) => failed(&page, &err),
-    }
+    submit(&page, api, core.features.update_cron(page.request(request)), &to, |_| format!("Cron {id} updated.")).await
 }
 
 /// Kill and Delete: nothing but the CSRF field and where to go back to.
@@ -250,36 +237,30 @@ pub(super) struct CronAction {
     back: String,
 }
 
+csrf_field!(NewCron, CronEdit, CronAction);
+
 pub(super) async fn kill(
     State(core): State<Core>,
     Path(id): Path<String>,
-    page: PageCall,
-    Form(form): Form<CronAction>,
+    Posted(page, form): Posted<CronAction>,
 ) -> Response {
-    if !page.csrf_matches(&form.csrf) {
-        return expired(&page);
-    }
     let request = KillCronRequest { id: id.clone() };
-    match page.load(format!("POST /api/crons/{id}/kill"), core.features.kill_cron(page.request(request))).await {
-        Ok(_) => {
-            done(&back(&id, &form.back), &format!("Cron {id} killed: it will not run again (its history is kept)."))
-        }
-        Err(err) => failed(&page, &err),
-    }
+    let api = format!("POST /api/crons/{id}/kill");
+    submit(&page, api, core.features.kill_cron(page.request(request)), &back(&id, &form.back), |_| {
+        format!("Cron {id} killed: it will not run again (its history is kept).")
+    })
+    .await
 }
 
 pub(super) async fn delete(
     State(core): State<Core>,
     Path(id): Path<String>,
-    page: PageCall,
-    Form(form): Form<Confirm>,
+    Posted(page, _): Posted<Confirm>,
 ) -> Response {
-    if !page.csrf_matches(&form.csrf) {
-        return expired(&page);
-    }
     let request = DeleteCronRequest { id: id.clone() };
-    match page.load(format!("DELETE /api/crons/{id}"), core.features.delete_cron(page.request(request))).await {
-        Ok(_) => done(HERE, &format!("Cron {id} deleted, with its history.")),
-        Err(err) => failed(&page, &err),
-    }
+    let api = format!("DELETE /api/crons/{id}");
+    submit(&page, api, core.features.delete_cron(page.request(request)), HERE, |_| {
+        format!("Cron {id} deleted, with its history.")
+    })
+    .await
 }

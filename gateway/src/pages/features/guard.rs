@@ -4,7 +4,6 @@
 
 use askama::Template;
 use axum::{
-    Form,
     extract::{Path, State},
     response::Response,
 };
@@ -19,7 +18,7 @@ use crate::{
     Core,
     pages::{
         Failure, When,
-        forms::{done, expired, failed},
+        forms::{Posted, csrf_field, failed, submit},
         layout::{Chrome, PageCall},
         usd,
     },
@@ -137,23 +136,18 @@ fn new_policy(form: &NewPolicy) -> Result<CreateGuardPolicyRequest, ApiError> {
     })
 }
 
-pub(super) async fn create(State(core): State<Core>, page: PageCall, Form(form): Form<NewPolicy>) -> Response {
-    if !page.csrf_matches(&form.csrf) {
-        return expired(&page);
-    }
+pub(super) async fn create(State(core): State<Core>, Posted(page, form): Posted<NewPolicy>) -> Response {
     let request = match new_policy(&form) {
         Ok(request) => request,
         Err(err) => return failed(&page, &err),
     };
     let api = rest("POST /api/guard", &request);
-    match page.load(api, core.features.create_guard_policy(page.request(request))).await {
-        Ok(answer) => {
-            let policy = answer.policy.unwrap_or_default();
-            let whom = if policy.instance_id.is_empty() { "every agent".to_owned() } else { policy.instance_id };
-            done(HERE, &format!("Policy {} ({} for {whom}) created.", policy.id, policy.kind))
-        }
-        Err(err) => failed(&page, &err),
-    }
+    submit(&page, api, core.features.create_guard_policy(page.request(request)), HERE, |answer| {
+        let policy = answer.policy.unwrap_or_default();
+        let whom = if policy.instance_id.is_empty() { "every agent".to_owned() } else { policy.instance_id };
+        format!("Policy {} ({} for {whom}) created.", policy.id, policy.kind)
+    })
+    .await
 }
 
 /// A policy's edit form: absent or empty fields stay as they are.
@@ -167,15 +161,13 @@ pub(super) struct PolicyEdit {
     enabled: Option<String>,
 }
 
+csrf_field!(NewPolicy, PolicyEdit);
+
 pub(super) async fn update(
     State(core): State<Core>,
     Path(id): Path<String>,
-    page: PageCall,
-    Form(form): Form<PolicyEdit>,
+    Posted(page, form): Posted<PolicyEdit>,
 ) -> Response {
-    if !page.csrf_matches(&form.csrf) {
-        return expired(&page);
-    }
     let fields =
         number("limit", form.limit.as_deref()).and_then(|l| Ok((l, flag("enabled", form.enabled.as_deref())?)));
     let request = match fields {
@@ -183,24 +175,21 @@ pub(super) async fn update(
         Err(err) => return failed(&page, &err),
     };
     let api = rest(&format!("POST /api/guard/{id}"), &request);
-    match page.load(api, core.features.update_guard_policy(page.request(request))).await {
-        Ok(_) => done(HERE, &format!("Policy {id} updated.")),
-        Err(err) => failed(&page, &err),
-    }
+    submit(&page, api, core.features.update_guard_policy(page.request(request)), HERE, |_| {
+        format!("Policy {id} updated.")
+    })
+    .await
 }
 
 pub(super) async fn delete(
     State(core): State<Core>,
     Path(id): Path<String>,
-    page: PageCall,
-    Form(form): Form<Confirm>,
+    Posted(page, _): Posted<Confirm>,
 ) -> Response {
-    if !page.csrf_matches(&form.csrf) {
-        return expired(&page);
-    }
     let request = DeleteGuardPolicyRequest { id: id.clone() };
-    match page.load(format!("DELETE /api/guard/{id}"), core.features.delete_guard_policy(page.request(request))).await {
-        Ok(_) => done(HERE, &format!("Policy {id} deleted.")),
-        Err(err) => failed(&page, &err),
-    }
+    let api = format!("DELETE /api/guard/{id}");
+    submit(&page, api, core.features.delete_guard_policy(page.request(request)), HERE, |_| {
+        format!("Policy {id} deleted.")
+    })
+    .await
 }
