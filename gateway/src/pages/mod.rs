@@ -47,6 +47,8 @@ pub use format::*;
 pub(crate) fn router() -> Router<Core> {
     Router::new()
         .route("/", get(overview::home))
+        // A trailing slash (typed, or from a proxy's prefix) still lands on the overview.
+        .route("/dashboard/", get(|| async { Redirect::permanent("/dashboard") }))
         .route("/dashboard/{*rest}", get(not_found))
         .route("/static/{*path}", get(assets::serve))
         .route("/favicon.ico", get(assets::favicon))

@@ -35,6 +35,9 @@ async fn the_home_is_the_overview_page_not_json(backend: Backend) {
     let icon = server.http.get(server.url("/favicon.ico")).send().await.unwrap();
     assert_eq!(icon.status(), StatusCode::OK);
     assert_eq!(icon.headers()["content-type"], "image/svg+xml");
+    let slash = visitor.get("/dashboard/").await;
+    assert_eq!(slash.status, StatusCode::PERMANENT_REDIRECT);
+    assert_eq!(slash.headers["location"], "/dashboard");
     // An unknown page is an HTML 404 with the navigation, not JSON.
     let missing = visitor.get("/dashboard/nope").await;
     assert_eq!(missing.status, StatusCode::NOT_FOUND);
