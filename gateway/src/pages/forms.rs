@@ -110,7 +110,7 @@ pub async fn submit<T>(
     submit_to(page, api, call, |answer| (back.to_owned(), notice(answer))).await
 }
 
-/// [`submit`] where where to go back to depends on the answer too (a new thing's own
+/// [`submit`] where the page to go back to depends on the answer too (a new thing's own
 /// page): `then(answer)` is `(path, notice)`.
 pub async fn submit_to<T>(
     page: &PageCall,
