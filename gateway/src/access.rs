@@ -5,6 +5,8 @@
 //! - the rest of the hosted-agent API (`/api/provision`, `/api/instances…`, `/api/account…`, `/mcp`,
 //!   `AgentService`, `AccountService`) and node push (`/ingest/*`, `IngestService`'s
 //!   `Heartbeat`/`PushBatch`) check their own keys in the core;
+//! - the pages (`/`, `/dashboard…`) follow the dashboard's rules, taking the sign-in cookie
+//!   as the token; `/dashboard/signin`, `/static/*` and `/favicon.ico` are open;
 //! - everything else is the dashboard: the query API, feature APIs, streams, ingest,
 //!   control and update routes, and any path added later (deny by default).
 //!
