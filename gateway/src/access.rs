@@ -192,7 +192,8 @@ fn matches<'a>(presented: Option<&str>, tokens: impl Iterator<Item = &'a String>
     found
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+/// Compares in time that depends on the length only (tokens, CSRF values).
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

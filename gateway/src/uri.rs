@@ -43,7 +43,7 @@ fn check(path: &str, query: Option<&str>) -> Result<(), ApiError> {
 
 /// `%XX` → the byte; in a query string also `+` → space. A malformed escape stays as is,
 /// as the extractors treat it.
-fn percent_decode(input: &[u8], plus_is_space: bool) -> Vec<u8> {
+pub(crate) fn percent_decode(input: &[u8], plus_is_space: bool) -> Vec<u8> {
     let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
     let mut out = Vec::with_capacity(input.len());
     let mut i = 0;

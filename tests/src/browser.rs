@@ -92,16 +92,23 @@ impl Browser {
         self.client.goto(url).await.unwrap_or_else(|e| panic!("opening {url}: {e}"));
     }
 
-    /// The text of the first element matching `css`, waiting up to 10 s for it.
+    /// The text of the first element matching `css`, waiting up to 10 s for it. A page
+    /// that is being replaced (a form just submitted) makes the element stale: it is then
+    /// found again on the new page.
     pub async fn text_of(&self, css: &str) -> String {
-        let element = self
-            .client
-            .wait()
-            .at_most(Duration::from_secs(10))
-            .for_element(Locator::Css(css))
-            .await
-            .unwrap_or_else(|e| panic!("waiting for {css}: {e}"));
-        element.text().await.expect("element text")
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let found = self.client.wait().at_most(Duration::from_secs(10)).for_element(Locator::Css(css)).await;
+            let error = match found {
+                Ok(element) => match element.text().await {
+                    Ok(text) => return text,
+                    Err(err) => err,
+                },
+                Err(err) => err,
+            };
+            assert!(tokio::time::Instant::now() < deadline, "waiting for {css}: {error}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// The visible text of the page's `<main>`.

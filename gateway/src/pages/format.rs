@@ -128,31 +128,10 @@ impl When {
     }
 }
 
-/// Unix seconds and nanoseconds as RFC 3339 UTC with milliseconds.
+/// Unix seconds and nanoseconds as RFC 3339 in UTC, as the JSON API writes timestamps
+/// (prost's `Timestamp` formatting: fractional digits only when there are some).
 pub fn rfc3339(seconds: i64, nanos: i32) -> String {
-    let days = seconds.div_euclid(86_400);
-    let secs = seconds.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60,
-        nanos.clamp(0, 999_999_999) / 1_000_000
-    )
-}
-
-/// Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
+    prost_types::Timestamp { seconds, nanos: nanos.clamp(0, 999_999_999) }.to_string()
 }
 
 /// Now as Unix milliseconds.
@@ -220,7 +199,7 @@ mod tests {
 
     #[test]
     fn times_are_utc_rfc3339() {
-        assert_eq!(rfc3339(0, 0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(0, 0), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339(1_795_000_000, 123_000_000), "2026-11-18T11:06:40.123Z");
         let when = When::iso("2026-11-24T09:14:03.512Z");
         assert_eq!(when.text, "2026-11-24 09:14:03 UTC");

@@ -179,7 +179,7 @@ impl PageCall {
 
     /// Whether a posted `csrf` field matches this visitor's CSRF cookie.
     pub fn csrf_matches(&self, posted: &str) -> bool {
-        !self.fresh_csrf && cookies::constant_time_eq(posted.as_bytes(), self.csrf.as_bytes())
+        !self.fresh_csrf && crate::access::constant_time_eq(posted.as_bytes(), self.csrf.as_bytes())
     }
 
     /// The page as an HTML answer with `status`, setting the CSRF cookie when it is new.
@@ -212,28 +212,10 @@ impl PageCall {
     }
 }
 
-/// Decodes `%XX` escapes and `+` of a query value (invalid escapes are kept as they are).
+/// Decodes `%XX` escapes and `+` of a query value (invalid escapes are kept as they are,
+/// invalid UTF-8 is replaced).
 pub fn percent_decode(value: &str) -> String {
-    let bytes = value.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                match u8::from_str_radix(std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz"), 16) {
-                    Ok(byte) => {
-                        out.push(byte);
-                        i += 2;
-                    }
-                    Err(_) => out.push(b'%'),
-                }
-            }
-            other => out.push(other),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    String::from_utf8_lossy(&crate::uri::percent_decode(value.as_bytes(), true)).into_owned()
 }
 
 /// Encodes a value for a URL query (everything but unreserved characters is escaped).

@@ -79,7 +79,7 @@ async fn sign_in(State(core): State<Core>, page: PageCall, headers: HeaderMap, F
         return refuse(StatusCode::FORBIDDEN, "The form expired; please sign in again.");
     }
     let token = posted.token.trim();
-    let known = core.access.api_tokens.iter().any(|t| cookies::constant_time_eq(t.as_bytes(), token.as_bytes()));
+    let known = core.access.api_tokens.iter().any(|t| crate::access::constant_time_eq(t.as_bytes(), token.as_bytes()));
     if !known || !cookies::is_cookie_safe(token) {
         return refuse(StatusCode::UNAUTHORIZED, "That token is not one of this roost's SERVICE_API_TOKENS.");
     }
