@@ -5,8 +5,13 @@
 //! - the rest of the hosted-agent API (`/api/provision`, `/api/instances…`, `/api/account…`, `/mcp`,
 //!   `AgentService`, `AccountService`) and node push (`/ingest/*`, `IngestService`'s
 //!   `Heartbeat`/`PushBatch`) check their own keys in the core;
-//! - the pages (`/`, `/dashboard…`) follow the dashboard's rules, taking the sign-in cookie
+//! - the pages (`/dashboard…`) follow the dashboard's rules, taking the sign-in cookie
 //!   as the token; `/dashboard/signin`, `/static/*` and `/favicon.ico` are open;
+//! - the web app's pages (`/`, `/login`, `/signup`, `/logout`, `/invite/…`, `/developers`,
+//!   `/billing…`, `/instances/…`) check the user's session themselves (`/` shows the
+//!   dashboard's overview to a dashboard caller who is not signed in to the web app); a
+//!   form post there must come from this site (`Origin`/`Referer` and `Sec-Fetch-Site`);
+//! - the Stripe webhook is open: its signature is checked in the core;
 //! - everything else is the dashboard: the query API, feature APIs, streams, ingest,
 //!   control and update routes, and any path added later (deny by default).
 //!
@@ -61,20 +66,30 @@ pub enum Guard {
     /// A dashboard page: the dashboard's rules, with the sign-in cookie also taken as the
     /// token; a refused visitor is sent to the sign-in form instead of getting JSON.
     Page,
+    /// A web-app page: the page checks the user's session; mutating requests must come
+    /// from this site.
+    App,
 }
+
+/// The web app's pages (besides `/`): exact paths, then prefixes.
+const APP_PATHS: [&str; 5] = ["/login", "/signup", "/logout", "/developers", "/billing"];
+const APP_PREFIXES: [&str; 4] = ["/invite/", "/developers/", "/billing/", "/instances/"];
 
 /// The guard of a request path.
 pub fn guard(path: &str) -> Guard {
-    const OPEN: [&str; 5] = ["/healthz", "/skill.md", "/api/runtimes", "/favicon.ico", SIGN_IN_PATH];
+    const OPEN: [&str; 6] =
+        ["/healthz", "/skill.md", "/api/runtimes", "/favicon.ico", SIGN_IN_PATH, "/api/billing/stripe/webhook"];
     const OPEN_PREFIXES: [&str; 3] = ["/grpc.health.v1.", "/grpc.reflection.", "/static/"];
     const OWN_KEYS: [&str; 2] = ["/api/provision", "/mcp"];
-    const OWN_KEYS_PREFIXES: [&str; 8] = [
+    const OWN_KEYS_PREFIXES: [&str; 10] = [
         "/api/instances",
         "/api/account",
         "/mcp/",
         "/ingest/",
         "/roost.v1.AgentService/",
         "/roost.v1.AccountService/",
+        "/roost.v1.WebAppService/",
+        "/roost.v1.BillingService/",
         "/roost.v1.IngestService/Heartbeat",
         "/roost.v1.IngestService/PushBatch",
     ];
@@ -82,7 +97,9 @@ pub fn guard(path: &str) -> Guard {
         Guard::Open
     } else if OWN_KEYS.contains(&path) || OWN_KEYS_PREFIXES.iter().any(|p| path.starts_with(p)) {
         Guard::OwnKeys
-    } else if path == "/" || path == "/dashboard" || path.starts_with("/dashboard/") {
+    } else if path == "/" || APP_PATHS.contains(&path) || APP_PREFIXES.iter().any(|p| path.starts_with(p)) {
+        Guard::App
+    } else if path == "/dashboard" || path.starts_with("/dashboard/") {
         Guard::Page
     } else {
         Guard::Dashboard
@@ -119,10 +136,13 @@ impl AccessPolicy {
         peer: Option<SocketAddr>,
     ) -> Result<(), ApiError> {
         let guard = guard(path);
+        let reads = matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
+        if guard == Guard::App && !reads {
+            return check_same_site(headers);
+        }
         if !matches!(guard, Guard::Dashboard | Guard::Page) {
             return Ok(());
         }
-        let reads = matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
         // The sign-in cookie stands for the token on pages (whose forms carry a CSRF
         // field) and on dashboard reads (the streams and JSON a page's script fetches);
         // never on a mutating API call, which has no CSRF defence of its own.
@@ -215,6 +235,20 @@ pub(crate) fn check_origin(headers: &HeaderMap) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// A web-app form post must come from this site: `Sec-Fetch-Site` (sent by every current
+/// browser) may not say `cross-site` or `same-site` (a sibling subdomain), and `Origin`
+/// or `Referer`, when present, must name this host ([`check_origin`]).
+pub(crate) fn check_same_site(headers: &HeaderMap) -> Result<(), ApiError> {
+    let fetch_site = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()).unwrap_or("");
+    if matches!(fetch_site, "cross-site" | "same-site") {
+        return Err(ApiError::new(
+            ErrorReason::CrossOrigin,
+            format!("a form on another site (Sec-Fetch-Site: {fetch_site}) cannot post here"),
+        ));
+    }
+    check_origin(headers)
+}
+
 /// The `host[:port]` of an absolute URL.
 fn authority(url: &str) -> Option<&str> {
     let rest = url.split_once("://")?.1;
@@ -244,6 +278,7 @@ pub async fn enforce(State(policy): State<Arc<AccessPolicy>>, request: Request, 
         Ok(()) => next.run(request).await,
         Err(err) if is_grpc(&headers) => err.to_status().into_http::<Body>().into_response(),
         Err(err) if guard(uri.path()) == Guard::Page => crate::pages::refused(&policy, &err, uri),
+        Err(err) if guard(uri.path()) == Guard::App => crate::pages::refused_form(&err),
         Err(err) => HttpError(err).into_response(),
     }
 }

@@ -194,6 +194,7 @@ impl Endpoint {
         match self.guard() {
             Guard::Open => {}
             Guard::OwnKeys => errors.push(ErrorReason::Unauthenticated),
+            Guard::App => errors.push(ErrorReason::CrossOrigin),
             Guard::Dashboard | Guard::Page => {
                 errors.push(ErrorReason::Unauthenticated);
                 if self.verb.mutates() {

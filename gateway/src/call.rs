@@ -25,6 +25,20 @@ impl Call {
         self
     }
 
+    /// Carries a web-app session token to the core (`x-roost-session`), as the pages do
+    /// with their session cookie.
+    pub fn with_session(mut self, token: &str) -> Self {
+        if let Ok(value) = http::HeaderValue::from_str(token) {
+            self.headers.insert("x-roost-session", value);
+        }
+        self
+    }
+
+    /// The TCP peer the request came from.
+    pub fn peer(&self) -> Option<std::net::SocketAddr> {
+        self.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0)
+    }
+
     /// The request's headers.
     pub fn headers(&self) -> &HeaderMap {
         &self.headers

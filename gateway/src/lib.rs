@@ -28,9 +28,10 @@ use opentelemetry_proto::tonic::collector::{
     trace::v1::trace_service_server::TraceService,
 };
 use roost_proto::v1::{
-    account_service_server::AccountService, agent_service_server::AgentService, control_service_server::ControlService,
-    feature_service_server::FeatureService, ingest_service_server::IngestService, query_service_server::QueryService,
-    system_service_server::SystemService, update_service_server::UpdateService,
+    account_service_server::AccountService, agent_service_server::AgentService, billing_service_server::BillingService,
+    control_service_server::ControlService, feature_service_server::FeatureService,
+    ingest_service_server::IngestService, query_service_server::QueryService, system_service_server::SystemService,
+    update_service_server::UpdateService, web_app_service_server::WebAppService,
 };
 
 pub use access::AccessPolicy;
@@ -66,6 +67,10 @@ pub struct Core {
     pub control: Arc<dyn ControlService>,
     /// The self-updater.
     pub updates: Arc<dyn UpdateService>,
+    /// Web-app users and sessions.
+    pub webapp: Arc<dyn WebAppService>,
+    /// Top-ups through Stripe.
+    pub billing: Arc<dyn BillingService>,
     /// Limits the gateway enforces.
     pub options: Arc<GatewayOptions>,
     /// Who may call the dashboard (the pages' sign-in form checks tokens against it).
@@ -105,6 +110,7 @@ pub fn sections() -> Vec<api::Routes> {
     vec![
         routes::agents::routes(),
         routes::accounts::routes(),
+        routes::billing::routes(),
         mcp::routes(),
         routes::query::routes(),
         routes::otlp::routes(),

@@ -142,6 +142,7 @@ fn endpoint_doc(out: &mut String, endpoint: &Endpoint, types: &mut BTreeSet<Stri
         Guard::OwnKeys if endpoint.path.starts_with("/ingest/") => "node token (`Authorization: Bearer <node token>`)",
         Guard::OwnKeys => "account key (`Authorization: Bearer <API_KEY>`)",
         Guard::Dashboard | Guard::Page => "dashboard (loopback, or a `SERVICE_API_TOKENS` token)",
+        Guard::App => "a signed-in web-app user (session cookie)",
     };
     let _ = writeln!(out, "- Access: {access}");
     for (name, doc) in endpoint.params {

@@ -17,7 +17,7 @@ pub const ERROR_DOMAIN: &str = "roost";
 
 impl ErrorReason {
     /// Every reason roost sends, for tests and docs that enumerate the table.
-    pub const ALL: [ErrorReason; 15] = [
+    pub const ALL: [ErrorReason; 16] = [
         Self::Unauthenticated,
         Self::NotFound,
         Self::InsufficientCredits,
@@ -33,6 +33,7 @@ impl ErrorReason {
         Self::MethodNotAllowed,
         Self::Unavailable,
         Self::Internal,
+        Self::RateLimited,
     ];
 
     /// The stable string clients switch on: the REST `code` and the ErrorInfo reason.
@@ -56,7 +57,7 @@ impl ErrorReason {
             Self::InvalidArgument => H::BAD_REQUEST,
             Self::PayloadTooLarge => H::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => H::UNSUPPORTED_MEDIA_TYPE,
-            Self::QueueFull => H::TOO_MANY_REQUESTS,
+            Self::QueueFull | Self::RateLimited => H::TOO_MANY_REQUESTS,
             Self::TurnTimeout => H::GATEWAY_TIMEOUT,
             Self::RuntimeFailed => H::BAD_GATEWAY,
             Self::CrossOrigin => H::FORBIDDEN,
@@ -74,7 +75,7 @@ impl ErrorReason {
             Self::InsufficientCredits | Self::WrongState => Code::FailedPrecondition,
             Self::DeploySettling => Code::Aborted,
             Self::InvalidArgument | Self::PayloadTooLarge | Self::UnsupportedMediaType => Code::InvalidArgument,
-            Self::QueueFull => Code::ResourceExhausted,
+            Self::QueueFull | Self::RateLimited => Code::ResourceExhausted,
             Self::TurnTimeout => Code::DeadlineExceeded,
             Self::RuntimeFailed | Self::Unavailable => Code::Unavailable,
             Self::CrossOrigin => Code::PermissionDenied,
@@ -226,6 +227,7 @@ mod tests {
             ("method_not_allowed", 405, Code::Unimplemented),
             ("unavailable", 503, Code::Unavailable),
             ("internal", 500, Code::Internal),
+            ("rate_limited", 429, Code::ResourceExhausted),
         ];
         assert_eq!(table.len(), ErrorReason::ALL.len());
         for (code, http, grpc) in table {

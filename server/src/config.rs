@@ -6,12 +6,14 @@ use roost_gateway::{AccessPolicy, GatewayOptions};
 
 use crate::{
     agents::HostingConfig,
+    billing::stripe::StripeConfig,
     node::pusher::PushConfig,
     secrets::SecretKey,
     store::{DatabaseUrl, StoreOptions},
     streams::StreamLimits,
     telemetry::{limits::Limits, retention::RetentionConfig},
     update::{Restart, Role, UpdateFlags, UpdateSettings},
+    webapp::WebAppConfig,
 };
 
 /// Everything the server needs to start.
@@ -53,6 +55,10 @@ pub struct ServeConfig {
     /// The key hosted agents' secrets are sealed with (`ROOST_SECRET_KEY`); `None` uses
     /// `<data-dir>/secret.key`, generated on first start (see `secrets::unlock`).
     pub secret_key: Option<SecretKey>,
+    /// The web app (`--signup`).
+    pub webapp: WebAppConfig,
+    /// Top-ups through Stripe Checkout (`--stripe-*`).
+    pub stripe: StripeConfig,
 }
 
 impl ServeConfig {
@@ -79,6 +85,8 @@ impl ServeConfig {
                 ..UpdateSettings::new(Role::Dashboard, &|_| None, UpdateFlags::default())
             },
             secret_key: None,
+            webapp: WebAppConfig::default(),
+            stripe: StripeConfig::default(),
         }
     }
 }

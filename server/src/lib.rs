@@ -29,6 +29,7 @@ pub mod system;
 pub mod telemetry;
 pub mod time;
 pub mod update;
+pub mod webapp;
 
 pub use config::ServeConfig;
 pub use error::{Error, Result};

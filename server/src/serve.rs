@@ -15,6 +15,7 @@ use crate::{
     agents::{Hosting, service::AgentCore},
     auth::Authenticator,
     billing::renewal,
+    billing::{service::BillingCore, stripe::StripeClient},
     control::ControlCore,
     features::{
         alerts::Alerts,
@@ -39,6 +40,7 @@ use crate::{
         turns::TurnEvents,
     },
     update::{Updater, service::UpdateCore},
+    webapp::WebAppCore,
 };
 
 /// Serves on `listener` until `shutdown` is cancelled, then lets in-flight requests finish
@@ -127,7 +129,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         agents: Arc::new(AgentCore::new(hosting.clone(), auth.clone())),
         accounts: Arc::new(AccountCore::new(auth.clone())),
         otlp: Arc::new(OtlpCore::new(telemetry.clone())),
-        ingest: Arc::new(IngestCore::new(telemetry.clone(), auth)),
+        ingest: Arc::new(IngestCore::new(telemetry.clone(), auth.clone())),
         query: Arc::new(QueryCore::new(store.clone(), failures.clone())),
         streams: Arc::new(StreamCore::new(live.clone())),
         features: Arc::new(FeatureCore::new(
@@ -136,6 +138,8 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         )),
         control: Arc::new(ControlCore::new(store.clone(), hosting.clone(), shutdown.clone())),
         updates: Arc::new(UpdateCore::new(updater.clone())),
+        webapp: Arc::new(WebAppCore::new(auth.clone(), config.webapp.clone())),
+        billing: Arc::new(BillingCore::new(auth.clone(), StripeClient::new(config.stripe.clone()))),
     };
     let core = roost_gateway::Core {
         system: services.system.clone(),
@@ -150,6 +154,8 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         features: services.features.clone(),
         control: services.control.clone(),
         updates: services.updates.clone(),
+        webapp: services.webapp.clone(),
+        billing: services.billing.clone(),
         options: Arc::new(config.gateway.clone()),
         access: access.clone(),
         mcp: roost_gateway::mcp::McpState::new(shutdown.clone()),

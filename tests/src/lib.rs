@@ -21,6 +21,7 @@ pub mod process;
 mod server;
 mod sql;
 mod sse;
+pub mod stripe;
 
 pub use api::{Api, Reply};
 pub use index::{FakeIndex, FakeInstaller, ROOST_PACKAGE, ROOST_REPOSITORY, ReleaseKey};

@@ -16,6 +16,12 @@ use http::{HeaderMap, HeaderValue, header};
 pub const TOKEN: &str = "roost_token";
 /// The CSRF cookie's name.
 pub const CSRF: &str = "roost_csrf";
+/// The web app's session cookie.
+pub const SESSION: &str = "roost_session";
+
+/// How long a browser keeps the session cookie: browsers' own cap. The session itself ends
+/// after 30 idle days or at sign-out, decided by the store (`webapp::sessions`).
+pub const SESSION_MAX_AGE_SECS: u64 = 400 * 24 * 3600;
 
 /// How long the sign-in cookie lasts.
 pub const TOKEN_MAX_AGE_SECS: u64 = 30 * 24 * 3600;
@@ -43,6 +49,29 @@ pub fn set(headers: &mut HeaderMap, name: &str, value: &str, max_age_secs: Optio
     if let Ok(value) = HeaderValue::from_str(&cookie) {
         headers.append(header::SET_COOKIE, value);
     }
+}
+
+/// Sets the web-app session cookie: HttpOnly, SameSite=Lax (a link from another site to
+/// roost arrives signed in; a form from another site does not carry it), Path=/, and
+/// Secure when the page was served over https. An empty value with `Max-Age=0` deletes it.
+pub fn set_session(headers: &mut HeaderMap, token: &str, secure: bool) {
+    let age = if token.is_empty() { 0 } else { SESSION_MAX_AGE_SECS };
+    let mut cookie = format!("{SESSION}={token}; Path=/; HttpOnly; SameSite=Lax; Max-Age={age}");
+    if secure {
+        cookie.push_str("; Secure");
+    }
+    if let Ok(value) = HeaderValue::from_str(&cookie) {
+        headers.append(header::SET_COOKIE, value);
+    }
+}
+
+/// Whether the request reached roost over https: a TLS-terminating proxy says so with
+/// `X-Forwarded-Proto` (only ever used to add `Secure`, so a lying header costs nothing).
+pub fn is_https(headers: &HeaderMap) -> bool {
+    headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').next().is_some_and(|p| p.trim().eq_ignore_ascii_case("https")))
 }
 
 /// A new CSRF value: 16 random bytes in hex.

@@ -50,6 +50,13 @@ pub fn usd(value: f64) -> String {
     format!("{sign}${}.{:02}", count(cents / 100), cents % 100)
 }
 
+/// Integer cents as dollars, always with cents: `$12.00`, `-$0.35`.
+pub fn cents(n: i64) -> String {
+    let sign = if n < 0 { "-" } else { "" };
+    let abs = n.unsigned_abs();
+    format!("{sign}${}.{:02}", count((abs / 100) as i64), abs % 100)
+}
+
 /// A rate per second: `0`, `3.2/s`, `1,204/s`.
 pub fn rate(per_sec: f64) -> String {
     if per_sec <= 0.0 || !per_sec.is_finite() {

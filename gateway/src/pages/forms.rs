@@ -92,10 +92,11 @@ pub fn failed(page: &PageCall, err: &ApiError) -> Response {
     page.render_with(err.reason().http_status(), &message)
 }
 
-/// 303 to `path` with a one-line notice shown above its content.
+/// 303 to `path` with a one-line notice shown above its content. A `#fragment` of `path` stays at the end.
 pub fn done(path: &str, notice: &str) -> Response {
+    let (path, fragment) = path.split_once('#').map_or((path, String::new()), |(p, f)| (p, format!("#{f}")));
     let joiner = if path.contains('?') { '&' } else { '?' };
-    Redirect::to(&format!("{path}{joiner}done={}", percent_encode(notice))).into_response()
+    Redirect::to(&format!("{path}{joiner}done={}{fragment}", percent_encode(notice))).into_response()
 }
 
 /// Makes a form's core call (`api` is how it reads over REST, for the footer): when it is

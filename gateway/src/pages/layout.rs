@@ -30,7 +30,10 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
 pub(crate) async fn security_headers(request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    // A page that posts to another site (billing, to Stripe Checkout) sets its own.
+    if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
+        headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    }
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
@@ -63,6 +66,13 @@ pub const NAV: &[NavItem] = &[
     NavItem { href: "/dashboard/updates", label: "Updates" },
 ];
 
+/// The web app's navigation, for a signed-in user.
+pub const APP_NAV: &[NavItem] = &[
+    NavItem { href: "/", label: "Agents" },
+    NavItem { href: "/developers", label: "Developers" },
+    NavItem { href: "/billing", label: "Billing" },
+];
+
 /// The frame of a page, read by `base.html`.
 #[derive(Debug, Clone)]
 pub struct Chrome {
@@ -80,12 +90,38 @@ pub struct Chrome {
     pub signed_in: bool,
     /// A one-line notice after a form post (`?done=`), shown above the content.
     pub notice: Option<String>,
+    /// The signed-in web-app user's email: the page is the web app's (its navigation, and
+    /// "Sign out" ends the user's session).
+    pub user: Option<String>,
+    /// A web-app page for someone not signed in (sign-in, sign-up, invite): no navigation.
+    pub visitor: bool,
 }
 
 impl Chrome {
-    /// The navigation.
+    /// The navigation: the web app's for a signed-in user's page, else the dashboard's.
     pub fn nav(&self) -> &'static [NavItem] {
-        NAV
+        match (self.visitor, self.user.is_some()) {
+            (true, _) => &[],
+            (false, true) => APP_NAV,
+            (false, false) => NAV,
+        }
+    }
+
+    /// Where the brand links.
+    pub fn home(&self) -> &'static str {
+        if self.user.is_some() || self.visitor { "/" } else { "/dashboard" }
+    }
+
+    /// The chrome of a web-app page for someone not signed in.
+    pub fn for_visitor(mut self) -> Self {
+        self.visitor = true;
+        self
+    }
+
+    /// The chrome of a signed-in user's page.
+    pub fn for_user(mut self, email: &str) -> Self {
+        self.user = Some(email.to_owned());
+        self
     }
 
     /// The hashed URL of an embedded asset.
@@ -124,8 +160,14 @@ impl<S: Send + Sync> FromRequestParts<S> for PageCall {
             .query()
             .and_then(|q| q.split('&').find_map(|p| p.strip_prefix("done=")))
             .map(|v| percent_decode(v).chars().take(200).collect());
+        let mut call = Call::from_parts(parts);
+        // The web-app session cookie becomes the core's session metadata here, on page
+        // requests only (their forms carry the CSRF field); REST routes never read cookies.
+        if let Some(token) = cookies::get(&parts.headers, cookies::SESSION) {
+            call = call.with_session(token);
+        }
         Ok(Self {
-            call: Call::from_parts(parts),
+            call,
             csrf,
             fresh_csrf,
             here,
@@ -149,11 +191,24 @@ impl PageCall {
         api: impl Into<String>,
         call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     ) -> Result<T, ApiError> {
+        self.load_within(Duration::from_secs(10), api, call).await
+    }
+
+    /// [`PageCall::load`] with its own time limit (a chat turn may take up to the turn cap).
+    pub async fn load_within<T>(
+        &self,
+        limit: Duration,
+        api: impl Into<String>,
+        call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    ) -> Result<T, ApiError> {
         self.note(api);
-        match tokio::time::timeout(Duration::from_secs(10), call).await {
+        match tokio::time::timeout(limit, call).await {
             Ok(Ok(response)) => Ok(response.into_inner()),
             Ok(Err(status)) => Err(ApiError::from_status(&status)),
-            Err(_) => Err(ApiError::new(roost_proto::ErrorReason::Unavailable, "the core did not answer within 10 s")),
+            Err(_) => Err(ApiError::new(
+                roost_proto::ErrorReason::Unavailable,
+                format!("the core did not answer within {} s", limit.as_secs()),
+            )),
         }
     }
 
@@ -174,6 +229,8 @@ impl PageCall {
             here: self.here.clone(),
             signed_in: self.signed_in,
             notice: self.notice.clone(),
+            user: None,
+            visitor: false,
         }
     }
 
@@ -204,6 +261,16 @@ impl PageCall {
     /// The page as a 200 HTML answer.
     pub fn render(&self, page: &impl Template) -> Response {
         self.render_with(StatusCode::OK, page)
+    }
+
+    /// The TCP peer of the request (for the access policy's loopback rule).
+    pub fn peer(&self) -> Option<std::net::SocketAddr> {
+        self.call.peer()
+    }
+
+    /// This page's path and query.
+    pub fn here(&self) -> &str {
+        &self.here
     }
 
     /// Where this request came from (its headers), for form handlers.

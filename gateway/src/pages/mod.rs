@@ -12,6 +12,7 @@
 //! Module per page group; templates in `gateway/web/templates/`, assets in
 //! `gateway/web/static/` (embedded, hashed URLs: [`assets`]).
 
+mod app;
 mod assets;
 pub mod cookies;
 mod features;
@@ -46,7 +47,7 @@ pub use format::*;
 /// Every page route, with the security headers and gzip on HTML.
 pub(crate) fn router() -> Router<Core> {
     Router::new()
-        .route("/", get(overview::home))
+        .route("/", get(app::home::home))
         // A trailing slash (typed, or from a proxy's prefix) still lands on the overview.
         .route("/dashboard/", get(|| async { Redirect::permanent("/dashboard") }))
         .route("/dashboard/{*rest}", get(not_found))
@@ -60,6 +61,7 @@ pub(crate) fn router() -> Router<Core> {
         .merge(usage::routes())
         .merge(features::routes())
         .merge(updates::routes())
+        .merge(app::routes())
         .layer(axum::middleware::from_fn(layout::security_headers))
         .layer(CompressionLayer::new().gzip(true))
 }
@@ -76,6 +78,21 @@ pub(crate) fn refused(policy: &AccessPolicy, err: &ApiError, uri: &Uri) -> Respo
         chrome: bare_chrome("Not allowed"),
         heading: "This dashboard is not open to you".into(),
         detail: err.message().to_owned(),
+    };
+    let mut response = (err.reason().http_status(), page.render().unwrap_or_default()).into_response();
+    response
+        .headers_mut()
+        .insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/html; charset=utf-8"));
+    response
+}
+
+/// A web-app form post the access policy refused (from another site): an HTML page with
+/// the error table's status; nothing changed.
+pub(crate) fn refused_form(err: &ApiError) -> Response {
+    let page = Message {
+        chrome: bare_chrome("Not allowed"),
+        heading: "Nothing was changed".into(),
+        detail: format!("{} ({})", err.message(), err.reason().code()),
     };
     let mut response = (err.reason().http_status(), page.render().unwrap_or_default()).into_response();
     response
@@ -113,5 +130,7 @@ fn bare_chrome(title: &str) -> Chrome {
         here: "/".into(),
         signed_in: false,
         notice: None,
+        user: None,
+        visitor: false,
     }
 }

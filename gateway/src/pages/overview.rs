@@ -26,11 +26,6 @@ pub(super) fn routes() -> Router<Core> {
     Router::new().route("/dashboard", get(overview)).route("/dashboard/dismiss", post(dismiss))
 }
 
-/// `/`: the operator's home is the overview.
-pub(super) async fn home(state: State<Core>, page: PageCall) -> Response {
-    overview(state, page).await
-}
-
 #[derive(Template)]
 #[template(path = "overview.html")]
 struct Overview {
@@ -85,7 +80,7 @@ struct ActiveSession {
     cost: String,
 }
 
-async fn overview(State(core): State<Core>, page: PageCall) -> Response {
+pub(super) async fn overview(State(core): State<Core>, page: PageCall) -> Response {
     let since = format::rfc3339(format::now_ms() / 1000 - 3600, 0);
     let (status, usage, active) = tokio::join!(
         page.load("GET /api/status", core.features.get_status(page.request(GetStatusRequest {}))),

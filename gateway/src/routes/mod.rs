@@ -2,6 +2,7 @@
 
 pub(crate) mod accounts;
 pub(crate) mod agents;
+pub(crate) mod billing;
 pub(crate) mod control;
 pub(crate) mod features;
 pub(crate) mod ingest;

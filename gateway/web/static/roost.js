@@ -1,5 +1,6 @@
 // roost's page script. Pages are complete without it (read-only, times in UTC); with it,
-// times show in the browser's zone, forms marked data-confirm ask first, the live pages
+// times show in the browser's zone, forms marked data-confirm ask first, the chat shows
+// its progress, copy buttons copy, the live pages
 // stream (EventSource), and the usage page draws its charts (vendored uPlot).
 // No inline script anywhere: the CSP allows only files served by roost.
 "use strict";
@@ -26,6 +27,40 @@
     document.querySelectorAll("form[data-confirm]").forEach(function (form) {
       form.addEventListener("submit", function (event) {
         if (!window.confirm(form.getAttribute("data-confirm"))) event.preventDefault();
+      });
+    });
+  }
+
+  // A form marked data-progress (the agent chat) waits for a slow answer: while the
+  // browser waits, its button is disabled and the named element counts the seconds.
+  function progressForms() {
+    document.querySelectorAll("form[data-progress]").forEach(function (form) {
+      form.addEventListener("submit", function () {
+        const out = document.getElementById(form.getAttribute("data-progress"));
+        const button = form.querySelector("button[type=submit]");
+        const started = Date.now();
+        if (button) button.disabled = true;
+        if (!out) return;
+        out.hidden = false;
+        const tick = function () {
+          out.textContent = "Waiting for the agent… " + Math.floor((Date.now() - started) / 1000) + " s";
+        };
+        tick();
+        window.setInterval(tick, 1000);
+      });
+    });
+  }
+
+  // A button marked data-copy copies the text of the element it names.
+  function copyButtons() {
+    document.querySelectorAll("button[data-copy]").forEach(function (button) {
+      button.hidden = false;
+      button.addEventListener("click", function () {
+        const source = document.getElementById(button.getAttribute("data-copy"));
+        if (!source || !navigator.clipboard) return;
+        navigator.clipboard.writeText(source.textContent.trim()).then(function () {
+          button.textContent = "Copied";
+        });
       });
     });
   }
@@ -211,6 +246,8 @@
   document.addEventListener("DOMContentLoaded", function () {
     localiseTimes(document);
     confirmForms();
+    progressForms();
+    copyButtons();
     document.querySelectorAll("[data-stream]").forEach(liveFeed);
     usageCharts();
   });

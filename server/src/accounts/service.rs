@@ -3,7 +3,8 @@
 use roost_proto::{
     ApiError,
     v1::{
-        GetAccountRequest, GetAccountResponse, ListLedgerRequest, ListLedgerResponse,
+        CreateKeyRequest, CreateKeyResponse, GetAccountRequest, GetAccountResponse, ListKeysRequest, ListKeysResponse,
+        ListLedgerRequest, ListLedgerResponse, RevokeKeyRequest, RevokeKeyResponse,
         account_service_server::AccountService,
     },
 };
@@ -48,4 +49,39 @@ impl AccountService for AccountCore {
         let rows = self.auth.store().account_ledger(&account_id, clamp_limit(req.get_ref().limit)).await?;
         Ok(Response::new(ListLedgerResponse { charges: rows.into_iter().map(Into::into).collect() }))
     }
+
+    async fn create_key(&self, req: Request<CreateKeyRequest>) -> Result<Response<CreateKeyResponse>, Status> {
+        let account_id = self.auth.account_of(&req).await?;
+        let name = req.get_ref().name.trim();
+        if name.chars().count() > MAX_KEY_NAME_CHARS {
+            return Err(
+                ApiError::invalid_argument(format!("a key name has at most {MAX_KEY_NAME_CHARS} characters")).into()
+            );
+        }
+        let store = self.auth.store();
+        let key = store.create_key(&account_id, name).await?;
+        let listed = store
+            .list_keys(&account_id)
+            .await?
+            .into_iter()
+            .find(|row| row.id == key.id)
+            .ok_or_else(|| ApiError::not_found("the new key vanished"))?;
+        Ok(Response::new(CreateKeyResponse { key: Some(listed.into()), secret: key.secret }))
+    }
+
+    async fn list_keys(&self, req: Request<ListKeysRequest>) -> Result<Response<ListKeysResponse>, Status> {
+        let account_id = self.auth.account_of(&req).await?;
+        let rows = self.auth.store().list_keys(&account_id).await?;
+        Ok(Response::new(ListKeysResponse { keys: rows.into_iter().map(Into::into).collect() }))
+    }
+
+    async fn revoke_key(&self, req: Request<RevokeKeyRequest>) -> Result<Response<RevokeKeyResponse>, Status> {
+        let account_id = self.auth.account_of(&req).await?;
+        let row = self.auth.store().revoke_key_of(Some(&account_id), &req.get_ref().key_id).await?;
+        self.auth.keys_revoked();
+        Ok(Response::new(RevokeKeyResponse { key: Some(row.into()) }))
+    }
 }
+
+/// Longest key label accepted.
+const MAX_KEY_NAME_CHARS: usize = 100;

@@ -13,7 +13,8 @@ use tonic::{Request, Response, Status};
 use super::Hosting;
 use crate::auth::Authenticator;
 
-/// Metadata an adapter sets to say where a message came from ("api" for REST, "mcp").
+/// Metadata an adapter sets to say where a message came from ("api" for REST, "mcp", "web"
+/// for the web app's chat box).
 pub const SOURCE_METADATA: &str = "x-roost-source";
 
 /// The agent service over the hosted-agent core.
@@ -38,6 +39,7 @@ fn source<T>(req: &Request<T>) -> &'static str {
     match req.metadata().get(SOURCE_METADATA).and_then(|v| v.to_str().ok()) {
         Some("api") => "api",
         Some("mcp") => "mcp",
+        Some("web") => "web",
         _ => "grpc",
     }
 }

@@ -17,6 +17,8 @@ pub enum ChargeKind {
     Refund,
     /// Metered model use.
     Usage,
+    /// Credits bought through Stripe Checkout.
+    TopUp,
 }
 
 impl ChargeKind {
@@ -28,6 +30,7 @@ impl ChargeKind {
             Self::Renewal => "renewal",
             Self::Refund => "refund",
             Self::Usage => "usage",
+            Self::TopUp => "top_up",
         }
     }
 
@@ -38,6 +41,7 @@ impl ChargeKind {
             "renewal" => ProtoKind::Renewal,
             "refund" => ProtoKind::Refund,
             "usage" => ProtoKind::Usage,
+            "top_up" => ProtoKind::TopUp,
             _ => ProtoKind::Unspecified,
         }
     }
@@ -67,6 +71,8 @@ pub struct LedgerEntry {
     pub period_start: Option<i64>,
     /// The metered turn a usage charge is for: the store refuses a second charge of a turn.
     pub turn_id: Option<String>,
+    /// The top-up a top-up credit is for: the store refuses a second credit of one.
+    pub top_up_id: Option<String>,
 }
 
 impl LedgerEntry {
@@ -91,6 +97,7 @@ impl LedgerEntry {
             created_at: now,
             period_start: None,
             turn_id: None,
+            top_up_id: None,
         }
     }
 
@@ -103,6 +110,12 @@ impl LedgerEntry {
     /// The entry, as the charge of metered turn `turn_id`.
     pub fn for_turn(mut self, turn_id: &str) -> Self {
         self.turn_id = Some(turn_id.to_owned());
+        self
+    }
+
+    /// The entry, as the credit of top-up `top_up_id`.
+    pub fn for_top_up(mut self, top_up_id: &str) -> Self {
+        self.top_up_id = Some(top_up_id.to_owned());
         self
     }
 }

@@ -1,5 +1,6 @@
 //! Billing: 30-day periods paid in advance from an account's credits, pro-rata refunds,
-//! metered model usage, and the ledger every movement is written to (DESIGN.md "Billing").
+//! metered model usage, the ledger every movement is written to (DESIGN.md "Billing"), and
+//! top-ups bought through Stripe Checkout ([`stripe`], [`top_ups`], [`service`]).
 //!
 //! Every movement is one transaction that locks the account row first ([`MoneyTx`]), so
 //! concurrent provisions, renewals and metered turns of one account apply one after the
@@ -9,6 +10,9 @@ pub mod ledger;
 pub mod metering;
 pub mod money;
 pub mod renewal;
+pub mod service;
+pub mod stripe;
+pub mod top_ups;
 
 use std::time::Duration;
 

@@ -76,7 +76,7 @@ impl_for_connections! {
         async fn insert_ledger(&mut self, entry: &LedgerEntry) -> Result<()> {
             sqlx::query(
                 "INSERT INTO ledger (id, account_id, instance_id, kind, amount_cents, balance_after_cents, description, \
-                 created_at, period_start, turn_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                 created_at, period_start, turn_id, top_up_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
             )
             .bind(&entry.id)
             .bind(&entry.account_id)
@@ -88,6 +88,7 @@ impl_for_connections! {
             .bind(entry.created_at)
             .bind(entry.period_start)
             .bind(&entry.turn_id)
+            .bind(&entry.top_up_id)
             .execute(&mut *self)
             .await
             .map_err(|err| already_moved(err, entry))?;

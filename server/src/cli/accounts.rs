@@ -12,15 +12,17 @@ use serde_json::{Value, json};
 use super::GlobalArgs;
 use crate::{
     Error,
-    accounts::PLANS,
+    accounts::{NewAccount, PLANS},
     auth,
     store::{Store, StoreOptions},
+    webapp::users::{NewInvite, normalize_email},
 };
 
 /// `roost accounts …`
 #[derive(Debug, Subcommand)]
 pub enum AccountsCommand {
-    /// Create an account; prints its first API key once.
+    /// Create an account; prints its first API key once, and with `--email` a one-time
+    /// link for that person to set a password and sign in to the web app.
     Create {
         /// Display name.
         #[arg(long)]
@@ -28,6 +30,11 @@ pub enum AccountsCommand {
         /// Starting credits, in cents.
         #[arg(long, default_value_t = 0)]
         credits: i64,
+        /// Add a web-app user with this email and print their invite link (valid 7 days).
+        #[arg(long)]
+        email: Option<String>,
+        #[command(flatten)]
+        link: LinkBase,
         #[command(flatten)]
         output: Output,
     },
@@ -78,6 +85,46 @@ pub enum KeysCommand {
         #[command(flatten)]
         output: Output,
     },
+}
+
+/// `roost users …`: people who sign in to the web app.
+#[derive(Debug, Subcommand)]
+pub enum UsersCommand {
+    /// Add a user to an account; prints their one-time invite link (valid 7 days).
+    Add {
+        /// The account they act for.
+        #[arg(long)]
+        account: String,
+        /// Their email (their sign-in name).
+        #[arg(long)]
+        email: String,
+        #[command(flatten)]
+        link: LinkBase,
+        #[command(flatten)]
+        output: Output,
+    },
+    /// List an account's users.
+    List {
+        /// The account.
+        #[arg(long)]
+        account: String,
+        #[command(flatten)]
+        output: Output,
+    },
+}
+
+/// Where invite links point.
+#[derive(Debug, Args)]
+pub struct LinkBase {
+    /// The web app's address as users reach it (invite links start with it).
+    #[arg(long, env = "ROOST_PUBLIC_URL", value_name = "URL", default_value = "http://127.0.0.1:8900")]
+    public_url: String,
+}
+
+impl LinkBase {
+    fn invite_url(&self, token: &str) -> String {
+        format!("{}/invite/{token}", self.public_url.trim_end_matches('/'))
+    }
 }
 
 /// `roost credits …`
@@ -140,21 +187,29 @@ pub async fn accounts(global: &GlobalArgs, command: AccountsCommand) -> ExitCode
         Err(code) => return code,
     };
     let result = match command {
-        AccountsCommand::Create { name, credits, output } => store.create_account(&name, credits).await.map(|new| {
-            let value = json!({
-                "account_id": new.account.id,
-                "api_key": new.api_key.secret,
-                "key_id": new.api_key.id,
-                "name": new.account.name,
-                "balance_cents": new.account.balance_cents,
-            });
-            output.print(&value, || {
-                format!(
+        AccountsCommand::Create { name, credits, email, link, output } => {
+            create_account(&store, &name, credits, email.as_deref()).await.map(|(new, invite)| {
+                let mut value = json!({
+                    "account_id": new.account.id,
+                    "api_key": new.api_key.secret,
+                    "key_id": new.api_key.id,
+                    "name": new.account.name,
+                    "balance_cents": new.account.balance_cents,
+                });
+                let mut text = format!(
                     "created account {} ({}) with {} cents\nAPI key (shown once, keep it safe): {}",
                     new.account.id, new.account.name, new.account.balance_cents, new.api_key.secret
-                )
-            });
-        }),
+                );
+                if let Some(invite) = invite {
+                    let url = link.invite_url(&invite.token);
+                    value["user_id"] = json!(invite.user.id);
+                    value["email"] = json!(invite.user.email);
+                    value["invite_url"] = json!(url);
+                    text.push_str(&format!("\ninvite link for {} (one use, 7 days): {url}", invite.user.email));
+                }
+                output.print(&value, || text);
+            })
+        }
         AccountsCommand::List { output } => store.list_accounts().await.map(|accounts| {
             let value: Vec<Value> = accounts
                 .iter()
@@ -170,6 +225,60 @@ pub async fn accounts(global: &GlobalArgs, command: AccountsCommand) -> ExitCode
         }),
         AccountsCommand::SetPlan { account, plan, output } => store.set_plan(&account, &plan).await.map(|()| {
             output.print(&json!({"account_id": account, "plan": plan}), || format!("{account} is on plan {plan}"));
+        }),
+    };
+    store.close().await;
+    result.map_or_else(fail, |()| ExitCode::SUCCESS)
+}
+
+/// An account, and with an email its first user's invite. The email is checked before the
+/// account is made, so a bad or taken one leaves nothing behind.
+async fn create_account(
+    store: &Store,
+    name: &str,
+    credits: i64,
+    email: Option<&str>,
+) -> Result<(NewAccount, Option<NewInvite>), Error> {
+    if let Some(email) = email {
+        normalize_email(email)?;
+        if store.user_by_email(email).await?.is_some() {
+            return Err(
+                roost_proto::ApiError::invalid_argument(format!("a user with email {email} already exists")).into()
+            );
+        }
+    }
+    let new = store.create_account(name, credits).await?;
+    let invite = match email {
+        Some(email) => Some(store.add_user(&new.account.id, email).await?),
+        None => None,
+    };
+    Ok((new, invite))
+}
+
+/// Runs a users command.
+pub async fn users(global: &GlobalArgs, command: UsersCommand) -> ExitCode {
+    let store = match open(global).await {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
+    let result = match command {
+        UsersCommand::Add { account, email, link, output } => store.add_user(&account, &email).await.map(|invite| {
+            let url = link.invite_url(&invite.token);
+            let value = json!({"user_id": invite.user.id, "account_id": account, "email": invite.user.email, "invite_url": url});
+            output.print(&value, || format!("added {} to {account}\ninvite link (one use, 7 days): {url}", invite.user.email));
+        }),
+        UsersCommand::List { account, output } => store.list_users(&account).await.map(|users| {
+            let value: Vec<Value> = users
+                .iter()
+                .map(|u| json!({"user_id": u.id, "email": u.email, "password_set": u.password_hash.is_some()}))
+                .collect();
+            output.print(&Value::Array(value), || {
+                let lines: Vec<String> = users
+                    .iter()
+                    .map(|u| format!("{}  {}{}", u.id, u.email, if u.password_hash.is_some() { "" } else { "  (invited)" }))
+                    .collect();
+                if lines.is_empty() { "no users".to_owned() } else { lines.join("\n") }
+            });
         }),
     };
     store.close().await;

@@ -59,6 +59,9 @@ enum Command {
     /// Add credits to an account (operators).
     #[command(subcommand)]
     Credits(accounts::CreditsCommand),
+    /// Add web-app users to accounts, with one-time invite links (operators).
+    #[command(subcommand)]
+    Users(accounts::UsersCommand),
     /// Ask a running roost how it is: store, ingest, health checks, failing pages, updates.
     Status(status::StatusArgs),
     /// Check the package index and install the newest release now.
@@ -105,6 +108,7 @@ pub fn main() -> ExitCode {
             Command::Accounts(command) => accounts::accounts(&cli.global, command).await,
             Command::Keys(command) => accounts::keys(&cli.global, command).await,
             Command::Credits(command) => accounts::credits(&cli.global, command).await,
+            Command::Users(command) => accounts::users(&cli.global, command).await,
             Command::Status(args) => status::status(args).await,
             Command::Update(args) => update::update(&cli.global, args).await,
         }

@@ -9,7 +9,10 @@ use tokio_util::sync::CancellationToken;
 use super::GlobalArgs;
 use crate::{
     ServeConfig,
-    billing::metering::PriceBook,
+    billing::{
+        metering::PriceBook,
+        stripe::{DEFAULT_AMOUNTS_CENTS, StripeConfig},
+    },
     node::pusher::PushConfig,
     runtimes::{Catalogue, assistant::Upstream},
     secrets::{KeyRefused, SecretKey},
@@ -113,7 +116,32 @@ pub struct ServeArgs {
     #[arg(long, env = "ROOST_GUARD_CHECK_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     guard_check_secs: u64,
     #[command(flatten)]
+    webapp: WebAppArgs,
+    #[command(flatten)]
     update: UpdateArgs,
+}
+
+/// The hosted web app's flags: who may sign up, and Stripe for top-ups.
+#[derive(Debug, Args)]
+pub struct WebAppArgs {
+    /// `open`: anyone may create an account (zero balance) at /signup. `closed`: the
+    /// operator invites users with `roost accounts create --email` or `roost users add`.
+    #[arg(long, env = "ROOST_SIGNUP", value_name = "open|closed", default_value = "closed", value_parser = ["open", "closed"])]
+    signup: String,
+    /// Stripe secret API key (`sk_…`): with the webhook secret, /billing takes top-ups
+    /// through Stripe Checkout.
+    #[arg(long, env = "ROOST_STRIPE_SECRET_KEY", value_name = "KEY", hide_env_values = true)]
+    stripe_secret_key: Option<String>,
+    /// The signing secret (`whsec_…`) of the Stripe webhook endpoint pointed at
+    /// `{base_url}/api/billing/stripe/webhook`; credits are added only by verified events.
+    #[arg(long, env = "ROOST_STRIPE_WEBHOOK_SECRET", value_name = "SECRET", hide_env_values = true)]
+    stripe_webhook_secret: Option<String>,
+    /// Stripe's API base URL (a fake one in tests).
+    #[arg(long, env = "ROOST_STRIPE_API_BASE", value_name = "URL", default_value = "https://api.stripe.com")]
+    stripe_api_base: String,
+    /// Top-up amounts offered on /billing, in cents, comma-separated.
+    #[arg(long, env = "ROOST_TOP_UP_AMOUNTS", value_name = "CENTS", value_delimiter = ',', default_values_t = DEFAULT_AMOUNTS_CENTS, value_parser = clap::value_parser!(i64).range(50..=100_000_000))]
+    top_up_amounts: Vec<i64>,
 }
 
 /// The self-updater's flags (the seed's `SERVICE_*` variables are read from the
@@ -205,6 +233,14 @@ impl ServeArgs {
         config.guard_every = Duration::from_secs(self.guard_check_secs);
         config.extra_addrs = self.otlp_grpc_addr.iter().chain(&self.otlp_http_addr).cloned().collect();
         config.secret_key = secret_key_from_env()?;
+        config.webapp.signup_open = self.webapp.signup == "open";
+        config.stripe = StripeConfig {
+            secret_key: self.webapp.stripe_secret_key.clone().filter(|k| !k.trim().is_empty()),
+            webhook_secret: self.webapp.stripe_webhook_secret.clone().filter(|k| !k.trim().is_empty()),
+            api_base: self.webapp.stripe_api_base.clone(),
+            amounts_cents: self.webapp.top_up_amounts.clone(),
+            ..StripeConfig::default()
+        };
         Ok(config)
     }
 }

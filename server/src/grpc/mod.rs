@@ -12,10 +12,11 @@ use opentelemetry_proto::tonic::collector::{
 };
 use roost_proto::v1::{
     account_service_server::AccountServiceServer, agent_service_server::AgentServiceServer,
-    control_service_server::ControlServiceServer, feature_service_server::FeatureServiceServer,
-    ingest_service_server::IngestServiceServer, query_service_server::QueryServiceServer,
-    stream_service_server::StreamServiceServer, system_service_server::SystemServiceServer,
-    update_service_server::UpdateServiceServer,
+    billing_service_server::BillingServiceServer, control_service_server::ControlServiceServer,
+    feature_service_server::FeatureServiceServer, ingest_service_server::IngestServiceServer,
+    query_service_server::QueryServiceServer, stream_service_server::StreamServiceServer,
+    system_service_server::SystemServiceServer, update_service_server::UpdateServiceServer,
+    web_app_service_server::WebAppServiceServer,
 };
 use tonic::{codec::CompressionEncoding, service::Routes};
 use tonic_health::server::HealthReporter;
@@ -25,6 +26,7 @@ use tower::Layer;
 use crate::{
     accounts::service::AccountCore,
     agents::service::AgentCore,
+    billing::service::BillingCore,
     control::ControlCore,
     features::service::FeatureCore,
     query::QueryCore,
@@ -32,6 +34,7 @@ use crate::{
     system::SystemCore,
     telemetry::service::{IngestCore, OtlpCore},
     update::service::UpdateCore,
+    webapp::WebAppCore,
 };
 
 /// Largest OTLP export accepted over gRPC (tonic's default is 4 MiB; exporters batch more).
@@ -60,6 +63,10 @@ pub struct Services {
     pub control: Arc<ControlCore>,
     /// The self-updater.
     pub updates: Arc<UpdateCore>,
+    /// Web-app users and sessions.
+    pub webapp: Arc<WebAppCore>,
+    /// Top-ups through Stripe.
+    pub billing: Arc<BillingCore>,
 }
 
 /// Adds every gRPC service to `router`, which keeps its own routes and fallback.
@@ -76,6 +83,8 @@ pub async fn add_services(router: axum::Router, services: &Services) -> anyhow::
     reporter.set_serving::<FeatureServiceServer<FeatureCore>>().await;
     reporter.set_serving::<ControlServiceServer<ControlCore>>().await;
     reporter.set_serving::<UpdateServiceServer<UpdateCore>>().await;
+    reporter.set_serving::<WebAppServiceServer<WebAppCore>>().await;
+    reporter.set_serving::<BillingServiceServer<BillingCore>>().await;
     reporter.set_serving::<TraceServiceServer<OtlpCore>>().await;
     reporter.set_serving::<LogsServiceServer<OtlpCore>>().await;
     reporter.set_serving::<MetricsServiceServer<OtlpCore>>().await;
@@ -90,6 +99,8 @@ pub async fn add_services(router: axum::Router, services: &Services) -> anyhow::
         .add_service(web(FeatureServiceServer::from_arc(services.features.clone())))
         .add_service(web(ControlServiceServer::from_arc(services.control.clone())))
         .add_service(web(UpdateServiceServer::from_arc(services.updates.clone())))
+        .add_service(web(WebAppServiceServer::from_arc(services.webapp.clone())))
+        .add_service(web(BillingServiceServer::from_arc(services.billing.clone())))
         .add_service(web(DecodeErrorsAreInvalid(
             TraceServiceServer::from_arc(services.otlp.clone())
                 .accept_compressed(CompressionEncoding::Gzip)

@@ -16,3 +16,4 @@ mod senders;
 mod store;
 mod system;
 mod updates;
+mod webapp;

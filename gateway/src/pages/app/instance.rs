@@ -1,0 +1,342 @@
+//! `/instances/{id}`: one agent of the signed-in user's account: its status, the config
+//! form (`agent_brief`, `model`, and the write-only `PROVIDER_API_KEY` and
+//! `MESSAGING_BOT_TOKEN`: the page says whether each is set, never what it is), pause /
+//! resume / destroy behind a confirmation (`?confirm=`), the activity, and a chat box.
+//!
+//! The chat posts `text` and waits for the reply as the REST call does (synchronously, up
+//! to the turn cap), then answers 303 back to the page, which shows the conversation from
+//! the agent's activity; the page script shows the seconds waited meanwhile.
+
+use std::time::Duration;
+
+use askama::Template;
+use axum::{
+    Router,
+    extract::{Path, Query, State},
+    response::Response,
+    routing::{get, post},
+};
+use roost_proto::{
+    json::enums::JsonEnum,
+    v1::{
+        ConfigureRequest, DestroyRequest, GetActivityRequest, GetInstanceRequest, PauseRequest, ResumeRequest,
+        SendMessageRequest, Turn,
+    },
+};
+use serde::Deserialize;
+
+use super::{
+    home::{AgentRow, ChargeRow, settling, status_name},
+    signed_in,
+};
+use crate::{
+    Core,
+    pages::{
+        Failure, When, cents, count, duration_ms,
+        forms::{Posted, csrf_field, failed, submit, submit_to},
+        layout::{Chrome, PageCall},
+    },
+};
+
+/// How long the page waits for a chat reply: the default turn cap and a margin (a shorter
+/// configured cap ends the turn first, with 504).
+const CHAT_WAIT: Duration = Duration::from_secs(910);
+/// Turns shown in the chat and the activity table.
+const HISTORY: i32 = 50;
+
+pub(super) fn routes() -> Router<Core> {
+    Router::new()
+        .route("/instances/{id}", get(show))
+        .route("/instances/{id}/config", post(configure))
+        .route("/instances/{id}/pause", post(pause))
+        .route("/instances/{id}/resume", post(resume))
+        .route("/instances/{id}/destroy", post(destroy))
+        .route("/instances/{id}/message", post(message))
+}
+
+#[derive(Template)]
+#[template(path = "app_instance.html")]
+struct InstancePage {
+    chrome: Chrome,
+    id: String,
+    agent: Result<Agent, Failure>,
+    activity: Result<Activity, Failure>,
+    confirm: Option<Confirm>,
+}
+
+struct Agent {
+    row: AgentRow,
+    brief: String,
+    model: String,
+    provider_key_set: bool,
+    bot_token_set: bool,
+    created: When,
+    running: bool,
+    pausable: bool,
+    resumable: bool,
+    settling: bool,
+}
+
+struct Activity {
+    /// Oldest first, for the chat.
+    chat: Vec<ChatTurn>,
+    /// Newest first, for the table.
+    turns: Vec<TurnRow>,
+    charges: Vec<ChargeRow>,
+}
+
+struct ChatTurn {
+    id: String,
+    text: String,
+    reply: String,
+    error: String,
+    when: When,
+}
+
+struct TurnRow {
+    when: When,
+    status: &'static str,
+    source: String,
+    duration: String,
+    tokens: String,
+    charged: String,
+    error: String,
+}
+
+/// A lifecycle action waiting for the user's "yes".
+struct Confirm {
+    action: &'static str,
+    label: &'static str,
+    warning: String,
+}
+
+impl Confirm {
+    fn of(action: &str, id: &str) -> Option<Self> {
+        let (action, label, warning) = match action {
+            "pause" => ("pause", "Pause", format!("Pause {id}? It stops answering until you resume it.")),
+            "resume" => ("resume", "Resume", format!("Resume {id}? A suspended agent's renewal is charged now.")),
+            "destroy" => (
+                "destroy",
+                "Destroy",
+                format!("Destroy {id}? It is gone for good; the unused part of its paid period is refunded."),
+            ),
+            _ => return None,
+        };
+        Some(Self { action, label, warning })
+    }
+}
+
+impl From<&Turn> for TurnRow {
+    fn from(t: &Turn) -> Self {
+        let usage = t.usage.unwrap_or_default();
+        Self {
+            when: When::timestamp(t.queued_at.as_ref()),
+            status: roost_proto::v1::TurnStatus::json_name(t.status).unwrap_or("unknown"),
+            source: t.source.clone(),
+            duration: duration_ms(t.duration_ms as f64),
+            tokens: format!("{} / {}", count(usage.input_tokens), count(usage.output_tokens)),
+            charged: cents(t.charged_cents),
+            error: t.error.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ShowQuery {
+    #[serde(default)]
+    confirm: String,
+}
+
+async fn show(
+    State(core): State<Core>,
+    page: PageCall,
+    Path(id): Path<String>,
+    Query(query): Query<ShowQuery>,
+) -> Response {
+    let user = match signed_in(&core, &page).await {
+        Ok(user) => user,
+        Err(answer) => return answer,
+    };
+    let (agent, activity) = tokio::join!(
+        page.load(
+            format!("GET /api/instances/{id}"),
+            core.agents.get_instance(page.request(GetInstanceRequest { instance_id: id.clone() }))
+        ),
+        page.load(
+            format!("GET /api/instances/{id}/activity?limit={HISTORY}"),
+            core.agents.get_activity(page.request(GetActivityRequest { instance_id: id.clone(), limit: HISTORY }))
+        ),
+    );
+    let agent = agent.map_err(Failure::from).and_then(|a| {
+        let instance =
+            a.instance.ok_or_else(|| Failure { code: "not_found".into(), message: "no such agent".into() })?;
+        let config = instance.config.clone().unwrap_or_default();
+        let row = AgentRow::from(instance.clone());
+        Ok(Agent {
+            running: row.status == "running",
+            pausable: row.status == "running",
+            resumable: matches!(row.status, "paused" | "failed" | "suspended"),
+            settling: settling(row.status),
+            brief: instance.brief,
+            model: instance.model,
+            provider_key_set: config.provider_api_key_set,
+            bot_token_set: config.messaging_bot_token_set,
+            created: When::timestamp(instance.created_at.as_ref()),
+            row,
+        })
+    });
+    let status = match &agent {
+        Err(f) if f.code == "not_found" => http::StatusCode::NOT_FOUND,
+        _ => http::StatusCode::OK,
+    };
+    let activity = activity.map_err(Failure::from).map(|a| Activity {
+        chat: a
+            .turns
+            .iter()
+            .rev()
+            .filter(|t| !t.text.is_empty())
+            .map(|t| ChatTurn {
+                id: t.id.clone(),
+                text: t.text.clone(),
+                reply: t.reply.clone(),
+                error: t.error.clone(),
+                when: When::timestamp(t.queued_at.as_ref()),
+            })
+            .collect(),
+        turns: a.turns.iter().map(TurnRow::from).collect(),
+        charges: a.charges.into_iter().map(ChargeRow::from).collect(),
+    });
+    let confirm = if agent.is_ok() { Confirm::of(&query.confirm, &id) } else { None };
+    let view = InstancePage { chrome: user.chrome(&page, &id, "/"), id, agent, activity, confirm };
+    page.render_with(status, &view)
+}
+
+#[derive(Debug, Deserialize)]
+struct ConfigForm {
+    #[serde(default)]
+    agent_brief: String,
+    #[serde(default)]
+    model: String,
+    #[serde(default, rename = "PROVIDER_API_KEY")]
+    provider_api_key: String,
+    #[serde(default, rename = "MESSAGING_BOT_TOKEN")]
+    messaging_bot_token: String,
+    /// The brief and model as the form showed them: only what the user changed is sent.
+    #[serde(default)]
+    shown_brief: String,
+    #[serde(default)]
+    shown_model: String,
+    #[serde(default)]
+    csrf: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct Bare {
+    #[serde(default)]
+    csrf: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct Chat {
+    #[serde(default)]
+    text: String,
+    #[serde(default)]
+    csrf: String,
+}
+
+csrf_field!(ConfigForm, Bare, Chat);
+
+/// `Some(value)` when a field was filled in (secrets: empty means "keep").
+fn filled(value: String) -> Option<String> {
+    (!value.trim().is_empty()).then(|| value.trim().to_owned())
+}
+
+async fn configure(
+    State(core): State<Core>,
+    Path(id): Path<String>,
+    Posted(page, form): Posted<ConfigForm>,
+) -> Response {
+    if let Err(answer) = signed_in(&core, &page).await {
+        return answer;
+    }
+    let req = ConfigureRequest {
+        instance_id: id.clone(),
+        agent_brief: (form.agent_brief != form.shown_brief).then_some(form.agent_brief),
+        model: (form.model.trim() != form.shown_model).then(|| form.model.trim().to_owned()),
+        provider_api_key: filled(form.provider_api_key),
+        messaging_bot_token: filled(form.messaging_bot_token),
+    };
+    let nothing = req.agent_brief.is_none()
+        && req.model.is_none()
+        && req.provider_api_key.is_none()
+        && req.messaging_bot_token.is_none();
+    let back = format!("/instances/{id}");
+    if nothing {
+        return crate::pages::forms::done(&back, "Nothing changed.");
+    }
+    submit(&page, format!("POST /api/instances/{id}/config"), core.agents.configure(page.request(req)), &back, |done| {
+        format!("Config applied ({}); status {}.", done.applied.join(", "), status_name(done.status))
+    })
+    .await
+}
+
+async fn pause(State(core): State<Core>, Path(id): Path<String>, Posted(page, _): Posted<Bare>) -> Response {
+    if let Err(answer) = signed_in(&core, &page).await {
+        return answer;
+    }
+    let req = PauseRequest { instance_id: id.clone() };
+    submit(
+        &page,
+        format!("POST /api/instances/{id}/pause"),
+        core.agents.pause(page.request(req)),
+        &format!("/instances/{id}"),
+        |done| format!("Paused; status {}.", status_name(done.status)),
+    )
+    .await
+}
+
+async fn resume(State(core): State<Core>, Path(id): Path<String>, Posted(page, _): Posted<Bare>) -> Response {
+    if let Err(answer) = signed_in(&core, &page).await {
+        return answer;
+    }
+    let req = ResumeRequest { instance_id: id.clone() };
+    submit(
+        &page,
+        format!("POST /api/instances/{id}/resume"),
+        core.agents.resume(page.request(req)),
+        &format!("/instances/{id}"),
+        |done| format!("Resumed; status {}, charged {}.", status_name(done.status), cents(done.charged_cents)),
+    )
+    .await
+}
+
+async fn destroy(State(core): State<Core>, Path(id): Path<String>, Posted(page, _): Posted<Bare>) -> Response {
+    if let Err(answer) = signed_in(&core, &page).await {
+        return answer;
+    }
+    let req = DestroyRequest { instance_id: id.clone() };
+    submit_to(&page, format!("POST /api/instances/{id}/destroy"), core.agents.destroy(page.request(req)), |done| {
+        (
+            "/".to_owned(),
+            format!("Destroyed {id}; refunded {}, balance {}.", cents(done.refunded_cents), cents(done.balance_cents)),
+        )
+    })
+    .await
+}
+
+async fn message(State(core): State<Core>, Path(id): Path<String>, Posted(page, form): Posted<Chat>) -> Response {
+    if let Err(answer) = signed_in(&core, &page).await {
+        return answer;
+    }
+    let mut req = page.request(SendMessageRequest { instance_id: id.clone(), text: form.text });
+    req.metadata_mut().insert("x-roost-source", tonic::metadata::MetadataValue::from_static("web"));
+    let sent =
+        page.load_within(CHAT_WAIT, format!("POST /api/instances/{id}/messages"), core.agents.send_message(req)).await;
+    match sent {
+        Ok(reply) => crate::pages::forms::done(
+            &format!("/instances/{id}?turn={}#chat", reply.turn_id),
+            &format!("Replied in {}; charged {}.", duration_ms(reply.duration_ms as f64), cents(reply.charged_cents)),
+        ),
+        Err(err) => failed(&page, &err),
+    }
+}

@@ -1,0 +1,100 @@
+//! The hosted web app (DESIGN.md "Web pages", "Web app accounts"): sign-up, sign-in and
+//! invites ([`auth`]); the signed-in home with the account's agents ([`home`]); one
+//! agent's page with its config, lifecycle buttons, activity and chat ([`instance`]); API
+//! keys ([`developers`]); credits and Stripe top-ups ([`billing`]).
+//!
+//! A signed-in browser holds the `roost_session` cookie; [`PageCall`] hands it to the core
+//! as session metadata, and the core's services treat it as they treat the account's API
+//! key, so every page here is the same core call a REST client makes, and another
+//! account's agent is a 404 here as over REST. Every form is a [`Posted`] (CSRF field)
+//! and must come from this site (the access policy's `App` guard). State-changing buttons
+//! that cannot be undone (pause, resume, destroy, revoke) go through a confirmation page,
+//! which works with JavaScript off.
+//!
+//! [`Posted`]: super::forms::Posted
+
+mod auth;
+mod billing;
+mod developers;
+pub(super) mod home;
+mod instance;
+
+use axum::{
+    Router,
+    extract::DefaultBodyLimit,
+    response::{IntoResponse, Redirect, Response},
+};
+use roost_proto::{
+    ErrorReason,
+    v1::{Account, GetSessionRequest},
+};
+
+use super::layout::{Chrome, PageCall, percent_encode};
+use crate::Core;
+
+/// Largest form a web-app page takes (a brief is at most 16 KiB and a message 64 KiB,
+/// form-encoded); more is 413.
+const MAX_FORM_BYTES: usize = 256 * 1024;
+
+pub(super) fn routes() -> Router<Core> {
+    Router::new()
+        .merge(auth::routes())
+        .merge(home::routes())
+        .merge(instance::routes())
+        .merge(developers::routes())
+        .merge(billing::routes())
+        .layer(DefaultBodyLimit::max(MAX_FORM_BYTES))
+}
+
+/// The signed-in user of a page request.
+pub(super) struct Signed {
+    /// Their email.
+    pub email: String,
+    /// Their account, as read at the start of the request.
+    pub account: Account,
+}
+
+impl Signed {
+    /// The chrome of one of the user's pages.
+    pub fn chrome(&self, page: &PageCall, title: &str, current: &'static str) -> Chrome {
+        page.chrome(title, current).for_user(&self.email)
+    }
+}
+
+/// The visitor's session, or the answer for a visitor who is not signed in: a 303 to
+/// `/login`, remembering where they were going.
+pub(super) async fn signed_in(core: &Core, page: &PageCall) -> Result<Signed, Response> {
+    match page.load("WebAppService/GetSession", core.webapp.get_session(page.request(GetSessionRequest {}))).await {
+        Ok(session) => Ok(Signed {
+            email: session.user.map(|u| u.email).unwrap_or_default(),
+            account: session.account.unwrap_or_default(),
+        }),
+        Err(err) if err.reason() == ErrorReason::Unauthenticated => Err(to_login(page.here())),
+        Err(err) => Err(super::forms::failed(page, &err)),
+    }
+}
+
+/// 303 to the sign-in form, coming back to `next` afterwards.
+pub(super) fn to_login(next: &str) -> Response {
+    Redirect::to(&format!("/login?next={}", percent_encode(next))).into_response()
+}
+
+/// Where to go after signing in: a path on this host, else the home page.
+pub(super) fn safe_next(next: &str) -> &str {
+    let local = next.starts_with('/') && !next.starts_with("//") && !next.starts_with("/\\");
+    let loops = ["/login", "/logout", "/signup", "/invite/"].iter().any(|p| next.starts_with(p));
+    if local && !loops && !next.contains(['\r', '\n']) { next } else { "/" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::safe_next;
+
+    #[test]
+    fn next_stays_on_this_host_and_out_of_the_sign_in_pages() {
+        assert_eq!(safe_next("/instances/ins_1?x=1"), "/instances/ins_1?x=1");
+        for bad in ["https://evil.example/", "//evil.example", "/\\evil", "", "/login?next=/x", "/logout"] {
+            assert_eq!(safe_next(bad), "/");
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! `WebAppService`: sign-up, sign-in, sign-out, the signed-in session, invites.
+
+use std::{net::SocketAddr, sync::Arc};
+
+use axum::extract::ConnectInfo;
+use roost_proto::{
+    ApiError,
+    v1::{
+        AcceptInviteRequest, AcceptInviteResponse, GetInviteRequest, GetInviteResponse, GetSessionRequest,
+        GetSessionResponse, GetSettingsRequest, GetSettingsResponse, SignInRequest, SignInResponse, SignOutRequest,
+        SignOutResponse, SignUpRequest, SignUpResponse, web_app_service_server::WebAppService,
+    },
+};
+use tonic::{Request, Response, Status};
+
+use super::{passwords, throttle::SignInThrottle};
+use crate::{
+    auth::{Authenticator, session_token},
+    time::timestamp_ms,
+};
+
+/// How the web app is set up (`roost serve --signup`).
+#[derive(Debug, Clone, Default)]
+pub struct WebAppConfig {
+    /// `--signup open`: anyone may create an account at `/signup`. Default closed: the
+    /// operator invites users with `roost accounts create --email` or `roost users add`.
+    pub signup_open: bool,
+}
+
+/// The one answer to every failed sign-in, whatever the cause.
+const SIGN_IN_REFUSED: &str = "that email and password do not match a user";
+
+/// The web-app service over the authenticator's store.
+pub struct WebAppCore {
+    auth: Arc<Authenticator>,
+    config: WebAppConfig,
+    throttle: SignInThrottle,
+}
+
+impl WebAppCore {
+    /// A web-app service with its settings.
+    pub fn new(auth: Arc<Authenticator>, config: WebAppConfig) -> Self {
+        Self { auth, config, throttle: SignInThrottle::default() }
+    }
+}
+
+/// The client address a call came from (the TCP peer; proxies' headers are not trusted).
+fn peer<T>(req: &Request<T>) -> Option<SocketAddr> {
+    req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0).or_else(|| req.remote_addr())
+}
+
+#[tonic::async_trait]
+impl WebAppService for WebAppCore {
+    async fn get_settings(&self, _req: Request<GetSettingsRequest>) -> Result<Response<GetSettingsResponse>, Status> {
+        Ok(Response::new(GetSettingsResponse { signup_open: self.config.signup_open }))
+    }
+
+    async fn sign_up(&self, req: Request<SignUpRequest>) -> Result<Response<SignUpResponse>, Status> {
+        if !self.config.signup_open {
+            return Err(ApiError::not_found("sign-up is closed here; ask the operator for an invite").into());
+        }
+        let SignUpRequest { email, password, account_name } = req.into_inner();
+        super::users::normalize_email(&email)?;
+        passwords::check_strength(&password)?;
+        if account_name.chars().count() > 200 {
+            return Err(ApiError::invalid_argument("an account name has at most 200 characters").into());
+        }
+        let store = self.auth.store();
+        let hash = passwords::hash(&password).await?;
+        let (user, account) = store.sign_up(&email, &hash, &account_name).await?;
+        let session_token = store.create_session(&user.id).await?;
+        Ok(Response::new(SignUpResponse { session_token, user: Some(user.into()), account: Some(account.into()) }))
+    }
+
+    async fn sign_in(&self, req: Request<SignInRequest>) -> Result<Response<SignInResponse>, Status> {
+        let email_key = format!("email:{}", req.get_ref().email.trim().to_lowercase());
+        let mut keys = vec![email_key.clone()];
+        if let Some(peer) = peer(&req) {
+            keys.push(format!("addr:{}", peer.ip().to_canonical()));
+        }
+        self.throttle.check(&keys)?;
+        let SignInRequest { email, password } = req.into_inner();
+        let store = self.auth.store();
+        let user = store.user_by_email(&email).await?;
+        // Unknown email, no password yet, wrong password: one answer, one argon2 verify.
+        let stored = user.as_ref().and_then(|u| u.password_hash.clone());
+        let password_ok = password.len() <= passwords::MAX_LEN && passwords::verify(&password, stored).await;
+        let Some(user) = user.filter(|_| password_ok) else {
+            self.throttle.failed(&keys);
+            return Err(ApiError::unauthenticated(SIGN_IN_REFUSED).into());
+        };
+        self.throttle.clear(&email_key);
+        let session_token = store.create_session(&user.id).await?;
+        Ok(Response::new(SignInResponse { session_token, user: Some(user.into()) }))
+    }
+
+    async fn sign_out(&self, req: Request<SignOutRequest>) -> Result<Response<SignOutResponse>, Status> {
+        let ok = match session_token(&req) {
+            Some(token) => self.auth.store().delete_session(token).await?,
+            None => false,
+        };
+        Ok(Response::new(SignOutResponse { ok }))
+    }
+
+    async fn get_session(&self, req: Request<GetSessionRequest>) -> Result<Response<GetSessionResponse>, Status> {
+        let user = self.auth.user_of(&req).await?;
+        let account =
+            self.auth.store().account(&user.account_id).await?.ok_or_else(|| ApiError::not_found("no such account"))?;
+        Ok(Response::new(GetSessionResponse { user: Some(user.into()), account: Some(account.into()) }))
+    }
+
+    async fn get_invite(&self, req: Request<GetInviteRequest>) -> Result<Response<GetInviteResponse>, Status> {
+        let invite = self.auth.store().invite(&req.get_ref().token).await?;
+        Ok(Response::new(GetInviteResponse {
+            email: invite.email,
+            account_name: invite.account_name,
+            expires_at: Some(timestamp_ms(invite.expires_at)),
+        }))
+    }
+
+    async fn accept_invite(&self, req: Request<AcceptInviteRequest>) -> Result<Response<AcceptInviteResponse>, Status> {
+        let AcceptInviteRequest { token, password } = req.into_inner();
+        let store = self.auth.store();
+        // A dead link says so before the password is judged.
+        store.invite(&token).await?;
+        passwords::check_strength(&password)?;
+        let hash = passwords::hash(&password).await?;
+        let user = store.accept_invite(&token, &hash).await?;
+        let session_token = store.create_session(&user.id).await?;
+        Ok(Response::new(AcceptInviteResponse { session_token, user: Some(user.into()) }))
+    }
+}

@@ -1,0 +1,168 @@
+//! The web app in a real browser (headless Chromium through chromedriver), the way a new
+//! user meets it: sign up; make an API key on /developers, see it once, use it over REST,
+//! reload and see it masked; create an agent and message it from its page; top up through
+//! the (fake) Stripe Checkout and its signed webhook; revoke the key (401 at once); sign
+//! out; and a colleague's invite link. Screenshots land in `target/screenshots/app-*.png`.
+//!
+//! SQLite only: the same flows run over HTTP on both backends in the sibling modules.
+
+use std::time::Duration;
+
+use fantoccini::Locator;
+use reqwest::StatusCode;
+use roost_tests::{
+    Backend, TestServer,
+    browser::Browser,
+    stripe::{FakeStripe, WEBHOOK_SECRET},
+};
+
+use super::PASSWORD;
+
+async fn fill(browser: &Browser, css: &str, value: &str) {
+    let field = browser.client.wait().for_element(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}"));
+    field.clear().await.unwrap();
+    field.send_keys(value).await.unwrap();
+}
+
+async fn click(browser: &Browser, css: &str) {
+    let button = browser.client.wait().for_element(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}"));
+    button.click().await.unwrap_or_else(|e| panic!("clicking {css}: {e}"));
+}
+
+async fn path(browser: &Browser) -> String {
+    browser.client.current_url().await.unwrap().path().to_owned()
+}
+
+async fn wait_for(browser: &Browser, needle: &str) {
+    if let Err(seen) = browser.wait_for_text(needle, Duration::from_secs(15)).await {
+        panic!("waiting for {needle:?} on {}; the page says:\n{seen}", path(browser).await);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_user_signs_up_makes_a_key_runs_an_agent_and_tops_up() {
+    if Browser::skipped() {
+        return;
+    }
+    let stripe = FakeStripe::start().await;
+    let server = TestServer::start_with(Backend::Sqlite, |c| {
+        c.webapp.signup_open = true;
+        stripe.configure(c);
+    })
+    .await;
+    let browser = Browser::start().await;
+
+    // Sign up.
+    browser.open(&server.url("/signup")).await;
+    fill(&browser, "#email", "ada@example.com").await;
+    fill(&browser, "#password", PASSWORD).await;
+    click(&browser, "main form button[type=submit]").await;
+    wait_for(&browser, "Your agents").await;
+    assert_eq!(path(&browser).await, "/");
+
+    // A key, shown once, works over REST at once; after a reload it is masked.
+    click(&browser, "nav a[href='/developers']").await;
+    wait_for(&browser, "Create a key").await;
+    fill(&browser, "input[name=name]", "laptop").await;
+    click(&browser, "form[action='/developers/keys'] button").await;
+    wait_for(&browser, "Copy it now").await;
+    let secret = browser.text_of("#new-key").await;
+    assert!(secret.starts_with("rsk_"), "{secret}");
+    browser.screenshot("app-developers-new-key").await;
+    let rest = server.http.get(server.url("/api/account")).bearer_auth(&secret).send().await.unwrap();
+    assert_eq!(rest.status(), StatusCode::OK);
+    browser.open(&server.url("/developers")).await;
+    let text = browser.main_text().await;
+    assert!(!text.contains(&secret), "the key is never shown again");
+    assert!(text.contains(&format!("{}…{}", &secret[..12], &secret[40..])), "{text}");
+
+    // An agent, created and messaged from its page.
+    click(&browser, "nav a[href='/']").await;
+    wait_for(&browser, "Create an agent").await;
+    fill(&browser, "#brief", "helper").await;
+    click(&browser, "form[action='/instances'] button").await;
+    wait_for(&browser, "Chat").await;
+    assert!(path(&browser).await.starts_with("/instances/ins_"));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while browser.text_of("#status").await != "RUNNING" && browser.text_of("#status").await != "running" {
+        assert!(tokio::time::Instant::now() < deadline, "the agent did not start");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    fill(&browser, "#text", "hello from the browser").await;
+    click(&browser, "form[action$='/message'] button").await;
+    wait_for(&browser, "[helper] hello from the browser").await;
+    assert!(browser.main_text().await.contains("Replied in"));
+    browser.screenshot("app-instance-chat").await;
+
+    // Top up: Checkout at the fake Stripe, the signed webhook, back to /billing.
+    browser.open(&server.url("/billing")).await;
+    click(&browser, "input[name=amount_cents][value='1000']").await;
+    click(&browser, "form[action='/billing/checkout'] button").await;
+    wait_for_heading(&browser, "Fake Stripe Checkout").await;
+    let session = stripe.sessions().pop().unwrap();
+    let body = stripe.event("evt_browser", "checkout.session.completed", &session, "paid");
+    let delivered = server
+        .http
+        .post(server.url("/api/billing/stripe/webhook"))
+        .header("stripe-signature", FakeStripe::signature(&body, FakeStripe::now(), WEBHOOK_SECRET))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(delivered.status(), StatusCode::OK);
+    click(&browser, "#return").await;
+    wait_for(&browser, "Thank you").await;
+    assert_eq!(browser.text_of("#balance").await, "$10.00");
+    browser.screenshot("app-billing").await;
+
+    // Revoke the key: asked first, then 401 at once.
+    browser.open(&server.url("/developers")).await;
+    click(&browser, "a[href^='/developers?revoke=']").await;
+    wait_for(&browser, "Everything using it gets 401 at once").await;
+    click(&browser, "form[action$='/revoke'] button").await;
+    wait_for(&browser, "Revoked").await;
+    let rest = server.http.get(server.url("/api/account")).bearer_auth(&secret).send().await.unwrap();
+    assert_eq!(rest.status(), StatusCode::UNAUTHORIZED);
+
+    // A colleague's invite link, opened while Ada is still signed in elsewhere.
+    let store = server.store().await;
+    let account = store.user_by_email("ada@example.com").await.unwrap().unwrap().account_id;
+    let invite = store.add_user(&account, "grace@example.com").await.unwrap();
+
+    // Sign out.
+    click(&browser, "form.signout button").await;
+    wait_for_heading(&browser, "Sign in").await;
+    browser.open(&server.url("/developers")).await;
+    assert_eq!(path(&browser).await, "/login");
+    browser.screenshot("app-login").await;
+
+    browser.open(&server.url(&format!("/invite/{}", invite.token))).await;
+    wait_for(&browser, "grace@example.com").await;
+    browser.screenshot("app-invite").await;
+    fill(&browser, "#password", "grace's long password").await;
+    click(&browser, "main form button[type=submit]").await;
+    wait_for(&browser, "Your agents").await;
+    assert!(browser.text_of("#agents").await.contains("ins_"), "the colleague sees the account's agent");
+    browser.screenshot("app-home").await;
+
+    // The fake Stripe page has no favicon; roost's pages log nothing.
+    let errors: Vec<String> =
+        browser.console_errors().await.into_iter().filter(|e| !e.contains(&stripe.base)).collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    browser.close().await;
+}
+
+/// Waits for an `<h1>` with this text (pages without `<main>`, such as the fake Stripe).
+async fn wait_for_heading(browser: &Browser, heading: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Ok(h1) = browser.client.find(Locator::Css("h1")).await
+            && h1.text().await.is_ok_and(|t| t == heading)
+        {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no heading {heading:?} on {}", path(browser).await);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
