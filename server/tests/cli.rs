@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 each_backend!(
     accounts_keys_and_credits_work_beside_a_running_server,
+    web_users_are_invited_with_one_time_links,
     bad_cli_input_is_refused_clearly,
     status_reports_the_store_ingest_and_checks
 );
@@ -37,6 +38,57 @@ fn store_url(server: &TestServer) -> String {
 fn json_of(out: &Output) -> Value {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+async fn web_users_are_invited_with_one_time_links(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let created = json_of(&roost(
+        &server,
+        &[
+            "accounts",
+            "create",
+            "--name",
+            "Ada",
+            "--email",
+            "Ada@Example.com",
+            "--public-url",
+            "https://roost.example/",
+            "--json",
+        ],
+    ));
+    let account = created["account_id"].as_str().unwrap().to_owned();
+    assert_eq!(created["email"], "ada@example.com");
+    let link = created["invite_url"].as_str().unwrap().to_owned();
+    let token = link.strip_prefix("https://roost.example/invite/").unwrap_or_else(|| panic!("{link}")).to_owned();
+    // The running server shows the invite.
+    let page = server.http.get(server.url(&format!("/invite/{token}"))).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("ada@example.com"));
+
+    let added =
+        json_of(&roost(&server, &["users", "add", "--account", &account, "--email", "bob@example.com", "--json"]));
+    assert!(added["invite_url"].as_str().unwrap().starts_with("http://127.0.0.1:8900/invite/"), "{added}");
+    let listed = json_of(&roost(&server, &["users", "list", "--account", &account, "--json"]));
+    assert_eq!(listed.as_array().unwrap().len(), 2);
+    assert_eq!(listed[0]["password_set"], false);
+    let reset = json_of(&roost(&server, &["users", "reset", "--email", "ada@example.com", "--json"]));
+    assert_ne!(reset["invite_url"], created["invite_url"]);
+    let old = server.http.get(server.url(&format!("/invite/{token}"))).send().await.unwrap();
+    assert_eq!(old.status(), 404, "a reset link replaces the earlier one");
+
+    // Refused clearly, and nothing made: a taken email, a bad one, an unknown account.
+    for args in [
+        &["accounts", "create", "--name", "Again", "--email", "ada@example.com"][..],
+        &["accounts", "create", "--name", "Bad", "--email", "not-an-email"],
+        &["users", "add", "--account", "acct_nope", "--email", "c@example.com"],
+        &["users", "reset", "--email", "nobody@example.com"],
+    ] {
+        let out = roost(&server, args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(!out.stderr.is_empty());
+    }
+    let accounts = json_of(&roost(&server, &["accounts", "list", "--json"]));
+    assert_eq!(accounts.as_array().unwrap().len(), 1);
 }
 
 async fn accounts_keys_and_credits_work_beside_a_running_server(backend: Backend) {

@@ -103,6 +103,17 @@ pub enum UsersCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// A new one-time link for an existing user to set a new password (a forgotten one);
+    /// setting it ends their sessions.
+    Reset {
+        /// The user's email.
+        #[arg(long)]
+        email: String,
+        #[command(flatten)]
+        link: LinkBase,
+        #[command(flatten)]
+        output: Output,
+    },
     /// List an account's users.
     List {
         /// The account.
@@ -266,6 +277,11 @@ pub async fn users(global: &GlobalArgs, command: UsersCommand) -> ExitCode {
             let url = link.invite_url(&invite.token);
             let value = json!({"user_id": invite.user.id, "account_id": account, "email": invite.user.email, "invite_url": url});
             output.print(&value, || format!("added {} to {account}\ninvite link (one use, 7 days): {url}", invite.user.email));
+        }),
+        UsersCommand::Reset { email, link, output } => store.reinvite_user(&email).await.map(|invite| {
+            let url = link.invite_url(&invite.token);
+            let value = json!({"user_id": invite.user.id, "email": invite.user.email, "invite_url": url});
+            output.print(&value, || format!("password reset link for {} (one use, 7 days): {url}", invite.user.email));
         }),
         UsersCommand::List { account, output } => store.list_users(&account).await.map(|users| {
             let value: Vec<Value> = users

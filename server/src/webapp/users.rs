@@ -149,13 +149,26 @@ impl Store {
         on_writer!(self, |pool| {
             let mut tx = pool.begin_write().await?;
             tx.insert_user(&invite.user).await?;
-            sqlx::query("INSERT INTO invites (token_hash, user_id, created_at, expires_at) VALUES ($1, $2, $3, $4)")
-                .bind(hash_key(&invite.token))
+            tx.insert_invite(&invite, now).await?;
+            tx.commit().await?;
+        });
+        Ok(invite)
+    }
+
+    /// A new invite link for an existing user (a forgotten password): accepting it sets a
+    /// new password and ends their sessions. Earlier unused links stop working.
+    pub async fn reinvite_user(&self, email: &str) -> Result<NewInvite> {
+        let user =
+            self.user_by_email(email).await?.ok_or_else(|| ApiError::not_found(format!("no user {}", email.trim())))?;
+        let now = now_ms();
+        let invite = NewInvite { token: random_base32(40), expires_at: now + INVITE_TTL_MS, user };
+        on_writer!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            sqlx::query("DELETE FROM invites WHERE user_id = $1 AND used_at IS NULL")
                 .bind(&invite.user.id)
-                .bind(now)
-                .bind(invite.expires_at)
                 .execute(&mut *tx)
                 .await?;
+            tx.insert_invite(&invite, now).await?;
             tx.commit().await?;
         });
         Ok(invite)
@@ -211,6 +224,8 @@ impl Store {
             .bind(now)
             .fetch_one(&mut *tx)
             .await?;
+            // A new password ends every session made with the old one.
+            sqlx::query("DELETE FROM web_sessions WHERE user_id = $1").bind(&user_id).execute(&mut *tx).await?;
             tx.commit().await?;
             Ok(user)
         })
@@ -229,10 +244,12 @@ impl Store {
     }
 }
 
-/// Writing a user inside a transaction (call on `&mut *tx`).
+/// Writing users and invites inside a transaction (call on `&mut *tx`).
 trait UserTx {
     /// Inserts the user; a taken email is 409 `wrong_state`.
     async fn insert_user(&mut self, user: &UserRow) -> Result<()>;
+    /// Inserts an invite's hash.
+    async fn insert_invite(&mut self, invite: &NewInvite, now: i64) -> Result<()>;
 }
 
 impl_for_connections! {
@@ -250,6 +267,17 @@ impl_for_connections! {
             .execute(&mut *self)
             .await
             .map_err(email_taken)?;
+            Ok(())
+        }
+
+        async fn insert_invite(&mut self, invite: &NewInvite, now: i64) -> Result<()> {
+            sqlx::query("INSERT INTO invites (token_hash, user_id, created_at, expires_at) VALUES ($1, $2, $3, $4)")
+                .bind(hash_key(&invite.token))
+                .bind(&invite.user.id)
+                .bind(now)
+                .bind(invite.expires_at)
+                .execute(&mut *self)
+                .await?;
             Ok(())
         }
     }

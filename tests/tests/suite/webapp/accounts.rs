@@ -208,7 +208,30 @@ async fn a_session_reaches_only_its_own_account_and_only_from_this_site(backend:
     assert_eq!(out.status(), StatusCode::PAYLOAD_TOO_LARGE);
 }
 
+/// `/` is the dashboard's overview for a dashboard caller (loopback here) and the sign-in
+/// form for anyone else; a signed-in user gets their home from any address.
+async fn the_home_page_depends_on_who_asks(backend: Backend) {
+    let server = TestServer::start_public(backend, |c| c.webapp.signup_open = true).await;
+    let stranger = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let out = stranger.get(server.public_url("/")).send().await.unwrap();
+    assert_eq!(location(&out), "/login");
+    let login = stranger.get(server.public_url("/login")).send().await.unwrap();
+    assert_eq!(login.status(), StatusCode::OK);
+    assert_eq!(Visitor::new(&server).get("/").await.texts("h1"), ["Overview"]);
+    let ada = signed_up(&server, "ada@example.com").await;
+    let session = ada.cookies.iter().find(|(k, _)| k == "roost_session").unwrap().1.clone();
+    let home = stranger
+        .get(server.public_url("/"))
+        .header(header::COOKIE, format!("roost_session={session}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(home.status(), StatusCode::OK);
+    assert!(home.text().await.unwrap().contains("Your agents"));
+}
+
 each_backend!(
+    the_home_page_depends_on_who_asks,
     signing_up_in_and_out,
     failed_sign_ins_look_alike_and_are_limited,
     closed_sign_up_and_invites,

@@ -82,7 +82,8 @@ async fn a_new_user_signs_up_makes_a_key_runs_an_agent_and_tops_up() {
     fill(&browser, "#brief", "helper").await;
     click(&browser, "form[action='/instances'] button").await;
     wait_for(&browser, "Chat").await;
-    assert!(path(&browser).await.starts_with("/instances/ins_"));
+    let agent_page = path(&browser).await;
+    assert!(agent_page.starts_with("/instances/ins_"), "{agent_page}");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     while browser.text_of("#status").await != "RUNNING" && browser.text_of("#status").await != "running" {
         assert!(tokio::time::Instant::now() < deadline, "the agent did not start");
@@ -93,6 +94,9 @@ async fn a_new_user_signs_up_makes_a_key_runs_an_agent_and_tops_up() {
     wait_for(&browser, "[helper] hello from the browser").await;
     assert!(browser.main_text().await.contains("Replied in"));
     browser.screenshot("app-instance-chat").await;
+    browser.open(&server.url(&agent_page)).await;
+    assert!(browser.text_of("#turns").await.contains("web"), "the turn's source is the web app");
+    browser.screenshot("app-instance").await;
 
     // Top up: Checkout at the fake Stripe, the signed webhook, back to /billing.
     browser.open(&server.url("/billing")).await;
