@@ -104,7 +104,8 @@ tools at `{base_url}/mcp` (Streamable HTTP).\n\n\
 run one at a time per agent and may take up to 900 s, so set a client time-out of 910 s.\n\
 5. Reconfigure with `/config`, and `/pause`, `/resume` or `/destroy` it; `/activity` shows turns and charges.\n\n\
 Authentication: hosted-agent calls and `/mcp` send `Authorization: Bearer <API_KEY>`; a bad key is 401 and an \
-agent that is not the caller's is 404. Dashboard calls (queries, pages, streams, control) are served to loopback \
+agent that is not the caller's is 404. API keys are made in the web app at `{base_url}/developers` (sign in, then \
+create a key; it is shown once), where credits are topped up too (`{base_url}/billing`). Dashboard calls (queries, pages, streams, control) are served to loopback \
 clients, or with `Authorization: Bearer <token>` when the operator set `SERVICE_API_TOKENS`; their mutating calls \
 also need `Origin`/`Referer`, when sent, to match the host.\n\n\
 Every error is JSON `{\"error\": \"<what went wrong>\", \"code\": \"<code>\"}` with the status below; switch on \

@@ -20,27 +20,19 @@ use std::{
 };
 
 use roost_proto::v1::SendMessageRequest;
-use roost_tests::{Api, Backend, TestServer};
+use roost_tests::{Api, TestServer, bench};
 use serde_json::json;
 
-fn knob(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    runtime.block_on(run());
+    bench::block_on(run());
 }
 
 async fn run() {
-    let backend = match std::env::var("ROOST_BENCH_BACKEND").as_deref() {
-        Ok("postgres") => Backend::Postgres,
-        _ => Backend::Sqlite,
-    };
-    let agents = knob("ROOST_BENCH_AGENTS", 1000) as usize;
-    let concurrency = knob("ROOST_BENCH_CONCURRENCY", 64) as usize;
-    let seconds = knob("ROOST_BENCH_SECONDS", 10);
-    let provisions = knob("ROOST_BENCH_PROVISIONS", 20) as usize;
+    let backend = bench::backend();
+    let agents = bench::knob::<u64>("ROOST_BENCH_AGENTS", 1000) as usize;
+    let concurrency = bench::knob::<u64>("ROOST_BENCH_CONCURRENCY", 64) as usize;
+    let seconds = bench::knob::<u64>("ROOST_BENCH_SECONDS", 10);
+    let provisions = bench::knob::<u64>("ROOST_BENCH_PROVISIONS", 20) as usize;
 
     let server = TestServer::start_with(backend, |config| {
         config.hosting.queue_depth = 1024;

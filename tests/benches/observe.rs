@@ -32,12 +32,11 @@ use opentelemetry_proto::tonic::{
     trace::v1::{ResourceSpans, ScopeSpans, Span, Status},
 };
 use prost::Message;
-use roost_tests::{Backend, TestServer, bench::percentiles};
+use roost_tests::{
+    TestServer,
+    bench::{self, percentiles},
+};
 use serde_json::{Value as Json, json};
-
-fn knob(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
 
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
@@ -108,14 +107,11 @@ fn request(n: usize, per_request: usize, start_ns: u64) -> Vec<u8> {
 }
 
 async fn run() {
-    let backend = match std::env::var("ROOST_BENCH_BACKEND").as_deref() {
-        Ok("postgres") => Backend::Postgres,
-        _ => Backend::Sqlite,
-    };
-    let total = knob("ROOST_BENCH_SPANS", 1_000_000);
-    let per_request = knob("ROOST_BENCH_SPANS_PER_REQUEST", 500);
-    let concurrency = knob("ROOST_BENCH_CONCURRENCY", 8);
-    let queries = knob("ROOST_BENCH_QUERIES", 200);
+    let backend = bench::backend();
+    let total = bench::knob::<usize>("ROOST_BENCH_SPANS", 1_000_000);
+    let per_request = bench::knob::<usize>("ROOST_BENCH_SPANS_PER_REQUEST", 500);
+    let concurrency = bench::knob::<usize>("ROOST_BENCH_CONCURRENCY", 8);
+    let queries = bench::knob::<usize>("ROOST_BENCH_QUERIES", 200);
     let server = TestServer::start(backend).await;
     let requests = total / per_request;
     println!(

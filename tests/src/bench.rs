@@ -1,6 +1,27 @@
 //! Helpers the benchmarks share.
 
-use std::time::Duration;
+use std::{future::Future, str::FromStr, time::Duration};
+
+use crate::Backend;
+
+/// A knob from the environment (`ROOST_BENCH_*`), or `default` when unset or unreadable.
+pub fn knob<T: FromStr>(name: &str, default: T) -> T {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// The backend `ROOST_BENCH_BACKEND` names (`postgres`; SQLite otherwise).
+pub fn backend() -> Backend {
+    match std::env::var("ROOST_BENCH_BACKEND").as_deref() {
+        Ok("postgres") => Backend::Postgres,
+        _ => Backend::Sqlite,
+    }
+}
+
+/// Runs a benchmark's body on a multi-threaded runtime.
+pub fn block_on(body: impl Future<Output = ()>) {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    runtime.block_on(body);
+}
 
 /// `p50 …, p99 …, max …` of `samples` in milliseconds (sorts them).
 pub fn percentiles(samples: &mut [Duration]) -> String {

@@ -19,7 +19,7 @@ use roost_proto::{
 };
 use serde::Deserialize;
 
-use super::safe_next;
+use super::{Button, safe_next};
 use crate::{
     Core,
     pages::{
@@ -113,13 +113,7 @@ struct Password {
     csrf: String,
 }
 
-#[derive(Debug, Deserialize)]
-struct Bare {
-    #[serde(default)]
-    csrf: String,
-}
-
-csrf_field!(Credentials, NewUser, Password, Bare);
+csrf_field!(Credentials, NewUser, Password);
 
 async fn signup_open(core: &Core, page: &PageCall) -> bool {
     page.load("WebAppService/GetSettings", core.webapp.get_settings(page.request(GetSettingsRequest {})))
@@ -190,7 +184,7 @@ async fn signup(State(core): State<Core>, Posted(page, form): Posted<NewUser>) -
     }
 }
 
-async fn logout(State(core): State<Core>, Posted(page, _): Posted<Bare>) -> Response {
+async fn logout(State(core): State<Core>, Posted(page, _): Posted<Button>) -> Response {
     // Ending a session that is already gone is still a sign-out.
     let _ = page.load("WebAppService/SignOut", core.webapp.sign_out(page.request(SignOutRequest {}))).await;
     let mut response = Redirect::to("/login").into_response();

@@ -14,7 +14,7 @@ use axum::{
 use roost_proto::v1::{ApiKey, CreateKeyRequest, ListKeysRequest, RevokeKeyRequest};
 use serde::Deserialize;
 
-use super::{Signed, signed_in};
+use super::{Button, Signed, signed_in};
 use crate::{
     Core,
     pages::{
@@ -105,13 +105,7 @@ struct NewKey {
     csrf: String,
 }
 
-#[derive(Debug, Deserialize)]
-struct Bare {
-    #[serde(default)]
-    csrf: String,
-}
-
-csrf_field!(NewKey, Bare);
+csrf_field!(NewKey);
 
 async fn create(State(core): State<Core>, Posted(page, form): Posted<NewKey>) -> Response {
     let user = match signed_in(&core, &page).await {
@@ -128,7 +122,7 @@ async fn create(State(core): State<Core>, Posted(page, form): Posted<NewKey>) ->
     }
 }
 
-async fn revoke(State(core): State<Core>, Path(id): Path<String>, Posted(page, _): Posted<Bare>) -> Response {
+async fn revoke(State(core): State<Core>, Path(id): Path<String>, Posted(page, _): Posted<Button>) -> Response {
     if let Err(answer) = signed_in(&core, &page).await {
         return answer;
     }

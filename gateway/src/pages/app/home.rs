@@ -116,18 +116,18 @@ pub(super) fn settling(status: &str) -> bool {
 
 /// `/`: the user's home, the operator's overview, or the sign-in form (module doc).
 pub(crate) async fn home(State(core): State<Core>, page: PageCall) -> Response {
-    if cookies::get(page.headers(), cookies::SESSION).is_none() {
-        let dashboard = core.access.check(&Method::GET, "/dashboard", None, page.headers(), page.peer());
-        return match dashboard {
-            Ok(()) => crate::pages::overview::overview(State(core), page).await,
-            Err(_) => Redirect::to("/login").into_response(),
-        };
+    let mut refused = None;
+    if cookies::get(page.headers(), cookies::SESSION).is_some() {
+        match signed_in(&core, &page).await {
+            Ok(user) => return render_home(&core, &page, &user).await,
+            Err(answer) => refused = Some(answer),
+        }
     }
-    let user = match signed_in(&core, &page).await {
-        Ok(user) => user,
-        Err(answer) => return answer,
-    };
-    render_home(&core, &page, &user).await
+    // No session (or an ended one): the operator's overview, if the dashboard answers them.
+    match core.access.check(&Method::GET, "/dashboard", None, page.headers(), page.peer()) {
+        Ok(()) => crate::pages::overview::overview(State(core), page).await,
+        Err(_) => refused.unwrap_or_else(|| Redirect::to("/login").into_response()),
+    }
 }
 
 async fn render_home(core: &Core, page: &PageCall, user: &Signed) -> Response {

@@ -26,6 +26,7 @@ use roost_proto::{
 use serde::Deserialize;
 
 use super::{
+    Button,
     home::{AgentRow, ChargeRow, settling, status_name},
     signed_in,
 };
@@ -231,12 +232,6 @@ struct ConfigForm {
 }
 
 #[derive(Debug, Deserialize)]
-struct Bare {
-    #[serde(default)]
-    csrf: String,
-}
-
-#[derive(Debug, Deserialize)]
 struct Chat {
     #[serde(default)]
     text: String,
@@ -244,7 +239,7 @@ struct Chat {
     csrf: String,
 }
 
-csrf_field!(ConfigForm, Bare, Chat);
+csrf_field!(ConfigForm, Chat);
 
 /// `Some(value)` when a field was filled in (secrets: empty means "keep").
 fn filled(value: String) -> Option<String> {
@@ -280,7 +275,7 @@ async fn configure(
     .await
 }
 
-async fn pause(State(core): State<Core>, Path(id): Path<String>, Posted(page, _): Posted<Bare>) -> Response {
+async fn pause(State(core): State<Core>, Path(id): Path<String>, Posted(page, _): Posted<Button>) -> Response {
     if let Err(answer) = signed_in(&core, &page).await {
         return answer;
     }
@@ -295,7 +290,7 @@ async fn pause(State(core): State<Core>, Path(id): Path<String>, Posted(page, _)
     .await
 }
 
-async fn resume(State(core): State<Core>, Path(id): Path<String>, Posted(page, _): Posted<Bare>) -> Response {
+async fn resume(State(core): State<Core>, Path(id): Path<String>, Posted(page, _): Posted<Button>) -> Response {
     if let Err(answer) = signed_in(&core, &page).await {
         return answer;
     }
@@ -310,7 +305,7 @@ async fn resume(State(core): State<Core>, Path(id): Path<String>, Posted(page, _
     .await
 }
 
-async fn destroy(State(core): State<Core>, Path(id): Path<String>, Posted(page, _): Posted<Bare>) -> Response {
+async fn destroy(State(core): State<Core>, Path(id): Path<String>, Posted(page, _): Posted<Button>) -> Response {
     if let Err(answer) = signed_in(&core, &page).await {
         return answer;
     }

@@ -46,6 +46,15 @@ pub(super) fn routes() -> Router<Core> {
         .layer(DefaultBodyLimit::max(MAX_FORM_BYTES))
 }
 
+/// The post of a form that is only a button (sign out, pause, revoke…): its CSRF field.
+#[derive(Debug, serde::Deserialize)]
+pub(super) struct Button {
+    #[serde(default)]
+    csrf: String,
+}
+
+super::forms::csrf_field!(Button);
+
 /// The signed-in user of a page request.
 pub(super) struct Signed {
     /// Their email.
