@@ -26,6 +26,7 @@ pub mod shutdown;
 pub mod store;
 pub mod streams;
 pub mod system;
+pub mod telegram;
 pub mod telemetry;
 pub mod time;
 pub mod update;
