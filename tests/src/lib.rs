@@ -14,6 +14,7 @@ mod api;
 pub mod bench;
 pub mod browser;
 pub mod fake_openai;
+pub mod fake_telegram;
 mod index;
 pub mod pages;
 mod postgres;

@@ -15,5 +15,6 @@ mod rest_errors;
 mod senders;
 mod store;
 mod system;
+mod telegram;
 mod updates;
 mod webapp;

@@ -1,0 +1,241 @@
+//! A fake Telegram Bot API for the channel tests (`--telegram-api-base` points at it):
+//! `POST /bot{token}/{method}` for getMe, deleteWebhook, setWebhook, getUpdates (offset,
+//! long-poll `timeout`, 409 while another poll of the same bot is waiting), sendMessage
+//! (400 over 4,096 characters), sendChatAction; answers in the Bot API's shape
+//! (`{ok, result}` or `{ok: false, error_code, description, parameters}`).
+//!
+//! A token is `<bot id>:<secret>`; tokens the test registered with [`FakeTelegram::bot`]
+//! are valid, any other is 401. A test queues incoming messages with
+//! [`FakeTelegram::say`], reads what the bot sent with [`FakeTelegram::sent`], and can make
+//! the next calls of a method fail with [`FakeTelegram::fail_next`].
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use axum::{
+    Json, Router,
+    extract::{Path, State},
+    routing::post,
+};
+use serde_json::{Value, json};
+use tokio::{net::TcpListener, sync::Notify, task::JoinHandle};
+
+/// Telegram's limit on a message's text, in characters.
+pub const MAX_TEXT_CHARS: usize = 4096;
+
+/// Something the bot sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sent {
+    /// The bot's token id (the token's number).
+    pub bot: i64,
+    /// `sendMessage` or `sendChatAction`.
+    pub method: String,
+    /// The chat.
+    pub chat_id: i64,
+    /// The text, or the action.
+    pub text: String,
+}
+
+#[derive(Default)]
+struct Bot {
+    username: String,
+    updates: Vec<Value>,
+    next_update_id: i64,
+    polling: bool,
+    webhook: Option<String>,
+}
+
+#[derive(Default)]
+struct Inner {
+    bots: HashMap<String, Bot>,
+    sent: Vec<Sent>,
+    failures: HashMap<String, Vec<Value>>,
+    calls: Vec<(String, String)>,
+}
+
+#[derive(Clone, Default)]
+struct Shared {
+    inner: Arc<Mutex<Inner>>,
+    arrived: Arc<Notify>,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The running fake.
+pub struct FakeTelegram {
+    /// Its base URL (what `--telegram-api-base` is set to).
+    pub base: String,
+    shared: Shared,
+    task: JoinHandle<()>,
+}
+
+impl FakeTelegram {
+    /// Starts the fake on an ephemeral port.
+    pub async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind fake telegram");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        let shared = Shared::default();
+        let app = Router::new().route("/{bot}/{method}", post(call)).with_state(shared.clone());
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self { base, shared, task }
+    }
+
+    /// Registers a bot; its token is `<id>:secret-<id>`.
+    pub fn bot(&self, id: i64, username: &str) -> String {
+        let token = format!("{id}:secret-{id}");
+        self.shared
+            .lock()
+            .bots
+            .insert(token.clone(), Bot { username: username.into(), next_update_id: 1, ..Bot::default() });
+        token
+    }
+
+    /// Queues a text message from `chat_id` to the bot; returns its update id.
+    pub fn say(&self, token: &str, chat_id: i64, text: &str) -> i64 {
+        let mut inner = self.shared.lock();
+        let bot = inner.bots.get_mut(token).expect("a registered bot");
+        let update_id = bot.next_update_id;
+        bot.next_update_id += 1;
+        bot.updates.push(json!({
+            "update_id": update_id,
+            "message": {"message_id": update_id, "date": 0, "chat": {"id": chat_id, "type": "private"}, "text": text},
+        }));
+        drop(inner);
+        self.shared.arrived.notify_waiters();
+        update_id
+    }
+
+    /// What bots sent so far, in order.
+    pub fn sent(&self) -> Vec<Sent> {
+        self.shared.lock().sent.clone()
+    }
+
+    /// Every method called so far, with its token's bot id (as text), in order.
+    pub fn calls(&self) -> Vec<(String, String)> {
+        self.shared.lock().calls.clone()
+    }
+
+    /// Makes the next call of `method` answer `ok: false` with `code` (and `retry_after`
+    /// for 429), once per call of this.
+    pub fn fail_next(&self, method: &str, code: u16, description: &str, retry_after: Option<u64>) {
+        let mut answer = json!({"ok": false, "error_code": code, "description": description});
+        if let Some(secs) = retry_after {
+            answer["parameters"] = json!({"retry_after": secs});
+        }
+        self.shared.lock().failures.entry(method.to_owned()).or_default().push(answer);
+    }
+}
+
+impl Drop for FakeTelegram {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn error(code: u16, description: &str) -> Json<Value> {
+    Json(json!({"ok": false, "error_code": code, "description": description}))
+}
+
+async fn call(
+    State(shared): State<Shared>,
+    Path((bot, method)): Path<(String, String)>,
+    body: Option<Json<Value>>,
+) -> Json<Value> {
+    let body = body.map(|Json(b)| b).unwrap_or_default();
+    let Some(token) = bot.strip_prefix("bot").map(str::to_owned) else { return error(404, "Not Found") };
+    let bot_id: i64 = token.split(':').next().and_then(|id| id.parse().ok()).unwrap_or(0);
+    {
+        let mut inner = shared.lock();
+        inner.calls.push((method.clone(), bot_id.to_string()));
+        if !inner.bots.contains_key(&token) {
+            return error(401, "Unauthorized");
+        }
+        if let Some(queued) = inner.failures.get_mut(&method)
+            && !queued.is_empty()
+        {
+            return Json(queued.remove(0));
+        }
+    }
+    match method.as_str() {
+        "getMe" => {
+            let inner = shared.lock();
+            let username = inner.bots.get(&token).map(|b| b.username.clone()).unwrap_or_default();
+            Json(
+                json!({"ok": true, "result": {"id": bot_id, "is_bot": true, "first_name": username, "username": username}}),
+            )
+        }
+        "deleteWebhook" => {
+            if let Some(bot) = shared.lock().bots.get_mut(&token) {
+                bot.webhook = None;
+            }
+            Json(json!({"ok": true, "result": true}))
+        }
+        "setWebhook" => {
+            let url = body["url"].as_str().unwrap_or_default().to_owned();
+            if let Some(bot) = shared.lock().bots.get_mut(&token) {
+                bot.webhook = Some(url);
+            }
+            Json(json!({"ok": true, "result": true}))
+        }
+        "getUpdates" => get_updates(&shared, &token, &body).await,
+        "sendMessage" | "sendChatAction" => {
+            let chat_id = body["chat_id"].as_i64().unwrap_or(0);
+            let text =
+                body[if method == "sendMessage" { "text" } else { "action" }].as_str().unwrap_or_default().to_owned();
+            if method == "sendMessage" && (text.is_empty() || text.chars().count() > MAX_TEXT_CHARS) {
+                return error(400, "Bad Request: message text is empty or too long");
+            }
+            let mut inner = shared.lock();
+            inner.sent.push(Sent { bot: bot_id, method: method.clone(), chat_id, text: text.clone() });
+            let result = if method == "sendMessage" {
+                json!({"message_id": inner.sent.len(), "date": 0, "chat": {"id": chat_id, "type": "private"}, "text": text})
+            } else {
+                json!(true)
+            };
+            Json(json!({"ok": true, "result": result}))
+        }
+        _ => error(404, "Not Found: method not found"),
+    }
+}
+
+/// Long polling as Telegram does it: updates from `offset` (older ones are confirmed and
+/// dropped), waiting up to `timeout` seconds for one; one poll per bot at a time.
+async fn get_updates(shared: &Shared, token: &str, body: &Value) -> Json<Value> {
+    let offset = body["offset"].as_i64().unwrap_or(0);
+    let timeout = Duration::from_secs(body["timeout"].as_u64().unwrap_or(0).min(60));
+    {
+        let mut inner = shared.lock();
+        let Some(bot) = inner.bots.get_mut(token) else { return error(401, "Unauthorized") };
+        if bot.webhook.is_some() {
+            return error(409, "Conflict: can't use getUpdates method while webhook is active");
+        }
+        if bot.polling {
+            return error(409, "Conflict: terminated by other getUpdates request");
+        }
+        bot.polling = true;
+    }
+    let deadline = tokio::time::Instant::now() + timeout;
+    let result = loop {
+        let arrived = shared.arrived.notified();
+        {
+            let mut inner = shared.lock();
+            let bot = inner.bots.get_mut(token).expect("registered");
+            bot.updates.retain(|u| u["update_id"].as_i64().unwrap_or(0) >= offset);
+            if !bot.updates.is_empty() || tokio::time::Instant::now() >= deadline {
+                bot.polling = false;
+                break bot.updates.clone();
+            }
+        }
+        let _ = tokio::time::timeout_at(deadline, arrived).await;
+    };
+    Json(json!({"ok": true, "result": result}))
+}
