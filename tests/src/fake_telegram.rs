@@ -50,6 +50,8 @@ struct Bot {
 
 #[derive(Default)]
 struct Inner {
+    /// Any `<digits>:<secret>` token is a bot (the shared fake every test server uses).
+    accept_any: bool,
     bots: HashMap<String, Bot>,
     sent: Vec<Sent>,
     failures: HashMap<String, Vec<Value>>,
@@ -79,9 +81,12 @@ pub struct FakeTelegram {
 impl FakeTelegram {
     /// Starts the fake on an ephemeral port.
     pub async fn start() -> Self {
+        Self::start_with(Shared::default()).await
+    }
+
+    async fn start_with(shared: Shared) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind fake telegram");
         let base = format!("http://{}", listener.local_addr().expect("addr"));
-        let shared = Shared::default();
         let app = Router::new().route("/{bot}/{method}", post(call)).with_state(shared.clone());
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
@@ -135,6 +140,28 @@ impl FakeTelegram {
     }
 }
 
+/// The base URL of a fake, shared by every test server of this process, that takes any
+/// `<bot id>:<secret>` token as a bot (so tests that only store a token need no fake of
+/// their own). It runs on a thread of its own, outliving each test's runtime.
+pub fn shared_base() -> &'static str {
+    static BASE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BASE.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+            runtime.block_on(async move {
+                let shared = Shared::default();
+                shared.lock().accept_any = true;
+                let fake = FakeTelegram::start_with(shared).await;
+                tx.send(fake.base.clone()).expect("base");
+                std::future::pending::<()>().await;
+                drop(fake);
+            });
+        });
+        rx.recv().expect("the shared fake Telegram started")
+    })
+}
+
 impl Drop for FakeTelegram {
     fn drop(&mut self) {
         self.task.abort();
@@ -156,6 +183,11 @@ async fn call(
     {
         let mut inner = shared.lock();
         inner.calls.push((method.clone(), bot_id.to_string()));
+        let well_formed = bot_id > 0 && token.split_once(':').is_some_and(|(_, secret)| !secret.is_empty());
+        if inner.accept_any && well_formed && !inner.bots.contains_key(&token) {
+            let bot = Bot { username: format!("bot{bot_id}"), next_update_id: 1, ..Bot::default() };
+            inner.bots.insert(token.clone(), bot);
+        }
         if !inner.bots.contains_key(&token) {
             return error(401, "Unauthorized");
         }

@@ -89,6 +89,8 @@ impl TestServer {
         };
         // No test polls a real package index; updater tests configure their own.
         config.update.index_url.clear();
+        // Nor reaches Telegram: bot tokens are checked against the suite's fake.
+        config.hosting.telegram_api_base = crate::fake_telegram::shared_base().to_owned();
         configure(&mut config);
         Self::launch(config, database, data_dir, bind.parse().expect("address")).await
     }

@@ -229,6 +229,9 @@ pub(crate) trait InstanceTx {
     async fn set_period(&mut self, id: &str, start: i64, end: i64, price: i64, now: i64) -> Result<()>;
     /// Replaces the settings a config call may change.
     async fn update_settings(&mut self, id: &str, settings: &Settings, now: i64) -> Result<()>;
+    /// Records the Telegram bot the agent's token belongs to (`None`: disconnected). A bot
+    /// another live agent has is 409 `wrong_state` (the store's unique index).
+    async fn set_telegram_bot(&mut self, id: &str, bot: Option<(i64, &str)>) -> Result<()>;
     /// Marks the instance destroyed and drops its secrets, which nothing needs any more;
     /// 404 when it already was (a destroy that lost a race).
     async fn mark_destroyed(&mut self, id: &str, now: i64) -> Result<()>;
@@ -323,10 +326,28 @@ impl_for_connections! {
             Ok(())
         }
 
+        async fn set_telegram_bot(&mut self, id: &str, bot: Option<(i64, &str)>) -> Result<()> {
+            sqlx::query("UPDATE instances SET telegram_bot_id = $2, telegram_username = $3 WHERE id = $1")
+                .bind(id)
+                .bind(bot.map(|(bot_id, _)| bot_id))
+                .bind(bot.map_or("", |(_, username)| username))
+                .execute(&mut *self)
+                .await
+                .map_err(|err| match &err {
+                    sqlx::Error::Database(db) if db.is_unique_violation() => roost_proto::ApiError::new(
+                        roost_proto::ErrorReason::WrongState,
+                        "this Telegram bot is already connected to another agent; MESSAGING_BOT_TOKEN was not applied",
+                    )
+                    .into(),
+                    _ => crate::Error::from(err),
+                })?;
+            Ok(())
+        }
+
         async fn mark_destroyed(&mut self, id: &str, now: i64) -> Result<()> {
             let done = sqlx::query(
                 "UPDATE instances SET status = 'destroyed', status_detail = '', destroyed_at = $2, updated_at = $2, \
-                 provider_api_key = NULL, messaging_bot_token = NULL WHERE id = $1 AND destroyed_at IS NULL",
+                 provider_api_key = NULL, messaging_bot_token = NULL, telegram_bot_id = NULL WHERE id = $1 AND destroyed_at IS NULL",
             )
             .bind(id)
             .bind(now)

@@ -247,6 +247,13 @@ impl Hosting {
             ))
             .into());
         }
+        // A token is checked with Telegram before anything changes (outside the lifecycle
+        // lock: it is a network call); an empty one disconnects the bot.
+        let bot = match req.messaging_bot_token.as_deref() {
+            Some("") => Some(None),
+            Some(token) => Some(Some(self.check_bot_token(token).await?)),
+            None => None,
+        };
         let _lifecycle = agent.lock_lifecycle().await?;
         let status = agent.status();
         if !matches!(status, Status::Running | Status::Paused) {
@@ -258,6 +265,9 @@ impl Hosting {
         let next = if status == Status::Running { Status::Restarting } else { Status::Paused };
         on_writer!(self.store, |pool| {
             let mut tx = pool.begin_write().await?;
+            if let Some(bot) = &bot {
+                tx.set_telegram_bot(&agent.id, bot.as_ref().map(|b| (b.id, b.username.as_str()))).await?;
+            }
             tx.update_settings(&agent.id, &settings, now_ms()).await?;
             tx.update_status(&agent.id, next, "", now_ms()).await?;
             tx.commit().await?;
@@ -268,6 +278,25 @@ impl Hosting {
             self.boot(agent.clone(), generation, previous);
         }
         Ok(ConfigureResponse { ok: true, id: agent.id.clone(), status: next.to_proto() as i32, applied })
+    }
+
+    /// The bot a `MESSAGING_BOT_TOKEN` belongs to, asked of Telegram (`getMe`): a token
+    /// Telegram refuses is 400 naming the field; Telegram out of reach is 503. Neither
+    /// message carries the token.
+    async fn check_bot_token(&self, token: &str) -> Result<crate::telegram::BotUser> {
+        use crate::telegram::TelegramError;
+        match self.telegram.get_me(token).await {
+            Ok(bot) => Ok(bot),
+            Err(err @ TelegramError::Api { code: 400..=499, .. }) => Err(ApiError::invalid_argument(format!(
+                "MESSAGING_BOT_TOKEN was refused by Telegram ({err}); nothing was changed"
+            ))
+            .into()),
+            Err(err) => Err(ApiError::new(
+                roost_proto::ErrorReason::Unavailable,
+                format!("MESSAGING_BOT_TOKEN could not be checked: {err}; nothing was changed"),
+            )
+            .into()),
+        }
     }
 
     /// Stops a running agent.

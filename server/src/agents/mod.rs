@@ -52,6 +52,8 @@ pub struct HostingConfig {
     pub model_upstream: Option<assistant::Upstream>,
     /// Where byok assistant agents send their own key.
     pub byok_upstream_url: String,
+    /// The Telegram Bot API (`--telegram-api-base`): bot tokens are checked there.
+    pub telegram_api_base: String,
 }
 
 impl Default for HostingConfig {
@@ -65,6 +67,7 @@ impl Default for HostingConfig {
             boot_timeout: Duration::from_secs(120),
             model_upstream: None,
             byok_upstream_url: "https://api.openai.com/v1".to_owned(),
+            telegram_api_base: crate::telegram::client::DEFAULT_API_BASE.to_owned(),
         }
     }
 }
@@ -81,6 +84,8 @@ pub struct Hosting {
     recorder_task: std::sync::Mutex<Option<JoinHandle<()>>>,
     /// Seals secrets from config calls; opens them only for a machine's spec.
     secret_key: SecretKey,
+    /// Checks bot tokens (`getMe`) before they are applied.
+    telegram: crate::telegram::TelegramClient,
 }
 
 impl Hosting {
@@ -117,13 +122,14 @@ impl Hosting {
         let (recorder, task) = Recorder::start(store.clone(), turn_events);
         Ok(Arc::new(Self {
             store,
-            config,
             observes_turns,
             drivers,
             registry: Registry::default(),
             recorder,
             recorder_task: std::sync::Mutex::new(Some(task)),
             secret_key,
+            telegram: crate::telegram::TelegramClient::new(&config.telegram_api_base),
+            config,
         }))
     }
 

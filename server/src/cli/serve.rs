@@ -84,6 +84,9 @@ pub struct ServeArgs {
     /// OpenAI-compatible base URL byok assistant agents call with their own key.
     #[arg(long, env = "ROOST_BYOK_UPSTREAM_URL", value_name = "URL", default_value = "https://api.openai.com/v1")]
     byok_upstream_url: String,
+    /// The Telegram Bot API: agents' `MESSAGING_BOT_TOKEN`s are checked there (getMe).
+    #[arg(long, env = "ROOST_TELEGRAM_API_BASE", value_name = "URL", default_value = crate::telegram::client::DEFAULT_API_BASE)]
+    telegram_api_base: String,
     /// Comma-separated tokens; when set, every dashboard call (query, feature, stream,
     /// ingest and control routes) needs `Authorization: Bearer <token>` (`?token=` on SSE
     /// paths). Unset, only loopback clients are served.
@@ -213,6 +216,7 @@ impl ServeArgs {
             .clone()
             .map(|base_url| Upstream { base_url, api_key: self.model_upstream_key.clone() });
         hosting.byok_upstream_url.clone_from(&self.byok_upstream_url);
+        hosting.telegram_api_base.clone_from(&self.telegram_api_base);
         config.retention = RetentionConfig {
             max_age: (self.retention_days > 0).then(|| Duration::from_secs(self.retention_days.saturating_mul(86_400))),
             max_bytes: (self.retention_max_mb > 0).then(|| self.retention_max_mb.saturating_mul(1024 * 1024)),

@@ -1,5 +1,5 @@
-//! roost's Telegram Bot API client against the fake Bot API of the test suite: the
-//! groundwork of the channel (the agents do not use it yet).
+//! Telegram: roost's Bot API client against the fake Bot API of the test suite, and bot
+//! tokens checked with it when an agent is configured. (Agents do not poll yet.)
 
 use std::time::{Duration, Instant};
 
@@ -7,7 +7,8 @@ use roost_server::telegram::{
     TelegramClient, TelegramError,
     split::{PART_CHARS, split_reply},
 };
-use roost_tests::fake_telegram::FakeTelegram;
+use roost_tests::{Backend, TestServer, each_backend, fake_telegram::FakeTelegram};
+use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_client_speaks_the_bot_api() {
@@ -59,3 +60,44 @@ async fn the_client_speaks_the_bot_api() {
     assert_eq!(sent.iter().filter(|s| s.method == "sendMessage").count(), 2);
     assert_eq!(sent.last().unwrap().text, "typing");
 }
+
+/// `MESSAGING_BOT_TOKEN` is checked with Telegram before it is applied: a refused token
+/// is 400 naming the field (and never echoing the token), a bot another live agent has is
+/// 409, an empty string disconnects; nothing changes on a refusal.
+async fn connecting_a_bot_checks_its_token(backend: Backend) {
+    let fake = FakeTelegram::start().await;
+    let token = fake.bot(7001, "helper_bot");
+    let server = TestServer::start_with(backend, |c| c.hosting.telegram_api_base = fake.base.clone()).await;
+    let account = server.account(10_000).await;
+    let api = server.api(Some(&account));
+    let first = api.provision("example", "brief").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&first, "running").await;
+    let second = api.provision("example", "brief").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&second, "running").await;
+
+    let bad = api.post(&format!("/api/instances/{first}/config"), json!({"MESSAGING_BOT_TOKEN": "7001:forged"})).await;
+    bad.err(400, "invalid_argument");
+    assert!(bad.body["error"].as_str().unwrap().contains("MESSAGING_BOT_TOKEN"), "{}", bad.body);
+    assert!(!bad.body.to_string().contains("forged"), "the token is never echoed: {}", bad.body);
+    assert_eq!(api.get(&format!("/api/instances/{first}")).await.ok()["config"]["messaging_bot_token_set"], false);
+
+    api.post(&format!("/api/instances/{first}/config"), json!({"MESSAGING_BOT_TOKEN": token})).await.ok();
+    let view = api.wait_status(&first, "running").await;
+    assert_eq!(view["config"]["messaging_bot_token_set"], true);
+    let taken = api.post(&format!("/api/instances/{second}/config"), json!({"MESSAGING_BOT_TOKEN": token})).await;
+    taken.err(409, "wrong_state");
+    assert_eq!(api.get(&format!("/api/instances/{second}")).await.ok()["config"]["messaging_bot_token_set"], false);
+
+    // Disconnect the first, and the bot is free for the second.
+    api.post(&format!("/api/instances/{first}/config"), json!({"MESSAGING_BOT_TOKEN": ""})).await.ok();
+    assert_eq!(api.wait_status(&first, "running").await["config"]["messaging_bot_token_set"], false);
+    api.post(&format!("/api/instances/{second}/config"), json!({"MESSAGING_BOT_TOKEN": token})).await.ok();
+    assert_eq!(api.wait_status(&second, "running").await["config"]["messaging_bot_token_set"], true);
+    // A destroyed agent frees its bot too.
+    api.post(&format!("/api/instances/{second}/destroy"), json!({})).await.ok();
+    api.post(&format!("/api/instances/{first}/config"), json!({"MESSAGING_BOT_TOKEN": token})).await.ok();
+    assert_eq!(api.wait_status(&first, "running").await["config"]["messaging_bot_token_set"], true);
+    assert!(fake.calls().iter().all(|(method, _)| method == "getMe"), "only getMe so far: {:?}", fake.calls());
+}
+
+each_backend!(connecting_a_bot_checks_its_token);
