@@ -322,7 +322,17 @@ mod tests {
     fn messages_carry_json_names_types_and_comments() {
         let configure = contract().message("ConfigureRequest").expect("ConfigureRequest is described");
         let names: Vec<&str> = configure.fields.iter().map(|f| f.name.as_str()).collect();
-        assert_eq!(names, ["instance_id", "agent_brief", "PROVIDER_API_KEY", "MESSAGING_BOT_TOKEN", "model"]);
+        assert_eq!(
+            names,
+            [
+                "instance_id",
+                "agent_brief",
+                "PROVIDER_API_KEY",
+                "MESSAGING_BOT_TOKEN",
+                "model",
+                "MESSAGING_ALLOWED_CHAT_IDS"
+            ]
+        );
         assert!(configure.fields[0].required);
         assert!(!configure.fields[1].required);
         assert!(configure.doc.contains("Only fields present change"));

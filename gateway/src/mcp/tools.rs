@@ -128,9 +128,10 @@ pub const TOOLS: &[ToolDef] = &[
     ),
     tool("configure_agent", "Configure an agent", "ConfigureRequest", "ConfigureResponse", &agents::CONFIG)
         .describe(
-            "Change an agent's brief (`agent_brief`), model, model-provider key (`PROVIDER_API_KEY`, for byok) or \
-             chat bot token (`MESSAGING_BOT_TOKEN`, connects a messaging channel). Only fields given change; an \
-             empty key or token removes it. A running agent restarts to apply it.",
+            "Change an agent's brief (`agent_brief`), model, model-provider key (`PROVIDER_API_KEY`, for byok), \
+             chat bot token (`MESSAGING_BOT_TOKEN`, connects a Telegram bot; checked with Telegram first) or the \
+             chats it answers (`MESSAGING_ALLOWED_CHAT_IDS`, comma-separated chat ids). Only fields given change; \
+             an empty key or token removes it. A running agent restarts to apply it.",
         )
         .writes(false),
     tool("pause_agent", "Pause an agent", "PauseRequest", "PauseResponse", &agents::PAUSE)

@@ -95,6 +95,8 @@ pub struct InstanceRow {
     pub provider_api_key: Option<String>,
     /// Chat bot token, sealed.
     pub messaging_bot_token: Option<String>,
+    /// MESSAGING_ALLOWED_CHAT_IDS, canonical (see [`allowed_chats`]).
+    pub telegram_allowed_chats: String,
     /// Plan price it renews at.
     pub price_cents_month: i64,
     /// Start of the current paid period (Unix ms).
@@ -111,9 +113,34 @@ pub struct InstanceRow {
     pub destroyed_at: Option<i64>,
 }
 
+/// Reads a MESSAGING_ALLOWED_CHAT_IDS value (comma-separated chat ids, spaces allowed;
+/// empty for none): sorted, without duplicates; 400 naming a value that is not a chat id.
+pub fn allowed_chats(value: &str) -> Result<Vec<i64>, roost_proto::ApiError> {
+    let mut ids = Vec::new();
+    for part in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let id = part.parse::<i64>().ok().filter(|id| *id != 0).ok_or_else(|| {
+            roost_proto::ApiError::invalid_argument(format!(
+                "MESSAGING_ALLOWED_CHAT_IDS: {part:?} is not a Telegram chat id (an integer such as 12345 or -100123)"
+            ))
+        })?;
+        ids.push(id);
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    if ids.len() > MAX_ALLOWED_CHATS {
+        return Err(roost_proto::ApiError::invalid_argument(format!(
+            "MESSAGING_ALLOWED_CHAT_IDS: at most {MAX_ALLOWED_CHATS} chats"
+        )));
+    }
+    Ok(ids)
+}
+
+/// Most chats an agent's allow-list holds.
+pub const MAX_ALLOWED_CHATS: usize = 1000;
+
 /// Columns of [`InstanceRow`], for SELECTs.
 pub const INSTANCE_COLUMNS: &str = "id, account_id, runtime, status, status_detail, brief, model_mode, model, \
-     provider_api_key, messaging_bot_token, price_cents_month, period_start, paid_through, period_price_cents, \
+     provider_api_key, messaging_bot_token, telegram_allowed_chats, price_cents_month, period_start, paid_through, period_price_cents, \
      created_at, updated_at, destroyed_at";
 
 impl InstanceRow {
@@ -140,6 +167,7 @@ impl InstanceRow {
                 provider_api_key_set: self.provider_api_key.is_some(),
                 messaging_bot_token_set: bot,
                 channel: if bot { "telegram".to_owned() } else { String::new() },
+                allowed_chat_ids: allowed_chats(&self.telegram_allowed_chats).unwrap_or_default(),
             }),
             price_cents_month: self.price_cents_month,
             paid_through: Some(timestamp_ms(self.paid_through)),
@@ -244,7 +272,7 @@ impl_for_connections! {
         async fn insert_instance(&mut self, row: &InstanceRow) -> Result<()> {
             sqlx::query(sqlx::AssertSqlSafe(format!(
                 "INSERT INTO instances ({INSTANCE_COLUMNS}) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"
             )))
             .bind(&row.id)
             .bind(&row.account_id)
@@ -256,6 +284,7 @@ impl_for_connections! {
             .bind(&row.model)
             .bind(&row.provider_api_key)
             .bind(&row.messaging_bot_token)
+            .bind(&row.telegram_allowed_chats)
             .bind(row.price_cents_month)
             .bind(row.period_start)
             .bind(row.paid_through)
@@ -313,7 +342,7 @@ impl_for_connections! {
         async fn update_settings(&mut self, id: &str, settings: &Settings, now: i64) -> Result<()> {
             sqlx::query(
                 "UPDATE instances SET brief = $2, model = $3, provider_api_key = $4, messaging_bot_token = $5, \
-                 updated_at = $6 WHERE id = $1",
+                 updated_at = $6, telegram_allowed_chats = $7 WHERE id = $1",
             )
             .bind(id)
             .bind(&settings.brief)
@@ -321,6 +350,7 @@ impl_for_connections! {
             .bind(settings.provider_api_key.as_ref().map(Sealed::as_str))
             .bind(settings.messaging_bot_token.as_ref().map(Sealed::as_str))
             .bind(now)
+            .bind(&settings.allowed_chats)
             .execute(&mut *self)
             .await?;
             Ok(())

@@ -123,6 +123,7 @@ impl Hosting {
             model: String::new(),
             provider_api_key: None,
             messaging_bot_token: None,
+            telegram_allowed_chats: String::new(),
             price_cents_month: runtime.price_cents_month,
             period_start: now,
             paid_through: now + self.config.billing.period_ms(),
@@ -551,6 +552,12 @@ fn apply_config(mut settings: Settings, req: &ConfigureRequest, key: &SecretKey,
     if let Some(model) = &req.model {
         settings.model = model.trim().to_owned();
         applied.push("model".to_owned());
+    }
+    if let Some(chats) = &req.messaging_allowed_chat_ids {
+        // Checked by `limits::config` before anything changed.
+        let ids = super::instances::allowed_chats(chats).unwrap_or_default();
+        settings.allowed_chats = ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+        applied.push("MESSAGING_ALLOWED_CHAT_IDS".to_owned());
     }
     (settings, applied)
 }

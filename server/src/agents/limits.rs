@@ -9,6 +9,8 @@ use crate::runtimes::ModelMode;
 pub const MAX_BRIEF_BYTES: usize = 16 * 1024;
 /// Largest message text, in bytes.
 pub const MAX_TEXT_BYTES: usize = 64 * 1024;
+/// Longest MESSAGING_ALLOWED_CHAT_IDS value accepted.
+pub const MAX_ALLOWED_CHATS_BYTES: usize = 32 * 1024;
 /// Largest secret (provider key, bot token), in bytes.
 pub const MAX_SECRET_BYTES: usize = 4 * 1024;
 /// Largest model name, in bytes.
@@ -65,10 +67,16 @@ pub fn config(req: &v1::ConfigureRequest) -> Result<(), ApiError> {
         && req.provider_api_key.is_none()
         && req.messaging_bot_token.is_none()
         && req.model.is_none()
+        && req.messaging_allowed_chat_ids.is_none()
     {
         return Err(ApiError::invalid_argument(
-            "nothing to configure: send at least one of agent_brief, PROVIDER_API_KEY, MESSAGING_BOT_TOKEN, model",
+            "nothing to configure: send at least one of agent_brief, PROVIDER_API_KEY, MESSAGING_BOT_TOKEN, \
+             MESSAGING_ALLOWED_CHAT_IDS, model",
         ));
+    }
+    if let Some(chats) = &req.messaging_allowed_chat_ids {
+        at_most("MESSAGING_ALLOWED_CHAT_IDS", chats, MAX_ALLOWED_CHATS_BYTES)?;
+        super::instances::allowed_chats(chats)?;
     }
     if let Some(brief) = &req.agent_brief {
         self::brief("agent_brief", brief)?;

@@ -42,6 +42,8 @@ pub struct Settings {
     pub provider_api_key: Option<Sealed>,
     /// Chat bot token, sealed.
     pub messaging_bot_token: Option<Sealed>,
+    /// MESSAGING_ALLOWED_CHAT_IDS, canonical (comma-separated, sorted).
+    pub allowed_chats: String,
 }
 
 impl Settings {
@@ -53,6 +55,7 @@ impl Settings {
             model: row.model.clone(),
             provider_api_key: row.provider_api_key.clone().map(Sealed::from_stored),
             messaging_bot_token: row.messaging_bot_token.clone().map(Sealed::from_stored),
+            allowed_chats: row.telegram_allowed_chats.clone(),
         }
     }
 }

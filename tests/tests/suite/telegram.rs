@@ -100,4 +100,29 @@ async fn connecting_a_bot_checks_its_token(backend: Backend) {
     assert!(fake.calls().iter().all(|(method, _)| method == "getMe"), "only getMe so far: {:?}", fake.calls());
 }
 
-each_backend!(connecting_a_bot_checks_its_token);
+/// `MESSAGING_ALLOWED_CHAT_IDS` is kept canonical (sorted, once each), shown in the
+/// instance's config, refused (400, nothing changed) when a value is not a chat id, and
+/// cleared by an empty string.
+async fn allowed_chats_are_configured(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let account = server.account(10_000).await;
+    let api = server.api(Some(&account));
+    let id = api.provision("echo", "brief").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+    let config = format!("/api/instances/{id}/config");
+    let done = api.post(&config, json!({"MESSAGING_ALLOWED_CHAT_IDS": " 42, -100123,42 ,7"})).await.ok();
+    assert_eq!(done["applied"], json!(["MESSAGING_ALLOWED_CHAT_IDS"]));
+    let view = api.wait_status(&id, "running").await;
+    assert_eq!(view["config"]["allowed_chat_ids"], json!([-100123, 7, 42]));
+    for bad in ["42,abc", "0", "1.5"] {
+        api.post(&config, json!({"MESSAGING_ALLOWED_CHAT_IDS": bad})).await.err(400, "invalid_argument");
+    }
+    assert_eq!(
+        api.get(&format!("/api/instances/{id}")).await.ok()["config"]["allowed_chat_ids"],
+        json!([-100123, 7, 42])
+    );
+    api.post(&config, json!({"MESSAGING_ALLOWED_CHAT_IDS": ""})).await.ok();
+    assert_eq!(api.wait_status(&id, "running").await["config"]["allowed_chat_ids"], json!([]));
+}
+
+each_backend!(connecting_a_bot_checks_its_token, allowed_chats_are_configured);

@@ -71,6 +71,7 @@ struct Agent {
     model: String,
     provider_key_set: bool,
     bot_token_set: bool,
+    allowed_chats: String,
     created: When,
     running: bool,
     pausable: bool,
@@ -182,6 +183,7 @@ async fn show(
             model: instance.model,
             provider_key_set: config.provider_api_key_set,
             bot_token_set: config.messaging_bot_token_set,
+            allowed_chats: config.allowed_chat_ids.iter().map(i64::to_string).collect::<Vec<_>>().join(","),
             created: When::timestamp(instance.created_at.as_ref()),
             row,
         })
@@ -222,6 +224,10 @@ struct ConfigForm {
     provider_api_key: String,
     #[serde(default, rename = "MESSAGING_BOT_TOKEN")]
     messaging_bot_token: String,
+    #[serde(default, rename = "MESSAGING_ALLOWED_CHAT_IDS")]
+    allowed_chat_ids: String,
+    #[serde(default)]
+    shown_chats: String,
     /// The brief and model as the form showed them: only what the user changed is sent.
     #[serde(default)]
     shown_brief: String,
@@ -260,11 +266,14 @@ async fn configure(
         model: (form.model.trim() != form.shown_model).then(|| form.model.trim().to_owned()),
         provider_api_key: filled(form.provider_api_key),
         messaging_bot_token: filled(form.messaging_bot_token),
+        messaging_allowed_chat_ids: (form.allowed_chat_ids.trim() != form.shown_chats)
+            .then(|| form.allowed_chat_ids.trim().to_owned()),
     };
     let nothing = req.agent_brief.is_none()
         && req.model.is_none()
         && req.provider_api_key.is_none()
-        && req.messaging_bot_token.is_none();
+        && req.messaging_bot_token.is_none()
+        && req.messaging_allowed_chat_ids.is_none();
     let back = format!("/instances/{id}");
     if nothing {
         return crate::pages::forms::done(&back, "Nothing changed.");

@@ -37,7 +37,7 @@ async fn seed_flow_over_rest(backend: Backend) {
     assert_eq!(running["brief"], "Be kind.");
     assert_eq!(
         running["config"],
-        json!({"provider_api_key_set": false, "messaging_bot_token_set": false, "channel": ""})
+        json!({"provider_api_key_set": false, "messaging_bot_token_set": false, "channel": "", "allowed_chat_ids": []})
     );
 
     let turn = api.message(&id, "hello").await.ok();

@@ -57,7 +57,7 @@ async fn config_restarts_the_process_with_the_new_environment(backend: Backend) 
     let view = api.wait_status(&id, "running").await;
     assert_eq!(
         view["config"],
-        json!({"provider_api_key_set": true, "messaging_bot_token_set": true, "channel": "telegram"})
+        json!({"provider_api_key_set": true, "messaging_bot_token_set": true, "channel": "telegram", "allowed_chat_ids": []})
     );
     assert_eq!(view["model"], "gpt-4o");
 
