@@ -72,7 +72,7 @@ pub enum Guard {
 }
 
 /// The web app's pages (besides `/`): exact paths, then prefixes.
-const APP_PATHS: [&str; 5] = ["/login", "/signup", "/logout", "/developers", "/billing"];
+const APP_PATHS: [&str; 6] = ["/login", "/signup", "/logout", "/developers", "/billing", "/instances"];
 const APP_PREFIXES: [&str; 4] = ["/invite/", "/developers/", "/billing/", "/instances/"];
 
 /// The guard of a request path.

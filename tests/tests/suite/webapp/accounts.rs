@@ -228,6 +228,18 @@ async fn the_home_page_depends_on_who_asks(backend: Backend) {
         .unwrap();
     assert_eq!(home.status(), StatusCode::OK);
     assert!(home.text().await.unwrap().contains("Your agents"));
+    // Every web-app form works from another machine too (none is a dashboard route).
+    let csrf = ada.csrf();
+    let cookies = format!("roost_session={session}; roost_csrf={csrf}");
+    for (path, fields) in [
+        ("/instances", vec![("runtime", "echo"), ("brief", "remote"), ("csrf", csrf.as_str())]),
+        ("/developers/keys", vec![("name", "remote"), ("csrf", csrf.as_str())]),
+    ] {
+        let out =
+            stranger.post(server.public_url(path)).header(header::COOKIE, &cookies).form(&fields).send().await.unwrap();
+        assert!(out.status() == StatusCode::SEE_OTHER || out.status() == StatusCode::OK, "{path}: {}", out.status());
+    }
+    assert_eq!(server.sql("SELECT COUNT(*) FROM instances").await.unwrap(), [1]);
 }
 
 each_backend!(
