@@ -74,26 +74,18 @@ pub(crate) fn refused(policy: &AccessPolicy, err: &ApiError, uri: &Uri) -> Respo
         let next = uri.path_and_query().map_or("/", |pq| pq.as_str());
         return Redirect::to(&format!("{SIGN_IN_PATH}?next={}", percent_encode(next))).into_response();
     }
-    let page = Message {
-        chrome: bare_chrome("Not allowed"),
-        heading: "This dashboard is not open to you".into(),
-        detail: err.message().to_owned(),
-    };
-    let mut response = (err.reason().http_status(), page.render().unwrap_or_default()).into_response();
-    response
-        .headers_mut()
-        .insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/html; charset=utf-8"));
-    response
+    not_allowed(err, "This dashboard is not open to you", err.message().to_owned())
 }
 
 /// A web-app form post the access policy refused (from another site): an HTML page with
 /// the error table's status; nothing changed.
 pub(crate) fn refused_form(err: &ApiError) -> Response {
-    let page = Message {
-        chrome: bare_chrome("Not allowed"),
-        heading: "Nothing was changed".into(),
-        detail: format!("{} ({})", err.message(), err.reason().code()),
-    };
+    not_allowed(err, "Nothing was changed", format!("{} ({})", err.message(), err.reason().code()))
+}
+
+/// A refusal made outside a page handler, as an HTML message with the error's status.
+fn not_allowed(err: &ApiError, heading: &str, detail: String) -> Response {
+    let page = Message { chrome: bare_chrome("Not allowed"), heading: heading.into(), detail };
     let mut response = (err.reason().http_status(), page.render().unwrap_or_default()).into_response();
     response
         .headers_mut()

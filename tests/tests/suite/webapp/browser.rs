@@ -149,6 +149,12 @@ async fn a_new_user_signs_up_makes_a_key_runs_an_agent_and_tops_up() {
     wait_for(&browser, "Your agents").await;
     assert!(browser.text_of("#agents").await.contains("ins_"), "the colleague sees the account's agent");
     browser.screenshot("app-home").await;
+    // On a phone.
+    browser.resize(390, 844).await;
+    browser.open(&server.url(&agent_page)).await;
+    browser.screenshot("app-instance-390").await;
+    browser.open(&server.url("/developers")).await;
+    browser.screenshot("app-developers-390").await;
 
     // The fake Stripe page has no favicon; roost's pages log nothing.
     let errors: Vec<String> =
