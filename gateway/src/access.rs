@@ -79,7 +79,9 @@ const APP_PREFIXES: [&str; 4] = ["/invite/", "/developers/", "/billing/", "/inst
 pub fn guard(path: &str) -> Guard {
     const OPEN: [&str; 6] =
         ["/healthz", "/skill.md", "/api/runtimes", "/favicon.ico", SIGN_IN_PATH, "/api/billing/stripe/webhook"];
-    const OPEN_PREFIXES: [&str; 3] = ["/grpc.health.v1.", "/grpc.reflection.", "/static/"];
+    // `/telegram/{id}`: Telegram's webhook deliveries, checked by the core against the
+    // agent's webhook secret.
+    const OPEN_PREFIXES: [&str; 4] = ["/grpc.health.v1.", "/grpc.reflection.", "/static/", "/telegram/"];
     const OWN_KEYS: [&str; 2] = ["/api/provision", "/mcp"];
     const OWN_KEYS_PREFIXES: [&str; 10] = [
         "/api/instances",
@@ -306,6 +308,7 @@ mod tests {
     #[test]
     fn paths_are_classified_deny_by_default() {
         assert_eq!(guard("/healthz"), Guard::Open);
+        assert_eq!(guard("/telegram/ins_abc"), Guard::Open);
         assert_eq!(guard("/api/instances/abc/pause"), Guard::OwnKeys);
         assert_eq!(guard("/roost.v1.IngestService/PushBatch"), Guard::OwnKeys);
         assert_eq!(guard("/roost.v1.IngestService/CreateRun"), Guard::Dashboard);

@@ -1,8 +1,11 @@
 //! A fake Telegram Bot API for the channel tests (`--telegram-api-base` points at it):
 //! `POST /bot{token}/{method}` for getMe, deleteWebhook, setWebhook, getUpdates (offset,
-//! long-poll `timeout`, 409 while another poll of the same bot is waiting), sendMessage
-//! (400 over 4,096 characters), sendChatAction; answers in the Bot API's shape
-//! (`{ok, result}` or `{ok: false, error_code, description, parameters}`).
+//! long-poll `timeout`; a newer poll of the same bot ends the waiting one with 409, as
+//! Telegram does, and any poll is 409 while a webhook is set), sendMessage (400 over 4,096
+//! characters), sendChatAction; answers in the Bot API's shape (`{ok, result}` or
+//! `{ok: false, error_code, description, parameters}`). While a bot has a webhook, a
+//! message is delivered to it (`POST` with `X-Telegram-Bot-Api-Secret-Token`) instead of
+//! waiting for a poll.
 //!
 //! A token is `<bot id>:<secret>`; tokens the test registered with [`FakeTelegram::bot`]
 //! are valid, any other is 401. A test queues incoming messages with
@@ -44,8 +47,10 @@ struct Bot {
     username: String,
     updates: Vec<Value>,
     next_update_id: i64,
-    polling: bool,
-    webhook: Option<String>,
+    /// Counts polls: a poll whose number is no longer the latest was superseded.
+    polls: u64,
+    /// The webhook's URL and secret token, when set.
+    webhook: Option<(String, String)>,
 }
 
 #[derive(Default)]
@@ -56,6 +61,8 @@ struct Inner {
     sent: Vec<Sent>,
     failures: HashMap<String, Vec<Value>>,
     calls: Vec<(String, String)>,
+    /// Webhook deliveries: the HTTP status each got.
+    deliveries: Vec<u16>,
 }
 
 #[derive(Clone, Default)]
@@ -104,19 +111,71 @@ impl FakeTelegram {
         token
     }
 
-    /// Queues a text message from `chat_id` to the bot; returns its update id.
+    /// Queues a text message from `chat_id` to the bot (or delivers it to the bot's
+    /// webhook, retrying until it is taken, as Telegram does); returns its update id.
     pub fn say(&self, token: &str, chat_id: i64, text: &str) -> i64 {
         let mut inner = self.shared.lock();
         let bot = inner.bots.get_mut(token).expect("a registered bot");
         let update_id = bot.next_update_id;
         bot.next_update_id += 1;
-        bot.updates.push(json!({
+        let update = json!({
             "update_id": update_id,
             "message": {"message_id": update_id, "date": 0, "chat": {"id": chat_id, "type": "private"}, "text": text},
-        }));
+        });
+        if let Some((url, secret)) = bot.webhook.clone() {
+            drop(inner);
+            let shared = self.shared.clone();
+            tokio::spawn(async move {
+                let client = reqwest::Client::new();
+                for _ in 0..50 {
+                    let sent =
+                        client.post(&url).header("x-telegram-bot-api-secret-token", &secret).json(&update).send();
+                    let status = sent.await.map_or(0, |r| r.status().as_u16());
+                    shared.lock().deliveries.push(status);
+                    if status == 200 {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            });
+            return update_id;
+        }
+        bot.updates.push(update);
         drop(inner);
         self.shared.arrived.notify_waiters();
         update_id
+    }
+
+    /// The webhook a bot has (its URL and secret token), if any.
+    pub fn webhook(&self, token: &str) -> Option<(String, String)> {
+        self.shared.lock().bots.get(token).and_then(|b| b.webhook.clone())
+    }
+
+    /// The HTTP status of each webhook delivery so far.
+    pub fn deliveries(&self) -> Vec<u16> {
+        self.shared.lock().deliveries.clone()
+    }
+
+    /// Messages queued for a bot and not yet confirmed by a poll's offset.
+    pub fn unconfirmed(&self, token: &str) -> usize {
+        self.shared.lock().bots.get(token).map_or(0, |b| b.updates.len())
+    }
+
+    /// How many times `method` was called for the bot `bot_id`.
+    pub fn count(&self, method: &str, bot_id: i64) -> usize {
+        let bot = bot_id.to_string();
+        self.shared.lock().calls.iter().filter(|(m, b)| m == method && *b == bot).count()
+    }
+
+    /// The texts sent to `chat_id` with sendMessage, in order.
+    pub fn messages_to(&self, chat_id: i64) -> Vec<String> {
+        let inner = self.shared.lock();
+        inner
+            .sent
+            .iter()
+            .filter(|s| s.method == "sendMessage" && s.chat_id == chat_id)
+            .map(|s| s.text.clone())
+            .collect()
     }
 
     /// What bots sent so far, in order.
@@ -213,8 +272,9 @@ async fn call(
         }
         "setWebhook" => {
             let url = body["url"].as_str().unwrap_or_default().to_owned();
+            let secret = body["secret_token"].as_str().unwrap_or_default().to_owned();
             if let Some(bot) = shared.lock().bots.get_mut(&token) {
-                bot.webhook = Some(url);
+                bot.webhook = Some((url, secret));
             }
             Json(json!({"ok": true, "result": true}))
         }
@@ -240,30 +300,32 @@ async fn call(
 }
 
 /// Long polling as Telegram does it: updates from `offset` (older ones are confirmed and
-/// dropped), waiting up to `timeout` seconds for one; one poll per bot at a time.
+/// dropped), waiting up to `timeout` seconds for one; a newer poll of the same bot ends
+/// this one with 409.
 async fn get_updates(shared: &Shared, token: &str, body: &Value) -> Json<Value> {
     let offset = body["offset"].as_i64().unwrap_or(0);
     let timeout = Duration::from_secs(body["timeout"].as_u64().unwrap_or(0).min(60));
-    {
+    let me = {
         let mut inner = shared.lock();
         let Some(bot) = inner.bots.get_mut(token) else { return error(401, "Unauthorized") };
         if bot.webhook.is_some() {
             return error(409, "Conflict: can't use getUpdates method while webhook is active");
         }
-        if bot.polling {
-            return error(409, "Conflict: terminated by other getUpdates request");
-        }
-        bot.polling = true;
-    }
+        bot.polls += 1;
+        bot.polls
+    };
+    shared.arrived.notify_waiters();
     let deadline = tokio::time::Instant::now() + timeout;
     let result = loop {
         let arrived = shared.arrived.notified();
         {
             let mut inner = shared.lock();
             let bot = inner.bots.get_mut(token).expect("registered");
+            if bot.polls != me {
+                return error(409, "Conflict: terminated by other getUpdates request");
+            }
             bot.updates.retain(|u| u["update_id"].as_i64().unwrap_or(0) >= offset);
             if !bot.updates.is_empty() || tokio::time::Instant::now() >= deadline {
-                bot.polling = false;
                 break bot.updates.clone();
             }
         }

@@ -76,7 +76,9 @@ impl TestServer {
         Self::start_bound(backend, "0.0.0.0:0", configure).await
     }
 
-    async fn start_bound(backend: Backend, bind: &str, configure: impl FnOnce(&mut ServeConfig)) -> Self {
+    /// Like [`TestServer::start_with`], on a given address (e.g. a port chosen beforehand
+    /// so the configuration can name it).
+    pub async fn start_bound(backend: Backend, bind: &str, configure: impl FnOnce(&mut ServeConfig)) -> Self {
         let data_dir = tempfile::tempdir().expect("temporary data dir");
         let mut config = ServeConfig::with_data_dir(data_dir.path().to_path_buf());
         let database = match backend {

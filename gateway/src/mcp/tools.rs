@@ -9,9 +9,9 @@ use roost_proto::{
     ApiError, ErrorReason,
     describe::contract,
     v1::{
-        ConfigureRequest, DestroyRequest, GetActivityRequest, GetInstanceRequest, ListInstancesRequest,
-        ListRuntimesRequest, ListSessionsRequest, ListShapesRequest, ListShapesResponse, PauseRequest,
-        ProvisionRequest, QueryRequest, ResumeRequest, SendMessageRequest,
+        ConfigureRequest, DestroyRequest, GetActivityRequest, GetChannelRequest, GetInstanceRequest,
+        ListInstancesRequest, ListRuntimesRequest, ListSessionsRequest, ListShapesRequest, ListShapesResponse,
+        PairChannelRequest, PauseRequest, ProvisionRequest, QueryRequest, ResumeRequest, SendMessageRequest,
     },
 };
 use serde::{Serialize, de::DeserializeOwned};
@@ -146,6 +146,17 @@ pub const TOOLS: &[ToolDef] = &[
     tool("destroy_agent", "Destroy an agent", "DestroyRequest", "DestroyResponse", &agents::DESTROY)
         .describe("Destroy an agent for good and refund the unused part of its paid period. Cannot be undone.")
         .writes(true),
+    tool("get_channel", "Get an agent's chat bot", "GetChannelRequest", "TelegramChannel", &agents::CHANNEL).describe(
+        "Get an agent's Telegram channel: the bot's username, the allowed chats, chats waiting for their pairing \
+         code to be approved, messages in and out, and the last error.",
+    ),
+    tool("pair_channel", "Approve a chat", "PairChannelRequest", "PairChannelResponse", &agents::PAIR)
+        .describe(
+            "Approve a pairing code: when a chat that is not allowed writes to the agent's bot, the bot answers with \
+             a one-time code (valid one hour). Give that `code` here and the chat joins the allowed chats \
+             (MESSAGING_ALLOWED_CHAT_IDS). Only approve codes from people you know.",
+        )
+        .writes(false),
     tool("query", "Query activity", "QueryRequest", "QueryResponse", &query::QUERY)
         .describe(
             "Query observed agent activity with the versioned q/1 contract: pick a `shape` (sessions, spans, traces, \
@@ -247,6 +258,11 @@ pub(crate) async fn run(core: &Core, call: Call, name: &str, args: Map<String, V
         "pause_agent" => answer(a.pause(call.request(parse::<PauseRequest>(args)?)).await),
         "resume_agent" => answer(a.resume(call.request(parse::<ResumeRequest>(args)?)).await),
         "destroy_agent" => answer(a.destroy(call.request(parse::<DestroyRequest>(args)?)).await),
+        "get_channel" => {
+            let reply = a.get_channel(call.request(parse::<GetChannelRequest>(args)?)).await;
+            answer(reply.map(|r| r.map(|r| r.channel.unwrap_or_default())))
+        }
+        "pair_channel" => answer(a.pair_channel(call.request(parse::<PairChannelRequest>(args)?)).await),
         "query" => answer(core.query.query(call.request(parse::<QueryRequest>(args)?)).await),
         "list_sessions" => answer(core.query.list_sessions(call.request(parse::<ListSessionsRequest>(args)?)).await),
         other => Err(ApiError::new(ErrorReason::NotFound, format!("no tool named {other}"))),
@@ -306,6 +322,11 @@ pub fn summary(name: &str, content: &Value) -> String {
         "list_agents" => format!("{} agents.\n{}", count("instances"), pretty(content)),
         "list_runtimes" => format!("{} runtimes.\n{}", count("runtimes"), pretty(content)),
         "get_activity" => format!("{} turns, {} charges.\n{}", count("turns"), count("charges"), pretty(content)),
+        "pair_channel" => format!(
+            "Chat {} may now talk to agent {}.",
+            content.get("chat_id").and_then(Value::as_i64).unwrap_or_default(),
+            text("id")
+        ),
         _ => pretty(content),
     }
 }

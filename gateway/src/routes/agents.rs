@@ -2,20 +2,22 @@
 
 use axum::{
     Json,
-    extract::State,
+    extract::{Request, State},
     http::{HeaderMap, StatusCode, header},
     response::{IntoResponse, Response},
 };
 use roost_proto::ErrorReason;
 use roost_proto::v1::{
-    ConfigureRequest, ConfigureResponse, DestroyRequest, DestroyResponse, GetActivityRequest, GetActivityResponse,
-    GetInstanceRequest, Instance, ListInstancesRequest, ListRuntimesRequest, PauseRequest, PauseResponse,
-    ProvisionRequest, ProvisionResponse, ResumeRequest, ResumeResponse, Runtime, SendMessageRequest,
+    ConfigureRequest, ConfigureResponse, DeliverTelegramUpdateRequest, DeliverTelegramUpdateResponse, DestroyRequest,
+    DestroyResponse, GetActivityRequest, GetActivityResponse, GetChannelRequest, GetInstanceRequest, Instance,
+    ListInstancesRequest, ListRuntimesRequest, PairChannelRequest, PairChannelResponse, PauseRequest, PauseResponse,
+    ProvisionRequest, ProvisionResponse, ResumeRequest, ResumeResponse, Runtime, SendMessageRequest, TelegramChannel,
 };
 
 use crate::{
     Call, Core, HttpError, InstanceId, JsonBody, LimitQuery,
-    api::{Answer, Endpoint, Routes},
+    api::{Answer, Body, Endpoint, Routes},
+    extract::read_limited,
 };
 
 /// Tells the core a message came over REST (MCP says "mcp"; gRPC clients say nothing).
@@ -102,6 +104,33 @@ pub(crate) const DESTROY: Endpoint = Endpoint::post(
 .answers("DestroyResponse")
 .errors(&[ErrorReason::NotFound, ErrorReason::WrongState]);
 
+pub(crate) const CHANNEL: Endpoint = Endpoint::get(
+    "/api/instances/{instance_id}/channel",
+    "The agent's Telegram channel: the bot's username, allowed chats, chats waiting for approval (without their \
+     codes), when the last update came, messages in and out, the last error, and chats that blocked the bot.",
+)
+.answers("TelegramChannel")
+.errors(&[ErrorReason::NotFound]);
+
+pub(crate) const PAIR: Endpoint = Endpoint::post(
+    "/api/instances/{instance_id}/channel/pair",
+    "Approves a pairing code: a chat that is not allowed gets a one-time code from the bot (valid one hour); the \
+     owner sends it here and the chat joins `MESSAGING_ALLOWED_CHAT_IDS`. 404 for an unknown or expired code.",
+)
+.body("PairChannelRequest")
+.answers("PairChannelResponse")
+.errors(&[ErrorReason::NotFound, ErrorReason::WrongState]);
+
+pub(crate) const TELEGRAM_WEBHOOK: Endpoint = Endpoint::post(
+    "/telegram/{instance_id}",
+    "Telegram's webhook (with `--telegram-mode webhook`): one Update, verified by the \
+     `X-Telegram-Bot-Api-Secret-Token` header roost gave Telegram with setWebhook. Stored once (Telegram's \
+     retries are answered 200), then answered like a polled update.",
+)
+.body_of(Body::JsonText("a Telegram Update, exactly as Telegram sends it"))
+.answers("DeliverTelegramUpdateResponse")
+.errors(&[ErrorReason::Unauthenticated]);
+
 pub(crate) fn routes() -> Routes {
     Routes::new(
         "Hosted agents",
@@ -119,6 +148,48 @@ pub(crate) fn routes() -> Routes {
     .at(&PAUSE, pause)
     .at(&RESUME, resume)
     .at(&DESTROY, destroy)
+    .at(&CHANNEL, get_channel)
+    .at(&PAIR, pair_channel)
+    .at(&TELEGRAM_WEBHOOK, telegram_webhook)
+}
+
+/// `GET /api/instances/{id}/channel`: the channel object.
+async fn get_channel(
+    State(core): State<Core>,
+    InstanceId(instance_id): InstanceId,
+    call: Call,
+) -> Result<Json<Option<TelegramChannel>>, HttpError> {
+    let resp = core.agents.get_channel(call.request(GetChannelRequest { instance_id })).await?;
+    Ok(Json(resp.into_inner().channel))
+}
+
+/// `POST /api/instances/{id}/channel/pair {code}`.
+async fn pair_channel(
+    State(core): State<Core>,
+    InstanceId(instance_id): InstanceId,
+    call: Call,
+    JsonBody(mut req): JsonBody<PairChannelRequest>,
+) -> Result<Json<PairChannelResponse>, HttpError> {
+    req.instance_id = instance_id;
+    Ok(Json(core.agents.pair_channel(call.request(req)).await?.into_inner()))
+}
+
+/// `POST /telegram/{id}`: the body goes to the core as it came; the core checks the secret.
+async fn telegram_webhook(
+    State(core): State<Core>,
+    InstanceId(instance_id): InstanceId,
+    request: Request,
+) -> Result<Json<DeliverTelegramUpdateResponse>, HttpError> {
+    let (parts, body) = request.into_parts();
+    let secret_token = parts
+        .headers
+        .get("x-telegram-bot-api-secret-token")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let payload = read_limited(body, core.options.max_json_body_bytes).await?.to_vec();
+    let req = DeliverTelegramUpdateRequest { instance_id, secret_token, payload };
+    Ok(Json(core.agents.deliver_telegram_update(Call::from_parts(&parts).request(req)).await?.into_inner()))
 }
 
 /// `GET /api/runtimes`: the catalogue, as a bare array; no key needed.

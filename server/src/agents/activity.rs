@@ -27,6 +27,7 @@ struct TurnRow {
     output_tokens: i64,
     model: String,
     charged_cents: i64,
+    chat_id: Option<i64>,
 }
 
 impl From<TurnRow> for Turn {
@@ -52,6 +53,7 @@ impl From<TurnRow> for Turn {
             model: row.model,
             charged_cents: row.charged_cents,
             seq: row.seq,
+            chat_id: row.chat_id.unwrap_or_default(),
         }
     }
 }
@@ -95,7 +97,7 @@ impl Hosting {
         let turns: Vec<TurnRow> = on_reader!(self.store, |pool| {
             sqlx::query_as(
                 "SELECT id, seq, status, source, text, reply, error, queued_at, started_at, duration_ms, input_tokens, \
-                 output_tokens, model, charged_cents FROM turns WHERE instance_id = $1 \
+                 output_tokens, model, charged_cents, chat_id FROM turns WHERE instance_id = $1 \
                  ORDER BY queued_at DESC, seq DESC LIMIT $2",
             )
             .bind(id)

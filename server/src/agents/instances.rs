@@ -97,6 +97,8 @@ pub struct InstanceRow {
     pub messaging_bot_token: Option<String>,
     /// MESSAGING_ALLOWED_CHAT_IDS, canonical (see [`allowed_chats`]).
     pub telegram_allowed_chats: String,
+    /// The connected bot's @username (getMe), '' when none is.
+    pub telegram_username: String,
     /// Plan price it renews at.
     pub price_cents_month: i64,
     /// Start of the current paid period (Unix ms).
@@ -140,7 +142,7 @@ pub const MAX_ALLOWED_CHATS: usize = 1000;
 
 /// Columns of [`InstanceRow`], for SELECTs.
 pub const INSTANCE_COLUMNS: &str = "id, account_id, runtime, status, status_detail, brief, model_mode, model, \
-     provider_api_key, messaging_bot_token, telegram_allowed_chats, price_cents_month, period_start, paid_through, period_price_cents, \
+     provider_api_key, messaging_bot_token, telegram_allowed_chats, telegram_username, price_cents_month, period_start, paid_through, period_price_cents, \
      created_at, updated_at, destroyed_at";
 
 impl InstanceRow {
@@ -272,7 +274,7 @@ impl_for_connections! {
         async fn insert_instance(&mut self, row: &InstanceRow) -> Result<()> {
             sqlx::query(sqlx::AssertSqlSafe(format!(
                 "INSERT INTO instances ({INSTANCE_COLUMNS}) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
             )))
             .bind(&row.id)
             .bind(&row.account_id)
@@ -285,6 +287,7 @@ impl_for_connections! {
             .bind(&row.provider_api_key)
             .bind(&row.messaging_bot_token)
             .bind(&row.telegram_allowed_chats)
+            .bind(&row.telegram_username)
             .bind(row.price_cents_month)
             .bind(row.period_start)
             .bind(row.paid_through)

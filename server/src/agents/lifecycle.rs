@@ -124,6 +124,7 @@ impl Hosting {
             provider_api_key: None,
             messaging_bot_token: None,
             telegram_allowed_chats: String::new(),
+            telegram_username: String::new(),
             price_cents_month: runtime.price_cents_month,
             period_start: now,
             paid_through: now + self.config.billing.period_ms(),
@@ -197,6 +198,7 @@ impl Hosting {
                         live.detail.clear();
                         live.machine = Some(machine.clone());
                     }
+                    this.start_channel(&agent, &generation);
                     this.watch_for_death(agent.clone(), machine, generation);
                     info!(instance = %agent.id, "agent running");
                 }

@@ -11,6 +11,7 @@
 //! store for hosted agents.
 
 pub mod activity;
+pub mod channel;
 pub mod instances;
 pub mod lifecycle;
 pub mod limits;
@@ -54,6 +55,8 @@ pub struct HostingConfig {
     pub byok_upstream_url: String,
     /// The Telegram Bot API (`--telegram-api-base`): bot tokens are checked there.
     pub telegram_api_base: String,
+    /// How agents' Telegram channels run.
+    pub channels: channel::ChannelConfig,
 }
 
 impl Default for HostingConfig {
@@ -68,6 +71,7 @@ impl Default for HostingConfig {
             model_upstream: None,
             byok_upstream_url: "https://api.openai.com/v1".to_owned(),
             telegram_api_base: crate::telegram::client::DEFAULT_API_BASE.to_owned(),
+            channels: channel::ChannelConfig::default(),
         }
     }
 }
@@ -84,8 +88,10 @@ pub struct Hosting {
     recorder_task: std::sync::Mutex<Option<JoinHandle<()>>>,
     /// Seals secrets from config calls; opens them only for a machine's spec.
     secret_key: SecretKey,
-    /// Checks bot tokens (`getMe`) before they are applied.
+    /// Talks to Telegram: checks bot tokens (`getMe`), runs the channels.
     telegram: crate::telegram::TelegramClient,
+    /// The running channels' wake-ups.
+    channel_wakers: channel::ChannelWakers,
 }
 
 impl Hosting {
@@ -129,6 +135,7 @@ impl Hosting {
             recorder_task: std::sync::Mutex::new(Some(task)),
             secret_key,
             telegram: crate::telegram::TelegramClient::new(&config.telegram_api_base),
+            channel_wakers: channel::ChannelWakers::default(),
             config,
         }))
     }

@@ -32,7 +32,7 @@ use crate::{
 
 /// Most records written in one transaction.
 const MAX_BATCH: usize = 1024;
-/// Rows per INSERT statement: 16 parameters each stays far below SQLite's 32,766 and
+/// Rows per INSERT statement: 17 parameters each stays far below SQLite's 32,766 and
 /// PostgreSQL's 65,535 bind parameters.
 const ROWS_PER_INSERT: usize = 256;
 /// Records waiting for the writer before callers wait too (backpressure).
@@ -73,6 +73,8 @@ pub struct TurnRecord {
     pub model: String,
     /// Metered cost in nanocents (0 = free, no charge).
     pub cost_nanocents: i64,
+    /// The Telegram chat it came from, for source "telegram".
+    pub chat_id: Option<i64>,
 }
 
 enum Job {
@@ -292,7 +294,7 @@ impl_for_connections! {
         async fn insert_turns(&mut self, records: &[&TurnRecord], charged_cents: &[i64]) -> Result<()> {
             let mut insert = sqlx::QueryBuilder::new(
                 "INSERT INTO turns (id, instance_id, account_id, seq, status, source, text, reply, error, queued_at, \
-                 started_at, duration_ms, input_tokens, output_tokens, model, charged_cents) ",
+                 started_at, duration_ms, input_tokens, output_tokens, model, charged_cents, chat_id) ",
             );
             insert.push_values(records.iter().zip(charged_cents), |mut row, (r, cents)| {
                 row.push_bind(&r.id)
@@ -310,7 +312,8 @@ impl_for_connections! {
                     .push_bind(r.input_tokens)
                     .push_bind(r.output_tokens)
                     .push_bind(&r.model)
-                    .push_bind(*cents);
+                    .push_bind(*cents)
+                    .push_bind(r.chat_id);
             });
             insert.build().execute(&mut *self).await?;
             Ok(())

@@ -3,10 +3,12 @@
 use std::sync::Arc;
 
 use roost_proto::v1::{
-    ConfigureRequest, ConfigureResponse, DestroyRequest, DestroyResponse, GetActivityRequest, GetActivityResponse,
+    ConfigureRequest, ConfigureResponse, DeliverTelegramUpdateRequest, DeliverTelegramUpdateResponse, DestroyRequest,
+    DestroyResponse, GetActivityRequest, GetActivityResponse, GetChannelRequest, GetChannelResponse,
     GetInstanceRequest, GetInstanceResponse, ListInstancesRequest, ListInstancesResponse, ListRuntimesRequest,
-    ListRuntimesResponse, PauseRequest, PauseResponse, ProvisionRequest, ProvisionResponse, ResumeRequest,
-    ResumeResponse, SendMessageRequest, SendMessageResponse, agent_service_server::AgentService,
+    ListRuntimesResponse, PairChannelRequest, PairChannelResponse, PauseRequest, PauseResponse, ProvisionRequest,
+    ProvisionResponse, ResumeRequest, ResumeResponse, SendMessageRequest, SendMessageResponse,
+    agent_service_server::AgentService,
 };
 use tonic::{Request, Response, Status};
 
@@ -103,5 +105,27 @@ impl AgentService for AgentCore {
     async fn destroy(&self, req: Request<DestroyRequest>) -> Result<Response<DestroyResponse>, Status> {
         let account = self.caller(&req).await?;
         Ok(Response::new(self.hosting.destroy(&account, &req.get_ref().instance_id).await?))
+    }
+
+    async fn get_channel(&self, req: Request<GetChannelRequest>) -> Result<Response<GetChannelResponse>, Status> {
+        let account = self.caller(&req).await?;
+        Ok(Response::new(self.hosting.get_channel(&account, &req.get_ref().instance_id).await?))
+    }
+
+    async fn pair_channel(&self, req: Request<PairChannelRequest>) -> Result<Response<PairChannelResponse>, Status> {
+        let account = self.caller(&req).await?;
+        let req = req.get_ref();
+        Ok(Response::new(self.hosting.pair_channel(&account, &req.instance_id, &req.code).await?))
+    }
+
+    /// No key: Telegram authenticates a delivery with the webhook's secret token.
+    async fn deliver_telegram_update(
+        &self,
+        req: Request<DeliverTelegramUpdateRequest>,
+    ) -> Result<Response<DeliverTelegramUpdateResponse>, Status> {
+        let req = req.get_ref();
+        Ok(Response::new(
+            self.hosting.deliver_telegram_update(&req.instance_id, &req.secret_token, &req.payload).await?,
+        ))
     }
 }

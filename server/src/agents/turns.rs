@@ -21,6 +21,18 @@ use crate::{
     time::{now_ms, timestamp_ms},
 };
 
+/// Where a turn's message came from.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Origin {
+    /// "api", "grpc", "mcp", "web", "telegram".
+    pub source: String,
+    /// The Telegram chat, for source "telegram".
+    pub chat_id: Option<i64>,
+    /// The turn's id when the sender chose it beforehand (the channel stores it with the
+    /// update, so a restart finds the turn instead of running it twice).
+    pub turn_id: Option<String>,
+}
+
 /// How a turn ended.
 enum Outcome {
     Completed(TurnOutput),
@@ -40,6 +52,7 @@ impl Hosting {
             "reply": detail(&turn.reply),
             "error": turn.error,
             "duration_ms": turn.duration_ms,
+            "chat_id": turn.chat_id,
         });
         EventRow {
             run_id: String::new(),
@@ -72,6 +85,17 @@ impl Hosting {
         let id = limits::instance_id(&req.instance_id)?;
         limits::text(&req.text)?;
         let agent = self.registry.owned(id, account_id)?;
+        self.queue_turn(agent, req.text, Origin { source: source.to_owned(), ..Origin::default() }).await
+    }
+
+    /// Queues a turn behind the agent's others and waits for it: the one path every
+    /// message takes, whoever sent it (the API's callers, the Telegram channel).
+    pub(crate) async fn queue_turn(
+        self: &Arc<Self>,
+        agent: Arc<Agent>,
+        text: String,
+        origin: Origin,
+    ) -> Result<SendMessageResponse> {
         let queued_at = now_ms();
         agent.running()?;
         let slot = agent.queue.clone().try_acquire_owned().map_err(|_| {
@@ -83,9 +107,8 @@ impl Hosting {
         let seq = agent.next_seq();
         let turn = agent.turns.clone().lock_owned().await;
         let this = self.clone();
-        let source = source.to_owned();
         let job = tokio::spawn(async move {
-            let outcome = this.run_turn(&agent, req.text, &source, seq, queued_at).await;
+            let outcome = this.run_turn(&agent, text, origin, seq, queued_at).await;
             drop((turn, slot));
             outcome
         });
@@ -96,7 +119,7 @@ impl Hosting {
         &self,
         agent: &Agent,
         text: String,
-        source: &str,
+        origin: Origin,
         seq: i64,
         queued_at: i64,
     ) -> Result<SendMessageResponse> {
@@ -122,7 +145,7 @@ impl Hosting {
             }
         }
 
-        let turn_id = new_sortable_id("turn");
+        let turn_id = origin.turn_id.unwrap_or_else(|| new_sortable_id("turn"));
         let started_at = now_ms();
         let clock = Instant::now();
         let input = TurnInput { turn_id: turn_id.clone(), text: text.clone() };
@@ -143,7 +166,7 @@ impl Hosting {
             account_id: agent.account_id.clone(),
             seq,
             status: "completed",
-            source: source.to_owned(),
+            source: origin.source,
             text,
             reply: String::new(),
             error: String::new(),
@@ -154,6 +177,7 @@ impl Hosting {
             output_tokens: 0,
             model: model.clone(),
             cost_nanocents: 0,
+            chat_id: origin.chat_id,
         };
         let failure = match &outcome {
             Outcome::Completed(out) => {

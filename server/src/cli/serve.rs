@@ -87,6 +87,15 @@ pub struct ServeArgs {
     /// The Telegram Bot API: agents' `MESSAGING_BOT_TOKEN`s are checked there (getMe).
     #[arg(long, env = "ROOST_TELEGRAM_API_BASE", value_name = "URL", default_value = crate::telegram::client::DEFAULT_API_BASE)]
     telegram_api_base: String,
+    /// roost's address as the internet reaches it (https://roost.example.com): where
+    /// Telegram delivers updates in webhook mode.
+    #[arg(long, env = "ROOST_PUBLIC_URL", value_name = "URL")]
+    public_url: Option<String>,
+    /// How agents' bots receive messages: `polling` (getUpdates; works behind NAT) or
+    /// `webhook` (Telegram posts to `<public-url>/telegram/{instance_id}`; needs
+    /// `--public-url`, reachable by Telegram over https).
+    #[arg(long, env = "ROOST_TELEGRAM_MODE", value_name = "polling|webhook", default_value = "polling", value_parser = ["polling", "webhook"])]
+    telegram_mode: String,
     /// Comma-separated tokens; when set, every dashboard call (query, feature, stream,
     /// ingest and control routes) needs `Authorization: Bearer <token>` (`?token=` on SSE
     /// paths). Unset, only loopback clients are served.
@@ -217,6 +226,11 @@ impl ServeArgs {
             .map(|base_url| Upstream { base_url, api_key: self.model_upstream_key.clone() });
         hosting.byok_upstream_url.clone_from(&self.byok_upstream_url);
         hosting.telegram_api_base.clone_from(&self.telegram_api_base);
+        if self.telegram_mode == "webhook" {
+            let base = self.public_url.clone().filter(|u| !u.trim().is_empty());
+            let base = base.ok_or("--telegram-mode webhook needs --public-url (where Telegram reaches roost)")?;
+            hosting.channels.webhook_base = Some(base.trim().trim_end_matches('/').to_owned());
+        }
         config.retention = RetentionConfig {
             max_age: (self.retention_days > 0).then(|| Duration::from_secs(self.retention_days.saturating_mul(86_400))),
             max_bytes: (self.retention_max_mb > 0).then(|| self.retention_max_mb.saturating_mul(1024 * 1024)),

@@ -1,5 +1,6 @@
 //! The channels page: each hosted agent's ways in (roost's API, a chat bot) and the
-//! messages that came through each, from the turns table.
+//! messages that came through each, from the turns table; and each agent's Telegram
+//! channel as roost runs it (four reads in all, however many agents there are).
 
 use std::collections::HashMap;
 
@@ -8,6 +9,7 @@ use roost_proto::v1::{AgentChannels, ChannelTraffic, GetChannelsResponse};
 use crate::{
     Result,
     store::{Store, on_reader},
+    telegram::{inbox::ChannelRow, pairing::Pending, view::channel_view},
     time::{now_ms, timestamp_ms},
 };
 
@@ -38,9 +40,26 @@ pub async fn channels_page(store: &Store) -> Result<GetChannelsResponse> {
             last_message_at: Some(timestamp_ms(last)),
         });
     }
+    let mut channels: HashMap<String, ChannelRow> =
+        store.telegram_channels().await?.into_iter().map(|c| (c.instance_id.clone(), c)).collect();
+    let mut pending: HashMap<String, Vec<Pending>> = HashMap::new();
+    for p in store.all_pending_pairings(now).await? {
+        pending.entry(p.instance_id.clone()).or_default().push(p);
+    }
+    let mut blocked: HashMap<String, Vec<i64>> = HashMap::new();
+    for (instance, chat) in store.all_blocked_telegram_chats().await? {
+        blocked.entry(instance).or_default().push(chat);
+    }
     let mut agents: Vec<AgentChannels> = agents
         .into_iter()
         .map(|row| AgentChannels {
+            telegram: Some(channel_view(
+                &row,
+                row.status(),
+                channels.remove(&row.id).as_ref(),
+                &pending.remove(&row.id).unwrap_or_default(),
+                blocked.remove(&row.id).unwrap_or_default(),
+            )),
             traffic: by_agent.remove(&row.id).unwrap_or_default(),
             chat_bot_connected: row.messaging_bot_token.as_deref().is_some_and(|t| !t.is_empty()),
             status: row.status.clone(),

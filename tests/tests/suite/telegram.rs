@@ -1,5 +1,6 @@
-//! Telegram: roost's Bot API client against the fake Bot API of the test suite, and bot
-//! tokens checked with it when an agent is configured. (Agents do not poll yet.)
+//! Telegram: roost's Bot API client against the fake Bot API of the test suite, bot tokens
+//! checked when an agent is configured, and the channel roost runs for an agent's bot:
+//! turns, pairing, long replies, restarts, pause, Telegram's refusals and webhook mode.
 
 use std::time::{Duration, Instant};
 
@@ -34,10 +35,15 @@ async fn the_client_speaks_the_bot_api() {
         tokio::spawn(async move { client.get_updates(&token, 0, 20).await })
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
-    // A second poller of the same bot is refused while the first waits.
-    assert_eq!(client.get_updates(&token, 0, 0).await.unwrap_err().code(), Some(409));
+    // A second poller of the same bot ends the first with 409 (as Telegram does).
+    let second = {
+        let client = client.clone();
+        let token = token.clone();
+        tokio::spawn(async move { client.get_updates(&token, 0, 20).await })
+    };
+    assert_eq!(poll.await.unwrap().unwrap_err().code(), Some(409));
     let id = fake.say(&token, 77, "hello");
-    let updates = poll.await.unwrap().unwrap();
+    let updates = second.await.unwrap().unwrap();
     assert_eq!(updates.len(), 1);
     assert_eq!(updates[0].update_id, id);
     let message = updates[0].message.as_ref().unwrap();
@@ -97,7 +103,10 @@ async fn connecting_a_bot_checks_its_token(backend: Backend) {
     api.post(&format!("/api/instances/{second}/destroy"), json!({})).await.ok();
     api.post(&format!("/api/instances/{first}/config"), json!({"MESSAGING_BOT_TOKEN": token})).await.ok();
     assert_eq!(api.wait_status(&first, "running").await["config"]["messaging_bot_token_set"], true);
-    assert!(fake.calls().iter().all(|(method, _)| method == "getMe"), "only getMe so far: {:?}", fake.calls());
+    // Every token was checked before it was applied, and a connected bot is polled.
+    let calls = fake.calls();
+    assert_eq!(calls.first().map(|c| c.0.as_str()), Some("getMe"));
+    assert!(calls.iter().any(|(method, _)| method == "getUpdates"), "{calls:?}");
 }
 
 /// `MESSAGING_ALLOWED_CHAT_IDS` is kept canonical (sorted, once each), shown in the
@@ -125,4 +134,279 @@ async fn allowed_chats_are_configured(backend: Backend) {
     assert_eq!(api.wait_status(&id, "running").await["config"]["allowed_chat_ids"], json!([]));
 }
 
-each_backend!(connecting_a_bot_checks_its_token, allowed_chats_are_configured);
+/// Waits (up to 20 s) until `check` holds, then returns what it found.
+async fn eventually<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(found) = check() {
+            return found;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A pairing code in a bot's reply (`ABCD-EFGH`).
+fn code_in(reply: &str) -> Option<String> {
+    reply.split(|c: char| c.is_whitespace() || c == '(' || c == ')').find_map(|word| {
+        let word = word.trim_end_matches(['.', ',']);
+        let (a, b) = word.split_once('-')?;
+        let code = |s: &str| s.len() == 4 && s.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit());
+        (code(a) && code(b)).then(|| word.to_owned())
+    })
+}
+
+/// A server whose agents talk to `fake`, an echo agent on it with `token` connected and
+/// `allowed` chats; returns the server, the account's API and the agent's id.
+async fn echo_bot(
+    backend: Backend,
+    fake: &FakeTelegram,
+    token: &str,
+    allowed: &str,
+) -> (TestServer, roost_tests::Api, String) {
+    let server = TestServer::start_with(backend, |c| c.hosting.telegram_api_base = fake.base.clone()).await;
+    let account = server.account(10_000).await;
+    let api = server.api(Some(&account));
+    let id = api.provision("echo", "be brief").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+    let config = json!({"MESSAGING_BOT_TOKEN": token, "MESSAGING_ALLOWED_CHAT_IDS": allowed});
+    api.post(&format!("/api/instances/{id}/config"), config).await.ok();
+    api.wait_status(&id, "running").await;
+    (server, api, id)
+}
+
+/// An allowed chat's message is a turn (source "telegram", with its chat id) and its reply
+/// comes back; a stranger gets a pairing code and no turn; the owner approves the code and
+/// the stranger can talk; a used or wrong code is 404; a fourth stranger waits.
+async fn allowed_chats_talk_and_strangers_pair(backend: Backend) {
+    let fake = FakeTelegram::start().await;
+    let token = fake.bot(8101, "pair_bot");
+    let (_server, api, id) = echo_bot(backend, &fake, &token, "100").await;
+
+    fake.say(&token, 100, "hello there");
+    let reply = eventually("the reply", || fake.messages_to(100).pop()).await;
+    assert!(reply.contains("hello there"), "{reply}");
+    eventually("the typing indicator", || {
+        fake.sent().iter().any(|s| s.method == "sendChatAction" && s.chat_id == 100 && s.text == "typing").then_some(())
+    })
+    .await;
+    let activity = api.get(&format!("/api/instances/{id}/activity")).await.ok();
+    let turns = activity["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 1);
+    assert_eq!((turns[0]["source"].as_str(), turns[0]["chat_id"].as_i64()), (Some("telegram"), Some(100)));
+
+    fake.say(&token, 200, "let me in");
+    let asked = eventually("the pairing reply", || fake.messages_to(200).pop()).await;
+    let code = code_in(&asked).unwrap_or_else(|| panic!("no code in {asked:?}"));
+    let channel = api.get(&format!("/api/instances/{id}/channel")).await.ok();
+    assert_eq!(channel["bot_username"], "pair_bot");
+    assert_eq!(channel["allowed_chat_ids"], json!([100]));
+    assert_eq!(channel["pending_pairings"].as_array().unwrap().len(), 1);
+    assert_eq!(channel["pending_pairings"][0]["chat_id"], 200);
+    assert!(!channel.to_string().contains(&code), "codes are not shown: {channel}");
+    let turns = api.get(&format!("/api/instances/{id}/activity")).await.ok()["turns"].as_array().unwrap().len();
+    assert_eq!(turns, 1, "a stranger's message never reaches the agent");
+
+    let pair = format!("/api/instances/{id}/channel/pair");
+    api.post(&pair, json!({"code": "ZZZZ-ZZZZ"})).await.err(404, "not_found");
+    api.post(&pair, json!({"code": ""})).await.err(400, "invalid_argument");
+    let paired = api.post(&pair, json!({"code": code.to_lowercase()})).await.ok();
+    assert_eq!((paired["chat_id"].as_i64(), &paired["allowed_chat_ids"]), (Some(200), &json!([100, 200])));
+    api.post(&pair, json!({"code": code})).await.err(404, "not_found");
+    let view = api.get(&format!("/api/instances/{id}")).await.ok();
+    assert_eq!(view["config"]["allowed_chat_ids"], json!([100, 200]));
+    eventually("the welcome", || fake.messages_to(200).into_iter().find(|m| m.contains("approved"))).await;
+    fake.say(&token, 200, "thanks");
+    eventually("the paired chat's reply", || fake.messages_to(200).into_iter().find(|m| m.contains("thanks"))).await;
+
+    // At most three codes wait per agent.
+    for chat in [301, 302, 303, 304] {
+        fake.say(&token, chat, "me too");
+    }
+    let fourth = eventually("the fourth stranger's answer", || fake.messages_to(304).pop()).await;
+    assert!(code_in(&fourth).is_none() && fourth.contains("try again later"), "{fourth}");
+    assert!(code_in(&fake.messages_to(303)[0]).is_some());
+    // Asking again gives the same code.
+    fake.say(&token, 301, "me too, again");
+    let again = eventually("the repeated code", || Some(fake.messages_to(301)).filter(|m| m.len() == 2)).await;
+    assert_eq!(code_in(&again[0]), code_in(&again[1]));
+    let channel = api.get(&format!("/api/instances/{id}/channel")).await.ok();
+    assert_eq!(channel["pending_pairings"].as_array().unwrap().len(), 3);
+    assert!(channel["messages_in"].as_i64().unwrap() >= 6, "{channel}");
+    assert!(channel["messages_out"].as_i64().unwrap() >= 6, "{channel}");
+    assert_eq!(channel["state"], "receiving");
+}
+
+/// A reply over Telegram's limit arrives in parts that each fit, in order, a second apart
+/// (one message a second per chat).
+async fn long_replies_arrive_in_parts(backend: Backend) {
+    let fake = FakeTelegram::start().await;
+    let token = fake.bot(8102, "long_bot");
+    let (_server, _api, _id) = echo_bot(backend, &fake, &token, "5").await;
+    let text: String = (0..500).map(|i| format!("word{i:05} ")).collect();
+    assert!(text.chars().count() >= 5_000);
+    fake.say(&token, 5, &text);
+    let parts = eventually("two parts", || Some(fake.messages_to(5)).filter(|m| m.len() >= 2)).await;
+    assert_eq!(parts.len(), 2, "{:?}", parts.iter().map(String::len).collect::<Vec<_>>());
+    assert!(parts.iter().all(|p| p.chars().count() <= PART_CHARS));
+    let joined: String = parts.concat();
+    for word in ["word00000", "word00250", "word00499"] {
+        assert!(joined.contains(word), "{word} is in the reply");
+    }
+}
+
+/// A restart resumes from the stored offset: nothing answered before is answered again,
+/// and a message sent while roost was down is answered after it.
+async fn a_restart_replays_nothing(backend: Backend) {
+    let fake = FakeTelegram::start().await;
+    let token = fake.bot(8103, "restart_bot");
+    let (server, api, id) = echo_bot(backend, &fake, &token, "7").await;
+    fake.say(&token, 7, "first");
+    fake.say(&token, 7, "second");
+    eventually("two replies", || Some(fake.messages_to(7)).filter(|m| m.len() == 2)).await;
+    let (server, _) = server
+        .restart_after(async {
+            fake.say(&token, 7, "while down");
+        })
+        .await;
+    api.wait_status(&id, "running").await;
+    let replies = eventually("the reply to the message sent while down", || {
+        Some(fake.messages_to(7)).filter(|m| m.iter().any(|r| r.contains("while down")))
+    })
+    .await;
+    // Give a replay every chance to show, then count.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let replies_now = fake.messages_to(7);
+    assert_eq!(replies_now.len(), 3, "{replies_now:?} (was {replies:?})");
+    let turns = api.get(&format!("/api/instances/{id}/activity")).await.ok()["turns"].as_array().unwrap().len();
+    assert_eq!(turns, 3);
+    drop(server);
+}
+
+/// Pause stops polling (a message waits at Telegram, unanswered); resume answers it.
+async fn pause_stops_polling(backend: Backend) {
+    let fake = FakeTelegram::start().await;
+    let token = fake.bot(8104, "pause_bot");
+    let (_server, api, id) = echo_bot(backend, &fake, &token, "9").await;
+    eventually("polling", || (fake.count("getUpdates", 8104) > 0).then_some(())).await;
+    api.post(&format!("/api/instances/{id}/pause"), json!({})).await.ok();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let polls = fake.count("getUpdates", 8104);
+    fake.say(&token, 9, "anyone there?");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(fake.count("getUpdates", 8104), polls, "no polls while paused");
+    assert!(fake.messages_to(9).is_empty());
+    assert_eq!(fake.unconfirmed(&token), 1, "the message waits at Telegram");
+    let channel = api.get(&format!("/api/instances/{id}/channel")).await.ok();
+    assert_eq!(channel["state"], "stopped");
+    api.post(&format!("/api/instances/{id}/resume"), json!({})).await.ok();
+    eventually("the reply after resume", || fake.messages_to(9).pop()).await;
+}
+
+/// Telegram's refusals: a chat that blocked the bot (403) is recorded and gets nothing
+/// more until it writes again; 429 is retried after `retry_after`; a poll refused with 409
+/// backs off and shows on /api/channels, then polling recovers.
+async fn telegram_refusals_are_handled(backend: Backend) {
+    let fake = FakeTelegram::start().await;
+    let token = fake.bot(8105, "refusal_bot");
+    let (server, api, id) = echo_bot(backend, &fake, &token, "11,12").await;
+
+    fake.fail_next("sendMessage", 403, "Forbidden: bot was blocked by the user", None);
+    fake.say(&token, 11, "bye");
+    let blocked = loop {
+        let channel = api.get(&format!("/api/instances/{id}/channel")).await.ok();
+        if channel["blocked_chat_ids"] == json!([11]) {
+            break channel;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(blocked["last_error"].as_str().unwrap().contains("blocked"), "{blocked}");
+    fake.say(&token, 11, "back again");
+    eventually("a reply once the chat writes again", || fake.messages_to(11).pop()).await;
+
+    fake.fail_next("sendMessage", 429, "Too Many Requests: retry after 1", Some(1));
+    let started = Instant::now();
+    fake.say(&token, 12, "slow down");
+    eventually("the retried reply", || fake.messages_to(12).pop()).await;
+    assert!(started.elapsed() >= Duration::from_millis(900), "retry_after was honoured");
+
+    // Another program polls the bot: roost's poll in flight ends with 409 (a newer poll
+    // wins, as on Telegram).
+    let client = TelegramClient::new(&fake.base);
+    let _ = client.get_updates(&token, 0, 0).await;
+    let dashboard = server.api(None);
+    let shown = loop {
+        let channels = dashboard.get("/api/channels").await.ok();
+        let mine = channels["agents"].as_array().unwrap().iter().find(|a| a["instance_id"] == id.as_str()).cloned();
+        let telegram = mine.unwrap()["telegram"].clone();
+        if telegram["last_error"].as_str().unwrap_or_default().contains("another program") {
+            break telegram;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(shown["bot_username"], "refusal_bot");
+    fake.say(&token, 12, "still there?");
+    eventually("polling recovers", || fake.messages_to(12).into_iter().find(|m| m.contains("still there"))).await;
+    let recovered = api.get(&format!("/api/instances/{id}/channel")).await.ok();
+    assert_eq!(recovered["state"], "receiving", "{recovered}");
+}
+
+/// Webhook mode: roost sets `<public url>/telegram/{id}` with a secret; deliveries with
+/// it are answered, a wrong secret is 401 and stores nothing, Telegram's retry of one
+/// update is answered once, and pause deletes the webhook.
+async fn webhook_mode_answers_deliveries(backend: Backend) {
+    let fake = FakeTelegram::start().await;
+    let token = fake.bot(8106, "hook_bot");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let base = format!("http://127.0.0.1:{port}");
+    let server = TestServer::start_bound(backend, &format!("127.0.0.1:{port}"), |c| {
+        c.hosting.telegram_api_base = fake.base.clone();
+        c.hosting.channels.webhook_base = Some(base.clone());
+    })
+    .await;
+    let account = server.account(10_000).await;
+    let api = server.api(Some(&account));
+    let id = api.provision("echo", "brief").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+    let config = json!({"MESSAGING_BOT_TOKEN": token, "MESSAGING_ALLOWED_CHAT_IDS": "21"});
+    api.post(&format!("/api/instances/{id}/config"), config).await.ok();
+    api.wait_status(&id, "running").await;
+
+    let (url, secret) = eventually("the webhook", || fake.webhook(&token)).await;
+    assert_eq!(url, format!("{base}/telegram/{id}"));
+    fake.say(&token, 21, "via webhook");
+    eventually("the reply", || fake.messages_to(21).pop()).await;
+    assert_eq!(fake.count("getUpdates", 8106), 0, "no polling in webhook mode");
+
+    let update = |update_id: i64, text: &str| json!({"update_id": update_id, "message": {"message_id": 1, "date": 0, "chat": {"id": 21, "type": "private"}, "text": text}});
+    let forged = server.http.post(&url).header("x-telegram-bot-api-secret-token", "wrong").json(&update(900, "forged"));
+    assert_eq!(forged.send().await.unwrap().status(), 401);
+    let unsigned = server.http.post(&url).json(&update(901, "forged"));
+    assert_eq!(unsigned.send().await.unwrap().status(), 401);
+    for _ in 0..2 {
+        let retry =
+            server.http.post(&url).header("x-telegram-bot-api-secret-token", &secret).json(&update(902, "retried"));
+        assert_eq!(retry.send().await.unwrap().status(), 200);
+    }
+    eventually("the retried update's reply", || fake.messages_to(21).into_iter().find(|m| m.contains("retried"))).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let replies = fake.messages_to(21);
+    assert_eq!(replies.iter().filter(|m| m.contains("retried")).count(), 1, "{replies:?}");
+    assert!(!replies.iter().any(|m| m.contains("forged")), "{replies:?}");
+    let channel = api.get(&format!("/api/instances/{id}/channel")).await.ok();
+    assert_eq!(channel["mode"], "webhook");
+
+    api.post(&format!("/api/instances/{id}/pause"), json!({})).await.ok();
+    eventually("the webhook deleted on pause", || fake.webhook(&token).is_none().then_some(())).await;
+}
+
+each_backend!(
+    webhook_mode_answers_deliveries,
+    connecting_a_bot_checks_its_token,
+    allowed_chats_are_configured,
+    allowed_chats_talk_and_strangers_pair,
+    long_replies_arrive_in_parts,
+    a_restart_replays_nothing,
+    pause_stops_polling,
+    telegram_refusals_are_handled
+);
