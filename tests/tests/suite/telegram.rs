@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use roost_server::billing::metering::PriceBook;
 use roost_server::telegram::{
     TelegramClient, TelegramError,
     split::{PART_CHARS, split_reply},
@@ -400,7 +401,62 @@ async fn webhook_mode_answers_deliveries(backend: Backend) {
     eventually("the webhook deleted on pause", || fake.webhook(&token).is_none().then_some(())).await;
 }
 
+/// A chat whose agent's account is out of credits gets a fixed reply; nothing is billed
+/// and no turn is recorded.
+async fn out_of_credits_gets_a_fixed_reply(backend: Backend) {
+    let fake = FakeTelegram::start().await;
+    let token = fake.bot(8107, "broke_bot");
+    // echo's model priced, so its turns are metered; the account has no credits.
+    let prices = "[default]\ninput_usd_per_mtok = 0\noutput_usd_per_mtok = 0\n\
+                  [models.echo]\ninput_usd_per_mtok = 10000\noutput_usd_per_mtok = 10000\n";
+    let server = TestServer::start_with(backend, |c| {
+        c.hosting.telegram_api_base = fake.base.clone();
+        c.hosting.prices = PriceBook::from_toml(prices).expect("price book");
+    })
+    .await;
+    let account = server.account(0).await;
+    let api = server.api(Some(&account));
+    let id = api.provision("echo", "brief").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+    let config = json!({"MESSAGING_BOT_TOKEN": token, "MESSAGING_ALLOWED_CHAT_IDS": "31"});
+    api.post(&format!("/api/instances/{id}/config"), config).await.ok();
+    api.wait_status(&id, "running").await;
+    fake.say(&token, 31, "hello?");
+    let reply = eventually("the fixed reply", || fake.messages_to(31).pop()).await;
+    assert!(reply.contains("out of credits"), "{reply}");
+    let activity = api.get(&format!("/api/instances/{id}/activity")).await.ok();
+    assert_eq!(activity["turns"], json!([]));
+    assert_eq!(api.get("/api/account").await.ok()["balance_cents"], 0);
+}
+
+/// A poll that hangs past the watchdog is abandoned, recorded, and polled again; messages
+/// still get through.
+async fn a_hung_poll_is_restarted(backend: Backend) {
+    let fake = FakeTelegram::start().await;
+    let token = fake.bot(8108, "stuck_bot");
+    let server = TestServer::start_with(backend, |c| {
+        c.hosting.telegram_api_base = fake.base.clone();
+        // The fake holds each 25 s poll; the watchdog gives up after 1 s.
+        c.hosting.channels.watchdog = Duration::from_secs(1);
+    })
+    .await;
+    let account = server.account(10_000).await;
+    let api = server.api(Some(&account));
+    let id = api.provision("echo", "brief").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+    let config = json!({"MESSAGING_BOT_TOKEN": token, "MESSAGING_ALLOWED_CHAT_IDS": "41"});
+    api.post(&format!("/api/instances/{id}/config"), config).await.ok();
+    api.wait_status(&id, "running").await;
+    eventually("a second poll", || (fake.count("getUpdates", 8108) >= 2).then_some(())).await;
+    let channel = api.get(&format!("/api/instances/{id}/channel")).await.ok();
+    assert!(channel["last_error"].as_str().unwrap().contains("did not answer within 1 s"), "{channel}");
+    fake.say(&token, 41, "are you stuck?");
+    eventually("the reply", || fake.messages_to(41).pop()).await;
+}
+
 each_backend!(
+    out_of_credits_gets_a_fixed_reply,
+    a_hung_poll_is_restarted,
     webhook_mode_answers_deliveries,
     connecting_a_bot_checks_its_token,
     allowed_chats_are_configured,

@@ -3,6 +3,11 @@
 //! `MESSAGING_BOT_TOKEN`: the page says whether each is set, never what it is), pause /
 //! resume / destroy behind a confirmation (`?confirm=`), the activity, and a chat box.
 //!
+//! The Telegram card shows the agent's bot as roost runs it (`GET
+//! /api/instances/{id}/channel`): state, traffic, the last error, and the chats waiting
+//! for approval, with a form to approve a pairing code (`POST /instances/{id}/pair`). The
+//! codes themselves are never listed: the owner types the one the person asking gave them.
+//!
 //! The chat posts `text` and waits for the reply as the REST call does (synchronously, up
 //! to the turn cap), then answers 303 back to the page, which shows the conversation from
 //! the agent's activity; the page script shows the seconds waited meanwhile.
@@ -19,8 +24,8 @@ use axum::{
 use roost_proto::{
     json::enums::JsonEnum,
     v1::{
-        ConfigureRequest, DestroyRequest, GetActivityRequest, GetInstanceRequest, PauseRequest, ResumeRequest,
-        SendMessageRequest, Turn,
+        ConfigureRequest, DestroyRequest, GetActivityRequest, GetChannelRequest, GetInstanceRequest,
+        PairChannelRequest, PauseRequest, ResumeRequest, SendMessageRequest, TelegramChannel, Turn,
     },
 };
 use serde::Deserialize;
@@ -53,6 +58,7 @@ pub(super) fn routes() -> Router<Core> {
         .route("/instances/{id}/resume", post(resume))
         .route("/instances/{id}/destroy", post(destroy))
         .route("/instances/{id}/message", post(message))
+        .route("/instances/{id}/pair", post(pair))
 }
 
 #[derive(Template)]
@@ -62,7 +68,55 @@ struct InstancePage {
     id: String,
     agent: Result<Agent, Failure>,
     activity: Result<Activity, Failure>,
+    channel: Result<Channel, Failure>,
     confirm: Option<Confirm>,
+}
+
+/// The agent's Telegram channel, for its card.
+struct Channel {
+    connected: bool,
+    bot: String,
+    state: String,
+    mode: String,
+    messages_in: String,
+    messages_out: String,
+    last_update: When,
+    last_error: String,
+    last_error_at: When,
+    blocked: String,
+    pending: Vec<PendingRow>,
+}
+
+struct PendingRow {
+    chat_id: i64,
+    asked: When,
+    expires: When,
+}
+
+impl From<TelegramChannel> for Channel {
+    fn from(c: TelegramChannel) -> Self {
+        Self {
+            connected: c.connected,
+            bot: c.bot_username,
+            state: c.state.replace('_', " "),
+            mode: c.mode,
+            messages_in: count(c.messages_in),
+            messages_out: count(c.messages_out),
+            last_update: When::timestamp(c.last_update_at.as_ref()),
+            last_error: c.last_error,
+            last_error_at: When::timestamp(c.last_error_at.as_ref()),
+            blocked: c.blocked_chat_ids.iter().map(i64::to_string).collect::<Vec<_>>().join(", "),
+            pending: c
+                .pending_pairings
+                .iter()
+                .map(|p| PendingRow {
+                    chat_id: p.chat_id,
+                    asked: When::timestamp(p.created_at.as_ref()),
+                    expires: When::timestamp(p.expires_at.as_ref()),
+                })
+                .collect(),
+        }
+    }
 }
 
 struct Agent {
@@ -89,6 +143,8 @@ struct Activity {
 
 struct ChatTurn {
     id: String,
+    /// Who wrote: "you", or the Telegram chat.
+    who: String,
     text: String,
     reply: String,
     error: String,
@@ -128,13 +184,19 @@ impl Confirm {
     }
 }
 
+/// Who sent a turn's message, as the page says it: "you" (API, web, MCP), or the
+/// Telegram chat.
+fn sender(t: &Turn) -> String {
+    if t.source == "telegram" && t.chat_id != 0 { format!("telegram chat {}", t.chat_id) } else { "you".to_owned() }
+}
+
 impl From<&Turn> for TurnRow {
     fn from(t: &Turn) -> Self {
         let usage = t.usage.unwrap_or_default();
         Self {
             when: When::timestamp(t.queued_at.as_ref()),
             status: roost_proto::v1::TurnStatus::json_name(t.status).unwrap_or("unknown"),
-            source: t.source.clone(),
+            source: if t.chat_id != 0 { sender(t) } else { t.source.clone() },
             duration: duration_ms(t.duration_ms as f64),
             tokens: format!("{} / {}", count(usage.input_tokens), count(usage.output_tokens)),
             charged: cents(t.charged_cents),
@@ -159,7 +221,7 @@ async fn show(
         Ok(user) => user,
         Err(answer) => return answer,
     };
-    let (agent, activity) = tokio::join!(
+    let (agent, activity, channel) = tokio::join!(
         page.load(
             format!("GET /api/instances/{id}"),
             core.agents.get_instance(page.request(GetInstanceRequest { instance_id: id.clone() }))
@@ -168,7 +230,12 @@ async fn show(
             format!("GET /api/instances/{id}/activity?limit={HISTORY}"),
             core.agents.get_activity(page.request(GetActivityRequest { instance_id: id.clone(), limit: HISTORY }))
         ),
+        page.load(
+            format!("GET /api/instances/{id}/channel"),
+            core.agents.get_channel(page.request(GetChannelRequest { instance_id: id.clone() }))
+        ),
     );
+    let channel = channel.map_err(Failure::from).map(|c| Channel::from(c.channel.unwrap_or_default()));
     let agent = agent.map_err(Failure::from).and_then(|a| {
         let instance =
             a.instance.ok_or_else(|| Failure { code: "not_found".into(), message: "no such agent".into() })?;
@@ -200,6 +267,7 @@ async fn show(
             .filter(|t| !t.text.is_empty())
             .map(|t| ChatTurn {
                 id: t.id.clone(),
+                who: sender(t),
                 text: t.text.clone(),
                 reply: t.reply.clone(),
                 error: t.error.clone(),
@@ -210,7 +278,7 @@ async fn show(
         charges: a.charges.into_iter().map(ChargeRow::from).collect(),
     });
     let confirm = if agent.is_ok() { Confirm::of(&query.confirm, &id) } else { None };
-    let view = InstancePage { chrome: user.chrome(&page, &id, "/"), id, agent, activity, confirm };
+    let view = InstancePage { chrome: user.chrome(&page, &id, "/"), id, agent, activity, channel, confirm };
     page.render_with(status, &view)
 }
 
@@ -238,6 +306,14 @@ struct ConfigForm {
 }
 
 #[derive(Debug, Deserialize)]
+struct PairForm {
+    #[serde(default)]
+    code: String,
+    #[serde(default)]
+    csrf: String,
+}
+
+#[derive(Debug, Deserialize)]
 struct Chat {
     #[serde(default)]
     text: String,
@@ -245,7 +321,7 @@ struct Chat {
     csrf: String,
 }
 
-csrf_field!(ConfigForm, Chat);
+csrf_field!(ConfigForm, Chat, PairForm);
 
 /// `Some(value)` when a field was filled in (secrets: empty means "keep").
 fn filled(value: String) -> Option<String> {
@@ -325,6 +401,21 @@ async fn destroy(State(core): State<Core>, Path(id): Path<String>, Posted(page, 
             format!("Destroyed {id}; refunded {}, balance {}.", cents(done.refunded_cents), cents(done.balance_cents)),
         )
     })
+    .await
+}
+
+async fn pair(State(core): State<Core>, Path(id): Path<String>, Posted(page, form): Posted<PairForm>) -> Response {
+    if let Err(answer) = signed_in(&core, &page).await {
+        return answer;
+    }
+    let req = PairChannelRequest { instance_id: id.clone(), code: form.code };
+    submit(
+        &page,
+        format!("POST /api/instances/{id}/channel/pair"),
+        core.agents.pair_channel(page.request(req)),
+        &format!("/instances/{id}#telegram"),
+        |done| format!("Chat {} may now talk to this agent.", done.chat_id),
+    )
     .await
 }
 

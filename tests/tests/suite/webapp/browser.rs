@@ -13,6 +13,7 @@ use reqwest::StatusCode;
 use roost_tests::{
     Backend, TestServer,
     browser::Browser,
+    fake_telegram::FakeTelegram,
     stripe::{FakeStripe, WEBHOOK_SECRET},
 };
 
@@ -159,6 +160,68 @@ async fn a_new_user_signs_up_makes_a_key_runs_an_agent_and_tops_up() {
     // The fake Stripe page has no favicon; roost's pages log nothing.
     let errors: Vec<String> =
         browser.console_errors().await.into_iter().filter(|e| !e.contains(&stripe.base)).collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    browser.close().await;
+}
+
+/// An owner connects a Telegram bot from the agent's page, sees a stranger's chat wait for
+/// approval there, approves the code the stranger got, and sees the bot on the dashboard's
+/// channels page. Screenshots: `app-instance-telegram`, `dashboard-channels`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_connects_a_bot_and_approves_a_chat() {
+    if Browser::skipped() {
+        return;
+    }
+    let fake = FakeTelegram::start().await;
+    let token = fake.bot(9001, "roost_helper_bot");
+    let server = TestServer::start_with(Backend::Sqlite, |c| {
+        c.webapp.signup_open = true;
+        c.hosting.telegram_api_base = fake.base.clone();
+    })
+    .await;
+    let browser = Browser::start().await;
+    browser.open(&server.url("/signup")).await;
+    fill(&browser, "#email", "grace@example.com").await;
+    fill(&browser, "#password", PASSWORD).await;
+    click(&browser, "main form button[type=submit]").await;
+    wait_for(&browser, "Create an agent").await;
+    fill(&browser, "#brief", "helper").await;
+    click(&browser, "form[action='/instances'] button").await;
+    wait_for(&browser, "No bot connected").await;
+    let agent_page = path(&browser).await;
+
+    fill(&browser, "#MESSAGING_BOT_TOKEN", &token).await;
+    fill(&browser, "#MESSAGING_ALLOWED_CHAT_IDS", "1001").await;
+    click(&browser, "form[action$='/config'] button").await;
+    wait_for(&browser, "@roost_helper_bot").await;
+    fake.say(&token, 1001, "hello bot");
+    fake.say(&token, 2002, "may I?");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let asked = loop {
+        if let Some(reply) = fake.messages_to(2002).pop() {
+            break reply;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no pairing reply");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let code = asked.split_whitespace().find(|w| w.len() == 9 && w.as_bytes()[4] == b'-').expect("a code").to_owned();
+    browser.open(&server.url(&agent_page)).await;
+    wait_for(&browser, "telegram chat 1001").await;
+    assert!(browser.text_of("#pairings").await.contains("2002"));
+    assert!(!browser.main_text().await.contains(&code), "codes are never shown");
+    browser.resize(1280, 1500).await;
+    browser.client.execute("document.getElementById('telegram').scrollIntoView()", vec![]).await.unwrap();
+    browser.screenshot("app-instance-telegram").await;
+    fill(&browser, "#code", &code).await;
+    click(&browser, "form[action$='/pair'] button").await;
+    wait_for(&browser, "Chat 2002 may now talk to this agent.").await;
+
+    browser.resize(1280, 800).await;
+    browser.open(&server.url("/dashboard/channels")).await;
+    wait_for(&browser, "Telegram bots").await;
+    assert!(browser.text_of("#bots").await.contains("@roost_helper_bot"));
+    browser.screenshot("dashboard-channels").await;
+    let errors = browser.console_errors().await;
     assert!(errors.is_empty(), "{errors:#?}");
     browser.close().await;
 }
