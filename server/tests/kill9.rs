@@ -22,7 +22,9 @@ use std::{
 };
 
 use prost::Message as _;
-use roost_tests::{Api, Backend, TestDatabase, each_backend, process::listening_addresses};
+use roost_tests::{
+    Api, Backend, TestDatabase, each_backend, fake_telegram::FakeTelegram, process::listening_addresses,
+};
 use serde_json::{Value, json};
 
 each_backend!(
@@ -31,7 +33,8 @@ each_backend!(
     a_boot_cancelled_while_starting_never_doubles_the_process,
     acked_spans_survive_a_kill_during_ingest,
     money_and_agents_survive_a_kill_during_provisions,
-    answered_turns_survive_a_kill
+    answered_turns_survive_a_kill,
+    telegram_messages_survive_a_kill
 );
 
 /// The runtimes these tests use. `stubborn` is the example runtime started by a Python
@@ -42,6 +45,7 @@ const CATALOGUE: &str = r#"
 id = "echo"
 driver = "echo"
 price_cents_month = 0
+channels = ["telegram"]
 included_model = true
 default_model = "echo"
 
@@ -706,6 +710,54 @@ async fn answered_turns_survive_a_kill(backend: Backend) {
     let lost: Vec<_> = answered.iter().filter(|t| !stored.contains(*t)).collect();
     assert!(lost.is_empty(), "{} answered turns missing from the activity, e.g. {:?}", lost.len(), lost.first());
     println!("message turns: {} answered, {} stored", answered.len(), stored.len());
+}
+
+/// Telegram messages across a `kill -9`: every message Telegram handed over is answered
+/// after the restart, and none becomes two turns (the inbox stores each update with the
+/// offset and its turn id; a turn that ran is answered from its record).
+async fn telegram_messages_survive_a_kill(backend: Backend) {
+    const CHATS: i64 = 10;
+    const MESSAGES: usize = 60;
+    let fake = FakeTelegram::start().await;
+    let token = fake.bot(7_700_001, "kill9_bot");
+    let install = Install::new(backend).await;
+    let (_, key) = install.create_account(0);
+    let flags = ["--telegram-api-base", fake.base.as_str()];
+    let mut roost = install.serve(&flags);
+    let api = roost.api(&key);
+    let id = provision_running(&api, "echo", 1).await.remove(0);
+    let allowed = (1..=CHATS).map(|c| c.to_string()).collect::<Vec<_>>().join(",");
+    api.post(
+        &format!("/api/instances/{id}/config"),
+        json!({"MESSAGING_BOT_TOKEN": token, "MESSAGING_ALLOWED_CHAT_IDS": allowed}),
+    )
+    .await
+    .ok();
+    api.wait_status(&id, "running").await;
+    // Replies to one chat go a second apart, so these take about six seconds to answer.
+    let texts: Vec<String> = (0..MESSAGES).map(|n| format!("msg-{n:03}-end")).collect();
+    for (n, text) in texts.iter().enumerate() {
+        fake.say(&token, 1 + n as i64 % CHATS, text);
+    }
+    let replied = |fake: &FakeTelegram| fake.sent().iter().filter(|s| s.method == "sendMessage").count();
+    assert!(eventually(Duration::from_secs(20), || replied(&fake) >= 15).await, "replies too slow to test");
+    roost.kill9();
+    let before = replied(&fake);
+    assert!(before < MESSAGES, "every reply went before the kill");
+
+    let roost = install.serve(&flags);
+    let all = eventually(Duration::from_secs(60), || {
+        let sent = fake.sent();
+        texts.iter().all(|t| sent.iter().any(|s| s.method == "sendMessage" && s.text.contains(t.as_str())))
+    })
+    .await;
+    assert!(all, "every message is answered after the restart");
+    let turns = install.db().await.counts("SELECT text, COUNT(*) FROM turns GROUP BY text").await;
+    let doubled: Vec<_> = turns.iter().filter(|(_, n)| *n > 1).collect();
+    assert!(doubled.is_empty(), "messages run twice: {doubled:?}");
+    assert_eq!(turns.len(), MESSAGES, "one turn per message");
+    println!("telegram: {before} replies before the kill, {} after", replied(&fake) - before);
+    drop(roost);
 }
 
 /// The test's own connection to roost's store, for what the API does not show.

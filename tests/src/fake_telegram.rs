@@ -15,7 +15,7 @@
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use axum::{
@@ -40,6 +40,8 @@ pub struct Sent {
     pub chat_id: i64,
     /// The text, or the action.
     pub text: String,
+    /// When the call arrived.
+    pub at: Instant,
 }
 
 #[derive(Default)]
@@ -49,6 +51,8 @@ struct Bot {
     next_update_id: i64,
     /// Counts polls: a poll whose number is no longer the latest was superseded.
     polls: u64,
+    /// The highest update id a poll has handed over.
+    handed_up_to: i64,
     /// The webhook's URL and secret token, when set.
     webhook: Option<(String, String)>,
 }
@@ -63,6 +67,8 @@ struct Inner {
     calls: Vec<(String, String)>,
     /// Webhook deliveries: the HTTP status each got.
     deliveries: Vec<u16>,
+    /// Each message's chat and when a poll first handed it over.
+    handed: Vec<(i64, Instant)>,
 }
 
 #[derive(Clone, Default)]
@@ -165,6 +171,22 @@ impl FakeTelegram {
     pub fn count(&self, method: &str, bot_id: i64) -> usize {
         let bot = bot_id.to_string();
         self.shared.lock().calls.iter().filter(|(m, b)| m == method && *b == bot).count()
+    }
+
+    /// For each message a poll handed over, how long until the first sendMessage to its
+    /// chat arrived after it (messages without one yet are left out): the channel's
+    /// latency as Telegram would see it.
+    pub fn reply_latencies(&self) -> Vec<Duration> {
+        let inner = self.shared.lock();
+        inner
+            .handed
+            .iter()
+            .filter_map(|(chat, handed)| {
+                let reply =
+                    inner.sent.iter().find(|s| s.method == "sendMessage" && s.chat_id == *chat && s.at >= *handed);
+                reply.map(|s| s.at.duration_since(*handed))
+            })
+            .collect()
     }
 
     /// The texts sent to `chat_id` with sendMessage, in order.
@@ -287,7 +309,13 @@ async fn call(
                 return error(400, "Bad Request: message text is empty or too long");
             }
             let mut inner = shared.lock();
-            inner.sent.push(Sent { bot: bot_id, method: method.clone(), chat_id, text: text.clone() });
+            inner.sent.push(Sent {
+                bot: bot_id,
+                method: method.clone(),
+                chat_id,
+                text: text.clone(),
+                at: Instant::now(),
+            });
             let result = if method == "sendMessage" {
                 json!({"message_id": inner.sent.len(), "date": 0, "chat": {"id": chat_id, "type": "private"}, "text": text})
             } else {
@@ -326,7 +354,18 @@ async fn get_updates(shared: &Shared, token: &str, body: &Value) -> Json<Value> 
             }
             bot.updates.retain(|u| u["update_id"].as_i64().unwrap_or(0) >= offset);
             if !bot.updates.is_empty() || tokio::time::Instant::now() >= deadline {
-                break bot.updates.clone();
+                let updates = bot.updates.clone();
+                let now = Instant::now();
+                let mut handed = Vec::new();
+                for update in &updates {
+                    let id = update["update_id"].as_i64().unwrap_or(0);
+                    if id > bot.handed_up_to {
+                        bot.handed_up_to = id;
+                        handed.push((update["message"]["chat"]["id"].as_i64().unwrap_or(0), now));
+                    }
+                }
+                inner.handed.extend(handed);
+                break updates;
             }
         }
         let _ = tokio::time::timeout_at(deadline, arrived).await;
