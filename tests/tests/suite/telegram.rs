@@ -157,6 +157,17 @@ fn code_in(reply: &str) -> Option<String> {
     })
 }
 
+/// A new echo agent of `api`'s account, running, with `token`'s bot connected and
+/// `allowed` chats; its id.
+async fn connected_echo(api: &roost_tests::Api, token: &str, allowed: &str) -> String {
+    let id = api.provision("echo", "be brief").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+    let config = json!({"MESSAGING_BOT_TOKEN": token, "MESSAGING_ALLOWED_CHAT_IDS": allowed});
+    api.post(&format!("/api/instances/{id}/config"), config).await.ok();
+    api.wait_status(&id, "running").await;
+    id
+}
+
 /// A server whose agents talk to `fake`, an echo agent on it with `token` connected and
 /// `allowed` chats; returns the server, the account's API and the agent's id.
 async fn echo_bot(
@@ -166,13 +177,8 @@ async fn echo_bot(
     allowed: &str,
 ) -> (TestServer, roost_tests::Api, String) {
     let server = TestServer::start_with(backend, |c| c.hosting.telegram_api_base = fake.base.clone()).await;
-    let account = server.account(10_000).await;
-    let api = server.api(Some(&account));
-    let id = api.provision("echo", "be brief").await["id"].as_str().unwrap().to_owned();
-    api.wait_status(&id, "running").await;
-    let config = json!({"MESSAGING_BOT_TOKEN": token, "MESSAGING_ALLOWED_CHAT_IDS": allowed});
-    api.post(&format!("/api/instances/{id}/config"), config).await.ok();
-    api.wait_status(&id, "running").await;
+    let api = server.api(Some(&server.account(10_000).await));
+    let id = connected_echo(&api, token, allowed).await;
     (server, api, id)
 }
 
@@ -367,11 +373,7 @@ async fn webhook_mode_answers_deliveries(backend: Backend) {
     .await;
     let account = server.account(10_000).await;
     let api = server.api(Some(&account));
-    let id = api.provision("echo", "brief").await["id"].as_str().unwrap().to_owned();
-    api.wait_status(&id, "running").await;
-    let config = json!({"MESSAGING_BOT_TOKEN": token, "MESSAGING_ALLOWED_CHAT_IDS": "21"});
-    api.post(&format!("/api/instances/{id}/config"), config).await.ok();
-    api.wait_status(&id, "running").await;
+    let id = connected_echo(&api, &token, "21").await;
 
     let (url, secret) = eventually("the webhook", || fake.webhook(&token)).await;
     assert_eq!(url, format!("{base}/telegram/{id}"));
@@ -416,11 +418,7 @@ async fn out_of_credits_gets_a_fixed_reply(backend: Backend) {
     .await;
     let account = server.account(0).await;
     let api = server.api(Some(&account));
-    let id = api.provision("echo", "brief").await["id"].as_str().unwrap().to_owned();
-    api.wait_status(&id, "running").await;
-    let config = json!({"MESSAGING_BOT_TOKEN": token, "MESSAGING_ALLOWED_CHAT_IDS": "31"});
-    api.post(&format!("/api/instances/{id}/config"), config).await.ok();
-    api.wait_status(&id, "running").await;
+    let id = connected_echo(&api, &token, "31").await;
     fake.say(&token, 31, "hello?");
     let reply = eventually("the fixed reply", || fake.messages_to(31).pop()).await;
     assert!(reply.contains("out of credits"), "{reply}");
@@ -442,11 +440,7 @@ async fn a_hung_poll_is_restarted(backend: Backend) {
     .await;
     let account = server.account(10_000).await;
     let api = server.api(Some(&account));
-    let id = api.provision("echo", "brief").await["id"].as_str().unwrap().to_owned();
-    api.wait_status(&id, "running").await;
-    let config = json!({"MESSAGING_BOT_TOKEN": token, "MESSAGING_ALLOWED_CHAT_IDS": "41"});
-    api.post(&format!("/api/instances/{id}/config"), config).await.ok();
-    api.wait_status(&id, "running").await;
+    let id = connected_echo(&api, &token, "41").await;
     eventually("a second poll", || (fake.count("getUpdates", 8108) >= 2).then_some(())).await;
     let channel = api.get(&format!("/api/instances/{id}/channel")).await.ok();
     assert!(channel["last_error"].as_str().unwrap().contains("did not answer within 1 s"), "{channel}");
