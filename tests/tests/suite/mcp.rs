@@ -9,7 +9,7 @@ use rmcp::{
     model::{CallToolRequestParams, ClientRequest, ProgressNotificationParam, Request},
     service::{NotificationContext, PeerRequestOptions, RunningService},
 };
-use roost_tests::{Backend, TestAccount, TestServer, each_backend};
+use roost_tests::{Backend, TestAccount, TestServer, each_backend, fake_telegram::FakeTelegram};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
@@ -21,6 +21,7 @@ each_backend!(
     progress_is_reported_while_a_turn_runs,
     query_tools_answer_dashboard_callers_only,
     skills_page_counts_routes_and_tools,
+    a_chat_is_paired_over_mcp,
 );
 
 /// A client that forwards progress notifications to the test.
@@ -106,6 +107,40 @@ async fn wait_status(session: &Session, id: &str, status: &str) -> Value {
     panic!("agent {id} never became {status}");
 }
 
+/// `get_channel` shows a stranger's chat waiting; `pair_channel` approves its code (a wrong
+/// one is 404, as over REST), and the chat is then allowed.
+async fn a_chat_is_paired_over_mcp(backend: Backend) {
+    let fake = FakeTelegram::start().await;
+    let token = fake.bot(8201, "mcp_bot");
+    let server = TestServer::start_with(backend, |c| c.hosting.telegram_api_base = fake.base.clone()).await;
+    let account = server.account(5_000).await;
+    let (session, _) = connect(&server, &account.key).await;
+    let id =
+        ok(&session, "create_agent", json!({"runtime": "echo", "brief": "b"})).await["id"].as_str().unwrap().to_owned();
+    wait_status(&session, &id, "running").await;
+    ok(&session, "configure_agent", json!({"instance_id": id, "MESSAGING_BOT_TOKEN": token})).await;
+    wait_status(&session, &id, "running").await;
+    fake.say(&token, 55, "hi");
+    let mut code = None;
+    for _ in 0..400 {
+        code = fake
+            .messages_to(55)
+            .first()
+            .and_then(|m| m.split_whitespace().find(|w| w.len() == 9 && w.as_bytes()[4] == b'-').map(str::to_owned));
+        if code.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let code = code.expect("a pairing code");
+    let channel = ok(&session, "get_channel", json!({"instance_id": id})).await;
+    assert_eq!(channel["pending_pairings"][0]["chat_id"], 55, "{channel}");
+    fails(&session, "pair_channel", json!({"instance_id": id, "code": "AAAA-AAAA"}), 404, "not_found").await;
+    let (paired, text) = call(&session, "pair_channel", json!({"instance_id": id, "code": code})).await;
+    assert_eq!(paired.unwrap()["allowed_chat_ids"], json!([55]));
+    assert!(text.contains("Chat 55 may now talk"), "{text}");
+}
+
 async fn seed_flow_over_mcp(backend: Backend) {
     let server = start(backend, |_| {}).await;
     let account = server.account(5_000).await;
@@ -126,6 +161,8 @@ async fn seed_flow_over_mcp(backend: Backend) {
         "destroy_agent",
         "list_agents",
         "get_agent",
+        "get_channel",
+        "pair_channel",
         "query",
         "list_sessions",
     ];

@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use roost_proto::v1::{GetChannelRequest, PairChannelRequest};
 use roost_server::billing::metering::PriceBook;
 use roost_server::telegram::{
     TelegramClient, TelegramError,
@@ -188,7 +189,10 @@ async fn echo_bot(
 async fn allowed_chats_talk_and_strangers_pair(backend: Backend) {
     let fake = FakeTelegram::start().await;
     let token = fake.bot(8101, "pair_bot");
-    let (_server, api, id) = echo_bot(backend, &fake, &token, "100").await;
+    let server = TestServer::start_with(backend, |c| c.hosting.telegram_api_base = fake.base.clone()).await;
+    let account = server.account(10_000).await;
+    let api = server.api(Some(&account));
+    let id = connected_echo(&api, &token, "100").await;
 
     fake.say(&token, 100, "hello there");
     let reply = eventually("the reply", || fake.messages_to(100).pop()).await;
@@ -214,6 +218,12 @@ async fn allowed_chats_talk_and_strangers_pair(backend: Backend) {
     let turns = api.get(&format!("/api/instances/{id}/activity")).await.ok()["turns"].as_array().unwrap().len();
     assert_eq!(turns, 1, "a stranger's message never reaches the agent");
 
+    // The same over gRPC.
+    let mut grpc = server.agents(&account.key).await;
+    let seen = grpc.get_channel(GetChannelRequest { instance_id: id.clone() }).await.unwrap().into_inner();
+    assert_eq!(seen.channel.unwrap().pending_pairings[0].chat_id, 200);
+    let wrong = PairChannelRequest { instance_id: id.clone(), code: "ZZZZZZZZ".into() };
+    assert_eq!(grpc.pair_channel(wrong).await.unwrap_err().code(), tonic::Code::NotFound);
     let pair = format!("/api/instances/{id}/channel/pair");
     api.post(&pair, json!({"code": "ZZZZ-ZZZZ"})).await.err(404, "not_found");
     api.post(&pair, json!({"code": ""})).await.err(400, "invalid_argument");

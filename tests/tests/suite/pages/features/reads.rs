@@ -41,14 +41,16 @@ async fn channels_show_each_agents_traffic_and_how_to_connect_a_bot(backend: Bac
     assert!(agent[0].contains(&account.id), "{agent:?}");
     assert_eq!(agent[1..8], ["example", "running", "none", "api", "2", "2", "0"], "{agent:?}");
     assert!(agent[8].ends_with(" UTC"), "{agent:?}");
-    assert!(page.main_text().contains("To connect a chat bot"), "{}", page.main_text());
+    assert!(page.main_text().contains("To connect a Telegram bot"), "{}", page.main_text());
 
     owner.post(&format!("/api/instances/{id}/config"), json!({"MESSAGING_BOT_TOKEN": "123:abc"})).await.ok();
     owner.wait_status(&id, "running").await;
     let page = visitor.get("/dashboard/channels").await;
     assert_eq!(row(&page, "table.channels", &id)[3], "connected");
     assert!(!page.body.contains("123:abc"), "never the token itself");
-    assert!(!page.main_text().contains("To connect a chat bot"));
+    assert!(!page.main_text().contains("To connect a Telegram bot"));
+    let bot = row(&page, "#bots", &id);
+    assert_eq!(bot[1], "@bot123", "the bot's username from getMe: {bot:?}");
 }
 
 async fn skills_list_every_route_and_tool_with_its_use(backend: Backend) {
