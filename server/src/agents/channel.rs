@@ -170,13 +170,15 @@ async fn pause_for(stop: &CancellationToken, wait: Duration) -> bool {
     }
 }
 
-/// An update as the inbox stores it, if it carries a message.
+/// An update as the inbox stores it, if it carries a message. A NUL (which PostgreSQL's
+/// text cannot hold) becomes U+FFFD: an update the store refused would hold the offset
+/// back, and every later message with it.
 fn incoming(update: &Update) -> Option<Incoming> {
     let message = update.message.as_ref()?;
     Some(Incoming {
         update_id: update.update_id,
         chat_id: message.chat.id,
-        text: message.text.clone(),
+        text: message.text.as_ref().map(|t| t.replace('\0', "\u{FFFD}")),
         turn_id: new_sortable_id("turn"),
     })
 }

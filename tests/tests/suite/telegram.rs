@@ -259,7 +259,7 @@ async fn allowed_chats_talk_and_strangers_pair(backend: Backend) {
 async fn long_replies_arrive_in_parts(backend: Backend) {
     let fake = FakeTelegram::start().await;
     let token = fake.bot(8102, "long_bot");
-    let (_server, _api, _id) = echo_bot(backend, &fake, &token, "5").await;
+    let (_server, _api, _id) = echo_bot(backend, &fake, &token, "5,6").await;
     let text: String = (0..500).map(|i| format!("word{i:05} ")).collect();
     assert!(text.chars().count() >= 5_000);
     fake.say(&token, 5, &text);
@@ -270,6 +270,11 @@ async fn long_replies_arrive_in_parts(backend: Backend) {
     for word in ["word00000", "word00250", "word00499"] {
         assert!(joined.contains(word), "{word} is in the reply");
     }
+    // A NUL (PostgreSQL's text cannot hold one) does not hold the channel up.
+    fake.say(&token, 6, "nul\0inside");
+    fake.say(&token, 6, "and after");
+    eventually("the replies after a NUL", || fake.messages_to(6).into_iter().find(|m| m.contains("and after"))).await;
+    assert!(fake.messages_to(6)[0].contains("nul\u{FFFD}inside"), "{:?}", fake.messages_to(6));
 }
 
 /// A restart resumes from the stored offset: nothing answered before is answered again,
