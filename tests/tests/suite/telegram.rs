@@ -463,7 +463,31 @@ async fn a_hung_poll_is_restarted(backend: Backend) {
     eventually("the reply", || fake.messages_to(41).pop()).await;
 }
 
+/// While a turn runs the chat sees "typing" every 4 s; pausing the agent mid-turn ends it
+/// and the chat is told the agent is paused.
+async fn a_pause_mid_turn_gets_a_fixed_reply(backend: Backend) {
+    let fake = FakeTelegram::start().await;
+    let token = fake.bot(8109, "slow_bot");
+    let server = TestServer::start_with(backend, |c| c.hosting.telegram_api_base = fake.base.clone()).await;
+    let api = server.api(Some(&server.account(10_000).await));
+    // The example runtime (a child process) answers "sleep:<ms> …" after that long.
+    let id = api.provision("example", "brief").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+    let config = json!({"MESSAGING_BOT_TOKEN": token, "MESSAGING_ALLOWED_CHAT_IDS": "71"});
+    api.post(&format!("/api/instances/{id}/config"), config).await.ok();
+    api.wait_status(&id, "running").await;
+    fake.say(&token, 71, "sleep:20000 take your time");
+    let typing = || fake.sent().iter().filter(|s| s.method == "sendChatAction" && s.chat_id == 71).count();
+    eventually("typing twice, 4 s apart", || (typing() >= 2).then_some(())).await;
+    api.post(&format!("/api/instances/{id}/pause"), json!({})).await.ok();
+    let reply = eventually("the fixed reply", || fake.messages_to(71).pop()).await;
+    assert!(reply.contains("paused"), "{reply}");
+    let turns = api.get(&format!("/api/instances/{id}/activity")).await.ok()["turns"].clone();
+    assert_eq!(turns[0]["status"], "cancelled", "{turns}");
+}
+
 each_backend!(
+    a_pause_mid_turn_gets_a_fixed_reply,
     out_of_credits_gets_a_fixed_reply,
     a_hung_poll_is_restarted,
     webhook_mode_answers_deliveries,
