@@ -52,6 +52,9 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     tokio::fs::create_dir_all(&config.data_dir)
         .await
         .with_context(|| format!("creating the data directory {}", config.data_dir.display()))?;
+    // Held while serving, so `roost restore` cannot replace the store underneath.
+    let _data_dir_lock = crate::store::backup::DataDirLock::shared(&config.data_dir)
+        .with_context(|| format!("locking the data directory {}", config.data_dir.display()))?;
     let store = Store::open(&config.database_url, &config.store)
         .await
         .with_context(|| format!("opening the store at {}", config.database_url))?;

@@ -1,5 +1,6 @@
-//! The operator CLI (`roost accounts|keys|credits|status`) as operators run it: the real binary,
-//! on the same store as a running `roost serve`, on SQLite and PostgreSQL.
+//! The operator CLI (`roost accounts|keys|credits|status|backup|restore`) as operators run
+//! it: the real binary, on the same store as a running `roost serve`, on SQLite and
+//! PostgreSQL.
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -13,7 +14,8 @@ each_backend!(
     accounts_keys_and_credits_work_beside_a_running_server,
     web_users_are_invited_with_one_time_links,
     bad_cli_input_is_refused_clearly,
-    status_reports_the_store_ingest_and_checks
+    status_reports_the_store_ingest_and_checks,
+    backups_are_taken_online_and_restored
 );
 
 /// `roost <args>` on the server's store.
@@ -171,4 +173,91 @@ async fn status_reports_the_store_ingest_and_checks(backend: Backend) {
     let nobody = roost(&server, &["status", "--url", "http://127.0.0.1:9"]);
     assert_eq!(nobody.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&nobody.stderr).contains("nothing answers"), "{nobody:?}");
+}
+
+/// `roost backup` while the server answers turns (SQLite): a whole copy, carrying the
+/// secret key; a second one over it needs --force; `roost restore` refuses while a server
+/// runs on the data directory, then restores into a stopped one, and roost serves the same
+/// account, key, agent (its sealed secret opens: the key came along) and every turn
+/// answered before the backup started. On PostgreSQL both commands point to pg_dump.
+async fn backups_are_taken_online_and_restored(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let folder = tempfile::tempdir().unwrap();
+    let file = folder.path().join("roost-backup.db");
+    let file_arg = file.to_str().unwrap();
+    if backend == Backend::Postgres {
+        for args in [["backup", "--to", file_arg], ["restore", "--from", file_arg]] {
+            let out = roost(&server, &args);
+            assert_eq!(out.status.code(), Some(2));
+            let said = String::from_utf8_lossy(&out.stderr);
+            assert!(said.contains("pg_dump") && said.contains("secret.key"), "{said}");
+        }
+        return;
+    }
+    let account = server.account(1_000).await;
+    let api = server.api(Some(&account));
+    let id = api.provision("echo", "kept").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+    api.post(&format!("/api/instances/{id}/config"), json!({"PROVIDER_API_KEY": "sk-kept-secret"})).await.ok();
+    api.wait_status(&id, "running").await;
+
+    // Turns keep being answered while the backup runs.
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let writer = {
+        let (api, id, answered, stop) = (api.clone(), id.clone(), answered.clone(), stop.clone());
+        tokio::spawn(async move {
+            while !stop.is_cancelled() {
+                api.message(&id, "during the backup").await.ok();
+                answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let before = answered.load(std::sync::atomic::Ordering::SeqCst);
+    let report = json_of(&roost(&server, &["backup", "--to", file_arg, "--json"]));
+    assert!(report["bytes"].as_u64().unwrap() > 0, "{report}");
+    assert!(report["files"].as_array().unwrap().contains(&json!("secret.key")), "{report}");
+    let again = roost(&server, &["backup", "--to", file_arg]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("--force"));
+    json_of(&roost(&server, &["backup", "--to", file_arg, "--force", "--json"]));
+    let busy = roost(&server, &["restore", "--from", file_arg, "--force"]);
+    assert_eq!(busy.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&busy.stderr).contains("is running"), "{}", String::from_utf8_lossy(&busy.stderr));
+    stop.cancel();
+    writer.await.unwrap();
+    assert!(before > 0, "turns were answered before the backup");
+    server.stop().await.unwrap();
+
+    let restored = tempfile::tempdir().unwrap();
+    let restore = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_roost"))
+            .args(["restore", "--from", file_arg, "--json"])
+            .args(extra)
+            .arg("--data-dir")
+            .arg(restored.path())
+            .env_remove("ROOST_DATABASE_URL")
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap()
+    };
+    let done = json_of(&restore(&[]));
+    assert!(done["files"].as_array().unwrap().contains(&json!("secret.key")), "{done}");
+    let over = restore(&[]);
+    assert_eq!(over.status.code(), Some(1), "an existing store needs --force");
+
+    let dir = restored.path().to_path_buf();
+    let server = TestServer::start_with(Backend::Sqlite, |c| {
+        c.database_url = roost_server::store::DatabaseUrl::sqlite_in(&dir);
+        c.data_dir = dir.clone();
+    })
+    .await;
+    let api = server.api(Some(&account));
+    assert_eq!(api.get("/api/account").await.ok()["id"], account.id.as_str());
+    let view = api.wait_status(&id, "running").await;
+    assert_eq!(view["config"]["provider_api_key_set"], true);
+    let turns =
+        api.get(&format!("/api/instances/{id}/activity?limit=500")).await.ok()["turns"].as_array().unwrap().len();
+    assert!(turns >= before.min(500), "{turns} turns restored, {before} answered before the backup");
 }

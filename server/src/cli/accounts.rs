@@ -155,14 +155,14 @@ pub enum CreditsCommand {
 
 /// How a command prints its result.
 #[derive(Debug, Args)]
-pub struct Output {
+pub(crate) struct Output {
     /// Print one JSON value instead of text.
     #[arg(long)]
     json: bool,
 }
 
 impl Output {
-    fn print(&self, value: &Value, text: impl FnOnce() -> String) {
+    pub(crate) fn print(&self, value: &Value, text: impl FnOnce() -> String) {
         if self.json {
             println!("{value}");
         } else {

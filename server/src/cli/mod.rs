@@ -1,6 +1,7 @@
 //! The `roost` command line. Every flag also reads a `ROOST_*` environment variable.
 
 mod accounts;
+mod backup;
 mod serve;
 mod status;
 mod update;
@@ -66,6 +67,11 @@ enum Command {
     Status(status::StatusArgs),
     /// Check the package index and install the newest release now.
     Update(update::UpdateCommandArgs),
+    /// Copy the SQLite store (and the data directory's key and update files) into one
+    /// file, while `roost serve` runs.
+    Backup(backup::BackupArgs),
+    /// Restore a backup into a data directory no `roost serve` is running on.
+    Restore(backup::RestoreArgs),
 }
 
 impl GlobalArgs {
@@ -111,6 +117,8 @@ pub fn main() -> ExitCode {
             Command::Users(command) => accounts::users(&cli.global, command).await,
             Command::Status(args) => status::status(args).await,
             Command::Update(args) => update::update(&cli.global, args).await,
+            Command::Backup(args) => backup::backup(&cli.global, args).await,
+            Command::Restore(args) => backup::restore(&cli.global, args).await,
         }
     })
 }

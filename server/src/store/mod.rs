@@ -11,6 +11,7 @@
 //! lock (`BEGIN IMMEDIATE` plus a busy timeout handles the CLI writing to the same file).
 //! A write is acknowledged only after its commit, with `synchronous=FULL`.
 
+pub mod backup;
 mod children;
 mod meta;
 mod url;
