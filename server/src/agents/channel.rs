@@ -19,7 +19,10 @@
 
 use std::{
     collections::HashSet,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicI64, Ordering},
+    },
     time::Duration,
 };
 
@@ -119,6 +122,8 @@ struct Run {
     wake: Arc<Notify>,
     /// Chats that blocked the bot since they last wrote.
     blocked: Mutex<HashSet<i64>>,
+    /// This run's number in the store, once the channel is open (0 before).
+    seq: AtomicI64,
 }
 
 impl Run {
@@ -216,6 +221,7 @@ impl Hosting {
             stop: generation.child_token(),
             wake: Arc::new(Notify::new()),
             blocked: Mutex::new(HashSet::new()),
+            seq: AtomicI64::new(0),
         });
         self.channel_wakers.insert(agent.id.clone(), (run.stop.clone(), run.wake.clone()));
         let this = self.clone();
@@ -224,9 +230,7 @@ impl Hosting {
             let answering = this.clone().answer_inbox(run.clone());
             tokio::join!(receiving, answering);
             this.channel_wakers.remove_if_stopped(&run.agent.id);
-            if let Err(err) = this.store.set_telegram_state(&run.agent.id, "stopped").await {
-                warn!(instance = %run.agent.id, error = %err, "could not record the channel's stop");
-            }
+            this.channel_state(&run, "stopped").await;
             info!(instance = %run.agent.id, "telegram channel stopped");
         });
     }
@@ -239,9 +243,14 @@ impl Hosting {
         }
     }
 
-    async fn channel_state(&self, instance_id: &str, state: &str) {
-        if let Err(err) = self.store.set_telegram_state(instance_id, state).await {
-            warn!(instance = instance_id, error = %err, "could not record the channel's state");
+    /// Records what this run of the channel is doing (unless a newer run has started).
+    async fn channel_state(&self, run: &Run, state: &str) {
+        let seq = run.seq.load(Ordering::Acquire);
+        if seq == 0 {
+            return;
+        }
+        if let Err(err) = self.store.set_telegram_state(&run.agent.id, seq, state).await {
+            warn!(instance = %run.agent.id, error = %err, "could not record the channel's state");
         }
     }
 
@@ -254,7 +263,10 @@ impl Hosting {
         let mut backoff = Backoff::new();
         let mut offset = loop {
             match self.store.open_telegram_channel(&id, run.bot_id, mode).await {
-                Ok(offset) => break offset,
+                Ok((offset, seq)) => {
+                    run.seq.store(seq, Ordering::Release);
+                    break offset;
+                }
                 Err(err) => {
                     self.channel_error(&id, &format!("the channel could not be opened: {err}")).await;
                     if !pause_for(&run.stop, backoff.next()).await {
@@ -274,7 +286,7 @@ impl Hosting {
             self.channel_error(&id, &format!("deleteWebhook failed: {err}")).await;
             if !failing {
                 failing = true;
-                self.channel_state(&id, "backing_off").await;
+                self.channel_state(&run, "backing_off").await;
             }
             if !pause_for(&run.stop, backoff.next()).await {
                 return;
@@ -297,7 +309,7 @@ impl Hosting {
                         if failing {
                             failing = false;
                             backoff.reset();
-                            self.channel_state(&id, "receiving").await;
+                            self.channel_state(&run, "receiving").await;
                         }
                         continue;
                     };
@@ -309,7 +321,7 @@ impl Hosting {
                             if failing {
                                 failing = false;
                                 backoff.reset();
-                                self.channel_state(&id, "receiving").await;
+                                self.channel_state(&run, "receiving").await;
                             }
                             None
                         }
@@ -336,7 +348,7 @@ impl Hosting {
                 self.channel_error(&id, &what).await;
                 if !failing {
                     failing = true;
-                    self.channel_state(&id, "backing_off").await;
+                    self.channel_state(&run, "backing_off").await;
                 }
                 if !pause_for(&run.stop, wait).await {
                     return;
@@ -354,7 +366,7 @@ impl Hosting {
         let mut backoff = Backoff::new();
         while let Err(err) = self.telegram.set_webhook(&run.token, &url, &webhook_secret(&run.token)).await {
             self.channel_error(id, &format!("setWebhook failed: {err}")).await;
-            self.channel_state(id, "backing_off").await;
+            self.channel_state(run, "backing_off").await;
             if !pause_for(&run.stop, backoff.next()).await {
                 break;
             }

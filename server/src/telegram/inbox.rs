@@ -79,18 +79,20 @@ pub struct TurnOutcome {
 }
 
 impl Store {
-    /// Opens the agent's channel for `bot_id` in `mode` ("polling" or "webhook"): where
-    /// polling resumes, which is the stored offset, or 0 when the agent never ran this bot
-    /// (a new bot's update ids start afresh).
-    pub async fn open_telegram_channel(&self, instance_id: &str, bot_id: i64, mode: &str) -> Result<i64> {
+    /// Opens a run of the agent's channel for `bot_id` in `mode` ("polling" or "webhook"):
+    /// where polling resumes (the stored offset, or 0 when the agent never ran this bot: a
+    /// new bot's update ids start afresh) and the run's number, which its state changes
+    /// name ([`Store::set_telegram_state`]).
+    pub async fn open_telegram_channel(&self, instance_id: &str, bot_id: i64, mode: &str) -> Result<(i64, i64)> {
         Ok(on_writer!(self, |pool| {
-            sqlx::query_scalar(
-                "INSERT INTO telegram_channels (instance_id, bot_id, mode, state) VALUES ($1, $2, $3, 'receiving') \
+            sqlx::query_as(
+                "INSERT INTO telegram_channels (instance_id, bot_id, mode, state, run_seq) \
+                 VALUES ($1, $2, $3, 'receiving', 1) \
                  ON CONFLICT (instance_id) DO UPDATE SET bot_id = excluded.bot_id, mode = excluded.mode, \
-                   state = 'receiving', \
+                   state = 'receiving', run_seq = telegram_channels.run_seq + 1, \
                    update_offset = CASE WHEN telegram_channels.bot_id = excluded.bot_id \
                                         THEN telegram_channels.update_offset ELSE 0 END \
-                 RETURNING update_offset",
+                 RETURNING update_offset, run_seq",
             )
             .bind(instance_id)
             .bind(bot_id)
@@ -100,12 +102,14 @@ impl Store {
         })?)
     }
 
-    /// Records what the channel is doing: "receiving", "backing_off" or "stopped".
-    pub async fn set_telegram_state(&self, instance_id: &str, state: &str) -> Result<()> {
+    /// Records what run `run_seq` of the channel is doing ("receiving", "backing_off" or
+    /// "stopped"), unless a newer run has started.
+    pub async fn set_telegram_state(&self, instance_id: &str, run_seq: i64, state: &str) -> Result<()> {
         on_writer!(self, |pool| {
-            sqlx::query("UPDATE telegram_channels SET state = $2 WHERE instance_id = $1")
+            sqlx::query("UPDATE telegram_channels SET state = $2 WHERE instance_id = $1 AND run_seq = $3")
                 .bind(instance_id)
                 .bind(state)
+                .bind(run_seq)
                 .execute(pool)
                 .await
                 .map(|_| ())

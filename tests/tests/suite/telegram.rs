@@ -259,7 +259,7 @@ async fn allowed_chats_talk_and_strangers_pair(backend: Backend) {
 async fn long_replies_arrive_in_parts(backend: Backend) {
     let fake = FakeTelegram::start().await;
     let token = fake.bot(8102, "long_bot");
-    let (_server, _api, _id) = echo_bot(backend, &fake, &token, "5,6").await;
+    let (_server, api, id) = echo_bot(backend, &fake, &token, "5,6").await;
     let text: String = (0..500).map(|i| format!("word{i:05} ")).collect();
     assert!(text.chars().count() >= 5_000);
     fake.say(&token, 5, &text);
@@ -275,6 +275,15 @@ async fn long_replies_arrive_in_parts(backend: Backend) {
     fake.say(&token, 6, "and after");
     eventually("the replies after a NUL", || fake.messages_to(6).into_iter().find(|m| m.contains("and after"))).await;
     assert!(fake.messages_to(6)[0].contains("nul\u{FFFD}inside"), "{:?}", fake.messages_to(6));
+
+    // Config restarts the agent and its channel: the stopped run does not overwrite the
+    // new one's state.
+    api.post(&format!("/api/instances/{id}/config"), json!({"MESSAGING_ALLOWED_CHAT_IDS": "5,6,7"})).await.ok();
+    api.wait_status(&id, "running").await;
+    fake.say(&token, 7, "after the restart");
+    eventually("a reply after the restart", || fake.messages_to(7).pop()).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(api.get(&format!("/api/instances/{id}/channel")).await.ok()["state"], "receiving");
 }
 
 /// A restart resumes from the stored offset: nothing answered before is answered again,
