@@ -1,6 +1,7 @@
 //! Hosted agents (seeds/hosted-agent-api.md with DESIGN.md's decisions): provisioning and
-//! the lifecycle, synchronous turns, activity. [`Hosting`] is the core; [`service`] is its
-//! gRPC face, which the REST gateway (and MCP) call.
+//! the lifecycle, synchronous turns, activity, and each agent's Telegram bot ([`channel`]).
+//! [`Hosting`] is the core; [`service`] is its gRPC face, which the REST gateway (and MCP)
+//! call.
 //!
 //! Store first, memory second: every lifecycle change commits to the store and then updates
 //! the live agent, under the agent's lifecycle lock. Reads of an agent take its status from
