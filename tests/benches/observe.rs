@@ -8,7 +8,8 @@
 //! clients; a request counts once its 200 (sent after commit) arrives. Then it times q/1
 //! queries over REST against what was stored, and every dashboard page: its time to the
 //! last byte over loopback (an upper bound of the server's time) and its first-load
-//! transfer (the gzipped HTML plus every asset it links, gzipped as served).
+//! transfer (the gzipped HTML plus every asset it links, gzipped as served). On SQLite it
+//! ends with `roost backup` of the filled store while the server runs, and its restore.
 //!
 //! Knobs (environment): ROOST_BENCH_SPANS (1000000), ROOST_BENCH_SPANS_PER_REQUEST (500),
 //! ROOST_BENCH_CONCURRENCY (8), ROOST_BENCH_QUERIES (200), ROOST_BENCH_BACKEND
@@ -197,6 +198,32 @@ async fn run() {
         println!("q/1 {shape} {args}: {} ({rows} rows)", percentiles(&mut samples));
     }
     pages(&server, queries).await;
+    if backend == roost_tests::Backend::Sqlite {
+        backup(&server).await;
+    }
+}
+
+/// Times `roost backup` of the store the bench filled (while the server runs) and a
+/// restore of it into an empty data directory.
+async fn backup(server: &TestServer) {
+    use roost_server::store::backup::{backup_sqlite, restore_sqlite};
+    let data_dir = &server.config.data_dir;
+    let db = data_dir.join("roost.db");
+    let mib = |path: &std::path::Path| std::fs::metadata(path).map_or(0.0, |m| m.len() as f64 / 1048576.0);
+    let wal = mib(&data_dir.join("roost.db-wal"));
+    let folder = tempfile::tempdir().unwrap();
+    let file = folder.path().join("backup.db");
+    let report = backup_sqlite(&db, data_dir, &file, false).await.unwrap();
+    println!(
+        "backup: store {:.0} MiB (+{wal:.0} MiB WAL) → {:.0} MiB file in {:.1} s",
+        mib(&db),
+        report.bytes as f64 / 1048576.0,
+        report.seconds
+    );
+    let target = folder.path().join("restored");
+    let started = Instant::now();
+    restore_sqlite(&file, &target, &target.join("roost.db"), false).await.unwrap();
+    println!("restore into an empty data directory: {:.1} s", started.elapsed().as_secs_f64());
 }
 
 /// Times every dashboard page and measures its first load.

@@ -166,7 +166,8 @@ async fn a_new_user_signs_up_makes_a_key_runs_an_agent_and_tops_up() {
 
 /// An owner connects a Telegram bot from the agent's page, sees a stranger's chat wait for
 /// approval there, approves the code the stranger got, and sees the bot on the dashboard's
-/// channels page. Screenshots: `app-instance-telegram`, `dashboard-channels`.
+/// channels page. Screenshots: `app-instance-telegram` (and `-390`, a phone's width),
+/// `dashboard-channels`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_owner_connects_a_bot_and_approves_a_chat() {
     if Browser::skipped() {
@@ -212,6 +213,10 @@ async fn an_owner_connects_a_bot_and_approves_a_chat() {
     browser.resize(1280, 1500).await;
     browser.client.execute("document.getElementById('telegram').scrollIntoView()", vec![]).await.unwrap();
     browser.screenshot("app-instance-telegram").await;
+    browser.resize(390, 1400).await;
+    browser.client.execute("document.getElementById('telegram').scrollIntoView()", vec![]).await.unwrap();
+    browser.screenshot("app-instance-telegram-390").await;
+    browser.resize(1280, 1500).await;
     fill(&browser, "#code", &code).await;
     click(&browser, "form[action$='/pair'] button").await;
     wait_for(&browser, "Chat 2002 may now talk to this agent.").await;
