@@ -77,8 +77,15 @@ const APP_PREFIXES: [&str; 4] = ["/invite/", "/developers/", "/billing/", "/inst
 
 /// The guard of a request path.
 pub fn guard(path: &str) -> Guard {
-    const OPEN: [&str; 6] =
-        ["/healthz", "/skill.md", "/api/runtimes", "/favicon.ico", SIGN_IN_PATH, "/api/billing/stripe/webhook"];
+    const OPEN: [&str; 7] = [
+        "/healthz",
+        "/skill.md",
+        "/openapi.json",
+        "/api/runtimes",
+        "/favicon.ico",
+        SIGN_IN_PATH,
+        "/api/billing/stripe/webhook",
+    ];
     // `/telegram/{id}`: Telegram's webhook deliveries, checked by the core against the
     // agent's webhook secret.
     const OPEN_PREFIXES: [&str; 4] = ["/grpc.health.v1.", "/grpc.reflection.", "/static/", "/telegram/"];

@@ -13,6 +13,7 @@ mod error;
 mod extract;
 mod fallback;
 pub mod mcp;
+pub mod openapi;
 pub mod pages;
 mod routes;
 pub mod skill;
@@ -121,6 +122,7 @@ pub fn sections() -> Vec<api::Routes> {
         routes::updates::routes(),
         routes::system::routes(),
         skill::routes(),
+        openapi::routes(),
     ]
 }
 
