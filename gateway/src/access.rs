@@ -77,10 +77,11 @@ const APP_PREFIXES: [&str; 4] = ["/invite/", "/developers/", "/billing/", "/inst
 
 /// The guard of a request path.
 pub fn guard(path: &str) -> Guard {
-    const OPEN: [&str; 7] = [
+    const OPEN: [&str; 8] = [
         "/healthz",
         "/skill.md",
         "/openapi.json",
+        "/docs",
         "/api/runtimes",
         "/favicon.ico",
         SIGN_IN_PATH,

@@ -15,6 +15,7 @@
 mod app;
 mod assets;
 pub mod cookies;
+mod docs;
 mod features;
 mod format;
 pub mod forms;
@@ -55,6 +56,7 @@ pub(crate) fn router() -> Router<Core> {
         .route("/favicon.ico", get(assets::favicon))
         .merge(overview::routes())
         .merge(signin::routes())
+        .merge(docs::routes())
         .merge(sessions::routes())
         .merge(traces::routes())
         .merge(live::routes())

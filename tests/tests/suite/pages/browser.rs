@@ -187,6 +187,32 @@ async fn every_page_loads_without_console_errors() {
     browser.close().await;
 }
 
+/// `/docs` reads without a token (tokens configured) and without script: every section of
+/// the OpenAPI document, an operation with its body fields and errors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_reference_reads_without_a_token() {
+    if Browser::skipped() {
+        return;
+    }
+    let server = TestServer::start_with(Backend::Sqlite, |c| c.access.api_tokens = vec!["secret".into()]).await;
+    let browser = Browser::start().await;
+    browser.open(&server.url("/docs#post_api_instances_instance_id_channel_pair")).await;
+    assert_eq!(browser.text_of("h1").await, "API reference");
+    let pair = browser.text_of("#post_api_instances_instance_id_channel_pair").await;
+    assert!(pair.contains("/api/instances/{instance_id}/channel/pair"), "{pair}");
+    assert!(pair.contains("PairChannelRequest") && pair.contains("code"), "{pair}");
+    assert!(pair.contains("404"), "{pair}");
+    let text = browser.main_text().await;
+    for section in ["Hosted agents", "OTLP ingest", "Query (q/1)", "Self-update", "OpenAPI"] {
+        assert!(text.contains(section), "{section}");
+    }
+    assert_no_console_errors(&browser, "/docs").await;
+    browser.screenshot("docs").await;
+    browser.resize(390, 800).await;
+    browser.screenshot("docs-390").await;
+    browser.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_token_gate_signs_a_browser_in_and_out() {
     if Browser::skipped() {
