@@ -1,6 +1,6 @@
 //! The channels page: each hosted agent's ways in (roost's API, a chat bot) and the
 //! messages that came through each, from the turns table; and each agent's Telegram
-//! channel as roost runs it (four reads in all, however many agents there are).
+//! channel as roost runs it (five reads in all, however many agents there are).
 
 use std::collections::HashMap;
 
