@@ -364,11 +364,22 @@ impl Hosting {
         let id = &run.agent.id;
         let url = format!("{}/telegram/{id}", base.trim_end_matches('/'));
         let mut backoff = Backoff::new();
-        while let Err(err) = self.telegram.set_webhook(&run.token, &url, &webhook_secret(&run.token)).await {
-            self.channel_error(id, &format!("setWebhook failed: {err}")).await;
-            self.channel_state(run, "backing_off").await;
-            if !pause_for(&run.stop, backoff.next()).await {
-                break;
+        let mut failed = false;
+        loop {
+            match self.telegram.set_webhook(&run.token, &url, &webhook_secret(&run.token)).await {
+                Ok(_) if failed => {
+                    self.channel_state(run, "receiving").await;
+                    break;
+                }
+                Ok(_) => break,
+                Err(err) => {
+                    self.channel_error(id, &format!("setWebhook failed: {err}")).await;
+                    failed = true;
+                    self.channel_state(run, "backing_off").await;
+                    if !pause_for(&run.stop, backoff.next()).await {
+                        break;
+                    }
+                }
             }
         }
         run.stop.cancelled().await;

@@ -382,7 +382,8 @@ async fn telegram_refusals_are_handled(backend: Backend) {
     assert_eq!(recovered["state"], "receiving", "{recovered}");
 }
 
-/// Webhook mode: roost sets `<public url>/telegram/{id}` with a secret; deliveries with
+/// Webhook mode: roost sets `<public url>/telegram/{id}` with a secret (retrying a failed
+/// setWebhook); deliveries with
 /// it are answered, a wrong secret is 401 and stores nothing, Telegram's retry of one
 /// update is answered once, and pause deletes the webhook.
 async fn webhook_mode_answers_deliveries(backend: Backend) {
@@ -397,9 +398,20 @@ async fn webhook_mode_answers_deliveries(backend: Backend) {
     .await;
     let account = server.account(10_000).await;
     let api = server.api(Some(&account));
+    // The first setWebhook fails: the channel backs off, sets it, and is receiving again.
+    fake.fail_next("setWebhook", 502, "Bad Gateway", None);
     let id = connected_echo(&api, &token, "21").await;
 
     let (url, secret) = eventually("the webhook", || fake.webhook(&token)).await;
+    let mut state = String::new();
+    for _ in 0..100 {
+        state = api.get(&format!("/api/instances/{id}/channel")).await.ok()["state"].as_str().unwrap().to_owned();
+        if state == "receiving" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(state, "receiving", "the webhook's channel recovers from a failed setWebhook");
     assert_eq!(url, format!("{base}/telegram/{id}"));
     fake.say(&token, 21, "via webhook");
     eventually("the reply", || fake.messages_to(21).pop()).await;
