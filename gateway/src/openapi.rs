@@ -185,12 +185,31 @@ fn response(answer: Answer, messages: &mut BTreeSet<String>) -> (u16, Value) {
             (status, json!({"description": about, "content": {"application/json": {"schema": {"type": "object"}}}}))
         }
         Answer::Sse(message) => {
-            let event = reference(message, messages);
+            // Each event, as OpenAPI 3.2 describes server-sent events (and schemathesis checks
+            // them): `data` is JSON whose schema depends on the event's name.
+            let item = reference(message, messages);
+            let data = |schema: Value| json!({"properties": {"data": {"contentMediaType": "application/json", "contentSchema": schema}}});
+            let lagged =
+                json!({"type": "object", "properties": {"skipped": {"type": "integer"}}, "required": ["skipped"]});
             (
                 200,
                 json!({
-                    "description": format!("A stream of server-sent events, each carrying a {message} as JSON."),
-                    "content": {"text/event-stream": {"schema": {"type": "string"}, "x-event": event}},
+                    "description": format!(
+                        "A stream of server-sent events: each `message` carries a {message} as JSON with the item's id; \
+                         a client that fell behind gets a `lagged` event with how many it missed."
+                    ),
+                    "content": {"text/event-stream": {"schema": {
+                        "type": "object",
+                        "required": ["data"],
+                        "properties": {
+                            "id": {"type": "string"},
+                            "event": {"type": "string", "enum": ["message", "lagged"]},
+                            "data": {"type": "string"},
+                        },
+                        "if": {"properties": {"event": {"const": "lagged"}}, "required": ["event"]},
+                        "then": data(lagged),
+                        "else": data(item),
+                    }}},
                 }),
             )
         }

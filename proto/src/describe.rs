@@ -79,6 +79,9 @@ pub struct FieldDoc {
     pub required: bool,
     /// Inlined into the parent object instead of nested under `name`.
     pub flattened: bool,
+    /// May be `null`: a message or timestamp field that is unset (serde writes `null`), or
+    /// a proto3 `optional` scalar. serde reads `null` for these too.
+    pub nullable: bool,
 }
 
 /// One message.
@@ -146,6 +149,7 @@ impl Contract {
                         .find(|(path, _)| *path == full)
                         .map_or_else(|| field.name().to_owned(), |(_, json)| (*json).to_owned());
                     let map_entry = map_entry(message, field.type_name());
+                    let is_map = map_entry.is_some();
                     let (json_type, repeated) = match map_entry {
                         Some(entry) => {
                             let value =
@@ -161,6 +165,9 @@ impl Contract {
                         required: says_required(&doc),
                         doc,
                         flattened: JSON_FLATTEN.contains(&full.as_str()),
+                        nullable: !repeated
+                            && !is_map
+                            && (field.proto3_optional() || matches!(field.r#type(), Type::Message | Type::Group)),
                     }
                 })
                 .collect();
@@ -215,6 +222,9 @@ impl Contract {
             if field.repeated {
                 property = json!({ "type": "array", "items": property });
             }
+            if field.nullable {
+                nullable(&mut property);
+            }
             if let Value::Object(object) = &mut property
                 && !field.doc.is_empty()
             {
@@ -255,6 +265,19 @@ impl Contract {
             JsonType::Message(_) => json!({ "type": "object" }),
             JsonType::Map(value) => json!({ "type": "object", "additionalProperties": self.type_schema(value, depth) }),
         }
+    }
+}
+
+/// Lets `schema` also take `null`: its type gains "null" (and its enum, if any, the value);
+/// a schema without a type (any value) already takes it.
+fn nullable(schema: &mut Value) {
+    let Value::Object(object) = schema else { return };
+    if let Some(Value::String(ty)) = object.get("type") {
+        let ty = ty.clone();
+        object.insert("type".into(), json!([ty, "null"]));
+    }
+    if let Some(Value::Array(values)) = object.get_mut("enum") {
+        values.push(Value::Null);
     }
 }
 

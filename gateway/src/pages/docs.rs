@@ -65,12 +65,18 @@ fn kind_of(schema: &Value) -> String {
     if let Some(values) = schema["enum"].as_array() {
         return values.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" | ");
     }
-    match schema["type"].as_str() {
+    // A field that may be null has the type `[kind, "null"]`.
+    let (kind, nullable) = match &schema["type"] {
+        Value::Array(kinds) => (kinds.iter().find(|k| *k != "null").and_then(Value::as_str), kinds.len() > 1),
+        kind => (kind.as_str(), false),
+    };
+    let kind = match kind {
         Some("array") => format!("array of {}", kind_of(&schema["items"])),
         Some("string") if schema["format"] == "date-time" => "timestamp".to_owned(),
         Some(kind) => kind.to_owned(),
         None => message_of(schema).unwrap_or("any").to_owned(),
-    }
+    };
+    if nullable { format!("{kind} or null") } else { kind }
 }
 
 fn fields(doc: &Value, message: &str) -> Vec<Field> {
@@ -88,7 +94,12 @@ fn fields(doc: &Value, message: &str) -> Vec<Field> {
 /// The first media type of `content` as a [`Shape`].
 fn shape(doc: &Value, status: &str, content: &Value) -> Option<Shape> {
     let (media, body) = content.as_object()?.iter().next()?;
-    let schema = &body["schema"];
+    // A stream's schema is its events': the message is their `data` (see the OpenAPI
+    // document's SSE answers).
+    let schema = match &body["schema"]["else"]["properties"]["data"]["contentSchema"] {
+        Value::Null => &body["schema"],
+        data => data,
+    };
     let message = message_of(schema).map(str::to_owned);
     let listed = if schema["type"] == "array" { "array of " } else { "" };
     Some(Shape {
@@ -165,4 +176,23 @@ fn sections(doc: &Value) -> Vec<Section> {
 async fn page(page: PageCall) -> Response {
     let doc = crate::openapi::document(&crate::sections());
     page.render(&DocsPage { chrome: page.chrome("API reference", ""), sections: sections(&doc) })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn nullable_fields_and_streams_read_as_their_kind() {
+        assert_eq!(kind_of(&json!({"type": ["string", "null"], "format": "date-time"})), "timestamp or null");
+        assert_eq!(kind_of(&json!({"type": ["object", "null"]})), "object or null");
+        assert_eq!(kind_of(&json!({"type": "array", "items": {"$ref": "#/components/schemas/Turn"}})), "array of Turn");
+        let doc = crate::openapi::document(&crate::sections());
+        let logs = &doc["paths"]["/api/logs"]["get"]["responses"]["200"]["content"];
+        let stream = shape(&doc, "200", logs).expect("the log stream's answer");
+        assert_eq!((stream.media.as_str(), stream.message.as_str()), ("text/event-stream", "LogLine"));
+        assert!(stream.fields.iter().any(|f| f.name == "message"));
+    }
 }
