@@ -13,6 +13,7 @@ mod error;
 mod extract;
 mod fallback;
 pub mod mcp;
+pub mod metrics;
 pub mod openapi;
 pub mod pages;
 mod routes;

@@ -17,6 +17,7 @@ pub mod features;
 pub mod grpc;
 pub mod ids;
 pub mod logging;
+pub mod metrics;
 pub mod node;
 pub mod query;
 pub mod runtimes;

@@ -27,6 +27,7 @@ use crate::{
         workers::Workers,
     },
     grpc::{self, Services},
+    metrics::{Metrics, Sources as MetricSources},
     node::pusher,
     query::QueryCore,
     runtimes::process::OtlpExport,
@@ -125,10 +126,21 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         checks.workers.add("upstream push", pusher.abort_handle());
     }
 
+    let requests = roost_gateway::metrics::RequestMetrics::default();
+    let metrics = Arc::new(Metrics::new(
+        MetricSources {
+            store: store.clone(),
+            telemetry: telemetry.clone(),
+            hosting: hosting.clone(),
+            live: live.clone(),
+            updater: updater.clone(),
+        },
+        &requests,
+    ));
     let auth = Arc::new(Authenticator::new(store.clone(), &config.data_dir));
     let failures = Arc::new(crate::features::failures::HandlerFailures::default());
     let services = Services {
-        system: Arc::new(SystemCore::new(store.clone(), config.data_dir.clone())),
+        system: Arc::new(SystemCore::new(store.clone(), config.data_dir.clone(), metrics)),
         agents: Arc::new(AgentCore::new(hosting.clone(), auth.clone())),
         accounts: Arc::new(AccountCore::new(auth.clone())),
         otlp: Arc::new(OtlpCore::new(telemetry.clone())),
@@ -165,8 +177,10 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         usage,
     };
     let (router, _health) = grpc::add_services(roost_gateway::router(core), &services).await?;
+    // Outside the access check, so refused requests are counted too.
     let app = router
         .layer(axum::middleware::from_fn_with_state(access, roost_gateway::access::enforce))
+        .layer(axum::middleware::from_fn_with_state(requests, roost_gateway::metrics::record))
         .layer(TraceLayer::new_for_http());
 
     let mut listeners = vec![listener];

@@ -1,16 +1,17 @@
-//! `SystemService`: health and version, for `/healthz`, `/api/local/health`,
-//! `POST /api/version` and gRPC alike.
+//! `SystemService`: health, version and metrics, for `/healthz`, `/api/local/health`,
+//! `POST /api/version`, `GET /metrics` and gRPC alike.
 
-use std::{path::PathBuf, time::Instant};
+use std::{path::PathBuf, sync::Arc, time::Instant};
 
 use roost_proto::v1::{
-    DatabaseHealth, GetHealthRequest, GetHealthResponse, GetVersionRequest, GetVersionResponse, HealthStatus,
-    StoreHealth, system_service_server::SystemService,
+    DatabaseHealth, GetHealthRequest, GetHealthResponse, GetMetricsRequest, GetMetricsResponse, GetVersionRequest,
+    GetVersionResponse, HealthStatus, StoreHealth, system_service_server::SystemService,
 };
 use tonic::{Request, Response, Status};
 
 use crate::{
     build_info::{BUILD, CONTRACTS},
+    metrics::Metrics,
     store::Store,
     time::{now_ms, timestamp_ms},
 };
@@ -21,12 +22,13 @@ pub struct SystemCore {
     data_dir: PathBuf,
     started: Instant,
     started_at_ms: i64,
+    metrics: Arc<Metrics>,
 }
 
 impl SystemCore {
-    /// A system service whose uptime starts now.
-    pub fn new(store: Store, data_dir: PathBuf) -> Self {
-        Self { store, data_dir, started: Instant::now(), started_at_ms: now_ms() }
+    /// A system service whose uptime starts now, scraping `metrics`.
+    pub fn new(store: Store, data_dir: PathBuf, metrics: Arc<Metrics>) -> Self {
+        Self { store, data_dir, started: Instant::now(), started_at_ms: now_ms(), metrics }
     }
 }
 
@@ -73,5 +75,10 @@ impl SystemService for SystemCore {
             contracts: CONTRACTS.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
             target: BUILD.target.to_owned(),
         }))
+    }
+
+    async fn get_metrics(&self, req: Request<GetMetricsRequest>) -> Result<Response<GetMetricsResponse>, Status> {
+        let (content_type, text) = self.metrics.scrape(req.into_inner().format()).await;
+        Ok(Response::new(GetMetricsResponse { content_type: content_type.to_owned(), text }))
     }
 }

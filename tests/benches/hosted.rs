@@ -1,5 +1,6 @@
 //! Hosted-agent benchmarks (DESIGN.md targets: echo turn overhead p50 < 1 ms and ≥ 10,000
-//! turns/s across 1,000 agents; provision → running < 50 ms for echo, < 1 s for a process).
+//! turns/s across 1,000 agents; provision → running < 50 ms for echo, < 1 s for a process),
+//! and at the end a `GET /metrics` scrape with those agents and every turn series filled.
 //!
 //! `cargo bench -p roost-tests --bench hosted` runs the real server in this process (SQLite,
 //! release build) and drives it with real clients on loopback, so the clients' CPU time is
@@ -64,6 +65,21 @@ async fn run() {
     // Many callers: throughput.
     turns_over_rest(targets.clone(), concurrency, seconds).await;
     turns_over_grpc(&server, targets, concurrency, seconds).await;
+    scrapes(&server).await;
+}
+
+/// `GET /metrics` (Prometheus text) one after another: what a scrape costs with 1,000 agents.
+async fn scrapes(server: &TestServer) {
+    let mut samples = Vec::with_capacity(200);
+    let mut bytes = 0;
+    for _ in 0..200 {
+        let started = Instant::now();
+        let resp = server.http.get(server.url("/metrics")).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        bytes = resp.bytes().await.unwrap().len();
+        samples.push(started.elapsed());
+    }
+    report(&format!("GET /metrics ({bytes} bytes)"), &mut samples, None);
 }
 
 /// Provision → running, polled every `poll`, `count` times in a row on one account.

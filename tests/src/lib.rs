@@ -23,6 +23,7 @@ mod server;
 mod sql;
 mod sse;
 pub mod stripe;
+pub mod tools;
 
 pub use api::{Api, Reply};
 pub use index::{FakeIndex, FakeInstaller, ROOST_PACKAGE, ROOST_REPOSITORY, ReleaseKey};

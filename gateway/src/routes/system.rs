@@ -1,9 +1,18 @@
-//! `GET /healthz`, `GET /api/local/health`, `POST /api/version` over `SystemService`.
+//! `GET /healthz`, `GET /api/local/health`, `POST /api/version`, `GET /metrics` over
+//! `SystemService`.
 
-use axum::{Json, extract::State};
+use axum::{
+    Json,
+    extract::State,
+    http::{HeaderMap, header},
+    response::{IntoResponse, Response},
+};
 use roost_proto::{
     ApiError, ErrorReason,
-    v1::{GetHealthRequest, GetHealthResponse, GetVersionRequest, GetVersionResponse, HealthStatus},
+    v1::{
+        GetHealthRequest, GetHealthResponse, GetMetricsRequest, GetVersionRequest, GetVersionResponse, HealthStatus,
+        MetricsFormat,
+    },
 };
 use serde_json::{Value, json};
 
@@ -30,11 +39,20 @@ const VERSION: Endpoint = Endpoint::post(
 .body("GetVersionRequest")
 .answers("GetVersionResponse");
 
+const METRICS: Endpoint = Endpoint::get(
+    "/metrics",
+    "This process's metrics for Prometheus: requests by route and status with latency, ingest, turns by \
+     status with duration, queues, agents by status, stream clients, the store, the updater and the process. \
+     Prometheus text format 0.0.4, or OpenMetrics 1.0 when `Accept` asks for `application/openmetrics-text`.",
+)
+.answer_of(Answer::Document("text/plain"));
+
 pub(crate) fn routes() -> Routes {
-    Routes::new("System", "Liveness, health and version.")
+    Routes::new("System", "Liveness, health, version and metrics.")
         .at(&HEALTHZ, healthz)
         .at(&HEALTH, health)
         .at(&VERSION, version)
+        .at(&METRICS, metrics)
 }
 
 /// Liveness for load balancers and supervisors: 200 `{"status":"ok"}` while roost serves
@@ -59,4 +77,16 @@ async fn version(
     JsonBody(req): JsonBody<GetVersionRequest>,
 ) -> Result<Json<GetVersionResponse>, HttpError> {
     Ok(Json(core.system.get_version(call.request(req)).await?.into_inner()))
+}
+
+/// One scrape, in the format the scraper asks for (Prometheus asks for OpenMetrics first).
+async fn metrics(State(core): State<Core>, headers: HeaderMap, call: Call) -> Result<Response, HttpError> {
+    let openmetrics = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|accept| accept.contains("application/openmetrics-text"));
+    let format = if openmetrics { MetricsFormat::Openmetrics } else { MetricsFormat::Unspecified };
+    let scrape = core.system.get_metrics(call.request(GetMetricsRequest { format: format as i32 })).await?.into_inner();
+    Ok(([(header::CONTENT_TYPE, scrape.content_type)], scrape.text).into_response())
 }

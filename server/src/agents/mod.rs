@@ -32,6 +32,7 @@ use crate::{
     store::Store,
     telemetry::turns::TurnEvents,
 };
+use instances::Status;
 use live::Registry;
 use recorder::Recorder;
 
@@ -93,6 +94,8 @@ pub struct Hosting {
     telegram: crate::telegram::TelegramClient,
     /// The running channels' wake-ups.
     channel_wakers: channel::ChannelWakers,
+    /// Turns by status, with their duration (`GET /metrics`).
+    turn_metrics: crate::metrics::turns::TurnMetrics,
 }
 
 impl Hosting {
@@ -137,6 +140,7 @@ impl Hosting {
             secret_key,
             telegram: crate::telegram::TelegramClient::new(&config.telegram_api_base),
             channel_wakers: channel::ChannelWakers::default(),
+            turn_metrics: crate::metrics::turns::TurnMetrics::default(),
             config,
         }))
     }
@@ -154,6 +158,21 @@ impl Hosting {
     /// The store.
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// Turns by status, with their duration.
+    pub fn turn_metrics(&self) -> &crate::metrics::turns::TurnMetrics {
+        &self.turn_metrics
+    }
+
+    /// Every agent this process hosts: its status and the turns waiting or running for it.
+    pub fn agent_loads(&self) -> Vec<(Status, usize)> {
+        let depth = self.config.queue_depth;
+        self.registry
+            .all()
+            .iter()
+            .map(|agent| (agent.status(), depth.saturating_sub(agent.queue.available_permits())))
+            .collect()
     }
 
     /// Stops every machine (their stored status stays, so the next start boots them

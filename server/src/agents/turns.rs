@@ -214,6 +214,7 @@ impl Hosting {
             record.error = err.message().to_owned();
         }
         record.make_storable();
+        self.turn_metrics.record(record.status, &record.source, clock.elapsed().as_secs_f64());
         let event = self.observes_turns.then(|| self.event_of(&record, &agent.runtime.id));
         let charged = self.recorder.record(record.clone(), event).await?;
         if let Some((_, err)) = failure {

@@ -1,5 +1,6 @@
 //! What roost reads from Linux's `/proc` to recognise its runtime processes across its own
-//! restarts: the boot id, and a process's start time, process group and environment.
+//! restarts: the boot id, and a process's start time, process group and environment (and
+//! its CPU time, for `GET /metrics`).
 //!
 //! A pid alone names a process only while it lives: once it exits, the kernel may hand the
 //! number to another. A pid with its start time (clock ticks since boot) and the boot id
@@ -26,6 +27,8 @@ pub struct Stat {
     pub pgrp: i32,
     /// Exited, but not yet waited for by its parent: it holds nothing but its pid.
     pub zombie: bool,
+    /// CPU time in user and system mode, in clock ticks (fields 14 and 15).
+    pub cpu_ticks: u64,
 }
 
 /// This boot of the machine (`/proc/sys/kernel/random/boot_id`): a pid recorded under
@@ -48,6 +51,7 @@ fn parse_stat(stat: &str) -> Option<Stat> {
         zombie: *fields.first()? == "Z",
         pgrp: fields.get(5 - 3)?.parse().ok()?,
         start_time: fields.get(22 - 3)?.parse().ok()?,
+        cpu_ticks: fields.get(14 - 3)?.parse::<u64>().ok()? + fields.get(15 - 3)?.parse::<u64>().ok()?,
     })
 }
 
@@ -87,7 +91,7 @@ mod tests {
     #[test]
     fn reads_a_stat_line_whose_command_has_spaces_and_parentheses() {
         let line = "4242 (we (ird) name) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 50";
-        assert_eq!(parse_stat(line), Some(Stat { start_time: 987_654, pgrp: 4242, zombie: false }));
+        assert_eq!(parse_stat(line), Some(Stat { start_time: 987_654, pgrp: 4242, zombie: false, cpu_ticks: 3 }));
         assert_eq!(parse_stat("1 (x) Z 0 7"), None, "cut short");
     }
 

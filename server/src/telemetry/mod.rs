@@ -95,6 +95,7 @@ impl Telemetry {
         bounds.traces(&mut request);
         let (batch, rejected) = otlp::traces::convert(&request, &self.prices);
         self.ingest(batch, "otlp_traces", &request).await?;
+        self.stats().reject(stats::Counts { spans: rejected.count as u64, ..stats::Counts::default() });
         Ok(Stored { rejected, cuts: bounds.cuts() })
     }
 
@@ -104,6 +105,7 @@ impl Telemetry {
         bounds.logs(&mut request);
         let (batch, rejected) = otlp::logs::convert(&request, &self.prices);
         self.ingest(batch, "otlp_logs", &request).await?;
+        self.stats().reject(stats::Counts { logs: rejected.count as u64, ..stats::Counts::default() });
         Ok(Stored { rejected, cuts: bounds.cuts() })
     }
 
@@ -113,6 +115,7 @@ impl Telemetry {
         bounds.metrics(&mut request);
         let (batch, rejected) = otlp::metrics::convert(&request, &self.prices);
         self.ingest(batch, "otlp_metrics", &request).await?;
+        self.stats().reject(stats::Counts { metric_points: rejected.count as u64, ..stats::Counts::default() });
         Ok(Stored { rejected, cuts: bounds.cuts() })
     }
 

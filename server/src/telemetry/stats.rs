@@ -1,4 +1,5 @@
-//! What ingest stored since the process started, and over the last minute (`roost status`).
+//! What ingest stored (and refused) since the process started, and over the last minute
+//! (`roost status`, `GET /metrics`).
 
 use std::{
     sync::Mutex,
@@ -32,13 +33,15 @@ impl Counts {
 
 struct Inner {
     total: Counts,
+    /// Items refused inside accepted requests (OTLP partial success).
+    rejected: Counts,
     /// Per second, by Unix second modulo the window.
     seconds: [(u64, Counts); WINDOW],
 }
 
 impl Default for Inner {
     fn default() -> Self {
-        Self { total: Counts::default(), seconds: [(0, Counts::default()); WINDOW] }
+        Self { total: Counts::default(), rejected: Counts::default(), seconds: [(0, Counts::default()); WINDOW] }
     }
 }
 
@@ -63,6 +66,17 @@ impl IngestStats {
             *slot = (now, Counts::default());
         }
         slot.1.add(&stored);
+    }
+
+    /// Counts items refused inside an accepted request (the request's partial success).
+    pub fn reject(&self, rejected: Counts) {
+        let mut inner = self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        inner.rejected.add(&rejected);
+    }
+
+    /// Items refused since start.
+    pub fn rejected(&self) -> Counts {
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner).rejected
     }
 
     /// Totals since start, and the average per second over the last minute.
@@ -95,5 +109,7 @@ mod tests {
         let (total, rate) = stats.snapshot();
         assert_eq!(total, Counts { spans: 120, logs: 6, metric_points: 0, events: 120 });
         assert_eq!(rate, [2.0, 0.1, 0.0, 2.0]);
+        stats.reject(Counts { spans: 2, ..Counts::default() });
+        assert_eq!(stats.rejected(), Counts { spans: 2, ..Counts::default() });
     }
 }

@@ -10,6 +10,7 @@ mod fuzz;
 mod grpc;
 mod mcp;
 mod observe;
+mod ops;
 mod pages;
 mod rest_errors;
 mod senders;

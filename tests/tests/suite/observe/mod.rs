@@ -7,7 +7,7 @@ mod features;
 mod hosted;
 mod limits;
 mod node;
-mod otlp;
+pub mod otlp;
 mod query;
 mod retention;
 mod runs;

@@ -16,9 +16,8 @@ use std::{
     time::Duration,
 };
 
-use roost_tests::{Api, TestServer, fake_openai::FakeOpenAi};
+use roost_tests::{Api, TestServer, fake_openai::FakeOpenAi, tools};
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 
 pub use crate::observe::q1;
 
@@ -30,31 +29,8 @@ pub fn senders_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("senders")
 }
 
-/// The workspace's target directory, where `.ci/run` builds the Python venv.
-fn workspace_target() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace").join("target")
-}
-
 const INSTALL_HINT: &str = "run the senders install step: `bash .ci/run` does it, or the two commands in \
                             tests/senders/README.md";
-
-fn sha256_hex(path: &Path) -> String {
-    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    hex::encode(Sha256::digest(bytes))
-}
-
-/// Fails unless `stamp` holds the hash of `source` (what the install step wrote after
-/// installing from it).
-fn require_fresh(what: &str, stamp: &Path, source: &Path) {
-    let recorded = std::fs::read_to_string(stamp)
-        .unwrap_or_else(|_| panic!("{what} is not installed ({} is missing): {INSTALL_HINT}", stamp.display()));
-    assert_eq!(
-        recorded.trim(),
-        sha256_hex(source),
-        "{what} is stale ({} changed since it was installed): {INSTALL_HINT}",
-        source.display()
-    );
-}
 
 /// The program that runs a driver.
 #[derive(Debug, Clone, Copy)]
@@ -70,22 +46,18 @@ impl Runtime {
         let senders = senders_dir();
         let mut command = match self {
             Self::Python => {
-                let venv = workspace_target().join("senders-venv");
-                require_fresh(
-                    "the Python senders venv (target/senders-venv)",
-                    &venv.join(".requirements.sha256"),
-                    &senders.join("python/requirements.txt"),
-                );
+                let venv = tools::venv("senders-venv", &senders.join("python/requirements.txt"), INSTALL_HINT);
                 let mut command = tokio::process::Command::new(venv.join("bin/python"));
                 command.current_dir(senders.join("python"));
                 command
             }
             Self::Node => {
                 let node = senders.join("node");
-                require_fresh(
+                tools::require_fresh(
                     "tests/senders/node/node_modules",
                     &node.join("node_modules/.package-lock.sha256"),
                     &node.join("package-lock.json"),
+                    INSTALL_HINT,
                 );
                 let mut command = tokio::process::Command::new("node");
                 command.current_dir(node);
