@@ -50,6 +50,9 @@ pub struct ServeConfig {
     pub alerts_every: Duration,
     /// How often guard policies are enforced.
     pub guard_every: Duration,
+    /// How long a replica's leases last without renewal (`--lease-ttl-secs`); they are
+    /// renewed every third of it.
+    pub lease_ttl: Duration,
     /// The self-updater. An empty `index_url` turns polling off.
     pub update: UpdateSettings,
     /// The key hosted agents' secrets are sealed with (`ROOST_SECRET_KEY`); `None` uses
@@ -79,6 +82,7 @@ impl ServeConfig {
             streams: StreamLimits::default(),
             alerts_every: Duration::from_secs(30),
             guard_every: Duration::from_secs(10),
+            lease_ttl: Duration::from_secs(10),
             update: UpdateSettings {
                 // Only the command line decides to re-exec; a library caller keeps its process.
                 restart: Restart::NextStart,

@@ -10,6 +10,7 @@ pub mod auth;
 pub mod billing;
 pub mod build_info;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod control;
 pub mod error;

@@ -16,6 +16,10 @@ use crate::{
     auth::Authenticator,
     billing::renewal,
     billing::{service::BillingCore, stripe::StripeClient},
+    cluster::{
+        leader::{self, Leadership},
+        new_replica_id,
+    },
     control::ControlCore,
     features::{
         alerts::Alerts,
@@ -86,9 +90,17 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
             .context("preparing the runtimes directory")?;
     hosting.restore().await.context("restoring hosted agents")?;
     let workers = CancellationToken::new();
-    let renewals = tokio::spawn(renewal::run(hosting.clone(), workers.clone()));
-
-    let retention = tokio::spawn(retention::run(store.clone(), config.retention.clone(), workers.clone()));
+    // Work that must happen once per cluster runs on the replica holding the leader lease.
+    let leadership = Leadership::new(store.clone(), leader::WORKERS, new_replica_id(), config.lease_ttl);
+    let leader_task = tokio::spawn(leadership.clone().run(workers.clone()));
+    let renewals = leadership.lead(workers.clone(), {
+        let hosting = hosting.clone();
+        move |term| renewal::run(hosting.clone(), term)
+    });
+    let retention = leadership.lead(workers.clone(), {
+        let (store, retention) = (store.clone(), config.retention.clone());
+        move |term| retention::run(store.clone(), retention.clone(), term)
+    });
     // The update worker polls only when an index is configured (tests run without one).
     let updater = Updater::new(config.update.clone(), config.data_dir.clone(), shutdown.clone());
     let update_task = (!config.update.index_url.is_empty()).then(|| tokio::spawn(updater.clone().run(workers.clone())));
@@ -97,11 +109,20 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         .clone()
         .map(|push| tokio::spawn(pusher::run(store.clone(), push, Some(updater.clone()), workers.clone())));
     let crons = Crons::new(store.clone(), hosting.clone());
-    let crons_task = tokio::spawn(crons.clone().run(workers.clone()));
+    let crons_task = leadership.lead(workers.clone(), {
+        let crons = crons.clone();
+        move |term| crons.clone().run(term)
+    });
     let alerts = Alerts::new(store.clone());
-    let alerts_task = tokio::spawn(alerts.clone().run(config.alerts_every, workers.clone()));
+    let alerts_task = leadership.lead(workers.clone(), {
+        let (alerts, every) = (alerts.clone(), config.alerts_every);
+        move |term| alerts.clone().run(every, term)
+    });
     let guard = Guard::new(store.clone(), hosting.clone());
-    let guard_task = tokio::spawn(guard.clone().run(config.guard_every, workers.clone()));
+    let guard_task = leadership.lead(workers.clone(), {
+        let (guard, every) = (guard.clone(), config.guard_every);
+        move |term| guard.clone().run(every, term)
+    });
     let checks = HealthChecks {
         store: store.clone(),
         telemetry: telemetry.clone(),
@@ -112,6 +133,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     let usage = Arc::new(roost_gateway::usage::UsageCounters::default());
     let skills = Skills::new(store.clone(), usage.clone());
     let skills_task = tokio::spawn(skills.clone().run(workers.clone()));
+    checks.workers.add("leader lease", leader_task.abort_handle());
     checks.workers.add("billing renewal", renewals.abort_handle());
     checks.workers.add("retention", retention.abort_handle());
     checks.workers.add("health", health_task.abort_handle());
@@ -149,7 +171,16 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         streams: Arc::new(StreamCore::new(live.clone())),
         features: Arc::new(FeatureCore::new(
             store.clone(),
-            FeatureParts { health: checks, crons, alerts, guard, skills, updater: updater.clone(), failures },
+            FeatureParts {
+                health: checks,
+                crons,
+                alerts,
+                guard,
+                skills,
+                updater: updater.clone(),
+                failures,
+                leadership: leadership.clone(),
+            },
         )),
         control: Arc::new(ControlCore::new(store.clone(), hosting.clone(), shutdown.clone())),
         updates: Arc::new(UpdateCore::new(updater.clone())),
@@ -225,6 +256,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     servers.abort_all();
     workers.cancel();
     let _ = renewals.await;
+    let _ = leader_task.await;
     let _ = retention.await;
     let _ = health_task.await;
     let _ = crons_task.await;

@@ -127,6 +127,11 @@ pub struct ServeArgs {
     /// Seconds between guard checks of the hosted agents.
     #[arg(long, env = "ROOST_GUARD_CHECK_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     guard_check_secs: u64,
+    /// Seconds a replica's leases last without renewal: with several replicas on one
+    /// PostgreSQL, the cluster-wide workers (renewals, retention, crons, alerts, guard) move
+    /// to another replica within this long of their leader dying. Renewed every third of it.
+    #[arg(long, env = "ROOST_LEASE_TTL_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(3..=3600))]
+    lease_ttl_secs: u64,
     #[command(flatten)]
     webapp: WebAppArgs,
     #[command(flatten)]
@@ -249,6 +254,7 @@ impl ServeArgs {
             self.mcp_allowed_hosts.iter().map(|h| h.trim().to_owned()).filter(|h| !h.is_empty()).collect();
         config.alerts_every = Duration::from_secs(self.alerts_check_secs);
         config.guard_every = Duration::from_secs(self.guard_check_secs);
+        config.lease_ttl = Duration::from_secs(self.lease_ttl_secs);
         config.extra_addrs = self.otlp_grpc_addr.iter().chain(&self.otlp_http_addr).cloned().collect();
         config.secret_key = secret_key_from_env()?;
         config.webapp.signup_open = self.webapp.signup == "open";

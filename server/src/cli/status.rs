@@ -132,6 +132,9 @@ fn render(s: &GetStatusResponse) -> String {
             i.events_total
         );
     }
+    if let Some(c) = &s.cluster {
+        out += &format!("replica    {}: {}\n", c.replica_id, cluster_line(c));
+    }
     if !s.unpriced_models.is_empty() {
         let models: Vec<String> =
             s.unpriced_models.iter().map(|m| format!("{} ({} calls)", m.model, m.calls)).collect();
@@ -158,4 +161,19 @@ fn render(s: &GetStatusResponse) -> String {
         out += &update_lines(u);
     }
     out
+}
+
+/// Who runs the cluster-wide workers, from this replica's point of view.
+fn cluster_line(c: &roost_proto::v1::ClusterStatus) -> String {
+    match (c.leading, c.leader_id.as_str()) {
+        (true, _) => format!(
+            "leads the cluster-wide workers (renewals, retention, crons, alerts, guard; epoch {})",
+            c.leader_epoch
+        ),
+        (false, "") => {
+            "no replica leads the cluster-wide workers right now (the lease is free; one takes it within seconds)"
+                .to_owned()
+        }
+        (false, leader) => format!("the cluster-wide workers run on replica {leader} (epoch {})", c.leader_epoch),
+    }
 }

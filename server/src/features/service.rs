@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::time::{now_ms, utc_day};
 
 use roost_proto::v1::{
-    AcknowledgeAlertRequest, AcknowledgeAlertResponse, CreateAlertRuleRequest, CreateAlertRuleResponse,
+    AcknowledgeAlertRequest, AcknowledgeAlertResponse, ClusterStatus, CreateAlertRuleRequest, CreateAlertRuleResponse,
     CreateCronRequest, CreateCronResponse, CreateGuardPolicyRequest, CreateGuardPolicyResponse, DeleteAlertRuleRequest,
     DeleteAlertRuleResponse, DeleteCronRequest, DeleteCronResponse, DeleteGuardPolicyRequest,
     DeleteGuardPolicyResponse, GetAlertsRequest, GetAlertsResponse, GetChannelsRequest, GetChannelsResponse,
@@ -30,6 +30,7 @@ use super::{
 use crate::{
     Result,
     build_info::BUILD,
+    cluster::leader::{self, Leadership},
     store::{Store, on_reader},
     update::Updater,
 };
@@ -44,6 +45,7 @@ pub struct FeatureCore {
     skills: Arc<Skills>,
     updater: Arc<Updater>,
     failures: Arc<HandlerFailures>,
+    leadership: Arc<Leadership>,
 }
 
 /// The workers and pages [`FeatureCore`] answers from.
@@ -62,17 +64,32 @@ pub struct FeatureParts {
     pub updater: Arc<Updater>,
     /// Reads that answered empty (shared with q/1), for `roost status`.
     pub failures: Arc<HandlerFailures>,
+    /// This replica's view of the leader lease, for `roost status`.
+    pub leadership: Arc<Leadership>,
 }
 
 impl FeatureCore {
     /// Features over `store`.
     pub fn new(store: Store, parts: FeatureParts) -> Self {
-        let FeatureParts { health, crons, alerts, guard, skills, updater, failures } = parts;
-        Self { store, health, crons, alerts, guard, skills, updater, failures }
+        let FeatureParts { health, crons, alerts, guard, skills, updater, failures, leadership } = parts;
+        Self { store, health, crons, alerts, guard, skills, updater, failures, leadership }
     }
 }
 
 impl FeatureCore {
+    /// This replica and the leader of the cluster-wide workers (the store's word: a lease
+    /// that expired still names its last holder, with a negative time left, so it is shown
+    /// as no leader).
+    async fn cluster(&self) -> ClusterStatus {
+        let holder = self.store.lease_holder(leader::WORKERS).await.ok().flatten().filter(|h| h.expires_in_ms > 0);
+        ClusterStatus {
+            replica_id: self.leadership.replica().to_owned(),
+            leading: self.leadership.term().is_some(),
+            leader_id: holder.as_ref().map(|h| h.owner.clone()).unwrap_or_default(),
+            leader_epoch: holder.map_or(0, |h| h.epoch),
+        }
+    }
+
     async fn status(&self) -> GetStatusResponse {
         let store = &self.store;
         let mut status = StoreStatus {
@@ -136,6 +153,7 @@ impl FeatureCore {
             handler_verdict: verdict.into(),
             update: Some(crate::update::service::status(&self.updater).await),
             unpriced_models: unpriced.into_iter().map(|(model, calls)| UnpricedModel { model, calls }).collect(),
+            cluster: Some(self.cluster().await),
         }
     }
 }

@@ -13,6 +13,7 @@
 
 pub mod backup;
 mod children;
+mod leases;
 mod meta;
 mod url;
 
@@ -30,6 +31,7 @@ use sqlx::{
 use tracing::info;
 
 pub use children::ChildRecord;
+pub use leases::LeaseHolder;
 pub use url::DatabaseUrl;
 
 use crate::{Error, Result};

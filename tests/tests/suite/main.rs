@@ -6,6 +6,7 @@
 mod access;
 mod agents;
 mod boundary;
+mod cluster;
 mod fuzz;
 mod grpc;
 mod mcp;
