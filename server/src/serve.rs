@@ -128,6 +128,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         telemetry: telemetry.clone(),
         data_dir: config.data_dir.clone(),
         workers: Arc::new(Workers::default()),
+        leadership: leadership.clone(),
     };
     let health_task = tokio::spawn(health::run(checks.clone(), live.clone(), workers.clone()));
     let usage = Arc::new(roost_gateway::usage::UsageCounters::default());

@@ -160,13 +160,15 @@ async fn status_reports_the_store_ingest_and_checks(backend: Backend) {
     assert_eq!((status["store"]["events"].as_i64(), status["store"]["runs"].as_i64()), (Some(2), Some(1)), "{status}");
     assert_eq!(status["ingest"]["events_total"], 2, "{status}");
     assert!(status["ingest"]["events_per_sec"].as_f64().unwrap() > 0.0, "{status}");
-    assert_eq!(status["health"]["checks"].as_array().unwrap().len(), 4, "{status}");
+    assert_eq!(status["health"]["checks"].as_array().unwrap().len(), 5, "{status}");
+    assert_eq!(status["cluster"]["leading"], true, "a lone replica leads: {status}");
+    assert_eq!(status["cluster"]["leader_id"], status["cluster"]["replica_id"], "{status}");
     assert_eq!(status["handler_verdict"], "none");
 
     let text = roost(&server, &["status", "--url", &url]);
     assert!(text.status.success(), "{}", String::from_utf8_lossy(&text.stderr));
     let text = String::from_utf8(text.stdout).unwrap();
-    for line in ["store ", "ingest ", "health ", "pages "] {
+    for line in ["store ", "ingest ", "replica ", "health ", "pages "] {
         assert!(text.contains(line), "{line:?} missing from:\n{text}");
     }
 

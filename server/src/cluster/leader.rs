@@ -24,7 +24,7 @@ use tokio::{sync::watch, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::store::Store;
+use crate::store::{LeaseHolder, Store};
 
 /// The name of the lease the cluster-wide workers run under.
 pub const WORKERS: &str = "workers";
@@ -36,6 +36,8 @@ pub struct Leadership {
     name: &'static str,
     replica: String,
     ttl: Duration,
+    /// When this view was made: before a TTL has passed, no leader is no news.
+    started: Instant,
     /// The current term's token while this replica leads.
     term: watch::Sender<Option<Term>>,
 }
@@ -51,7 +53,18 @@ pub struct Term {
 impl Leadership {
     /// `replica`'s view of the lease `name`, renewed every `ttl / 3`.
     pub fn new(store: Store, name: &'static str, replica: String, ttl: Duration) -> Arc<Self> {
-        Arc::new(Self { store, name, replica, ttl, term: watch::channel(None).0 })
+        Arc::new(Self { store, name, replica, ttl, started: Instant::now(), term: watch::channel(None).0 })
+    }
+
+    /// Who leads, as the store says now: `None` when the lease is free or expired.
+    pub async fn leader(&self) -> crate::Result<Option<LeaseHolder>> {
+        Ok(self.store.lease_holder(self.name).await?.filter(|holder| holder.expires_in_ms > 0))
+    }
+
+    /// Whether a TTL has passed since this replica started looking for the lease (before
+    /// that, a cluster without a leader is one still electing it).
+    pub fn settled(&self) -> bool {
+        self.started.elapsed() >= self.ttl
     }
 
     /// This replica's id.

@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::workers::Workers;
 use crate::{
+    cluster::leader::Leadership,
     store::Store,
     streams::Live,
     telemetry::Telemetry,
@@ -32,6 +33,8 @@ pub struct HealthChecks {
     pub data_dir: PathBuf,
     /// Background tasks.
     pub workers: Arc<Workers>,
+    /// Who runs the cluster-wide workers.
+    pub leadership: Arc<Leadership>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -58,7 +61,7 @@ fn check(name: &str, status: Status, detail: String) -> (Status, HealthCheck) {
 impl HealthChecks {
     /// Runs every check.
     pub async fn run(&self) -> HealthReport {
-        let checks = [self.store().await, self.ingest(), self.disk(), self.workers()];
+        let checks = [self.store().await, self.ingest(), self.disk(), self.workers(), self.cluster().await];
         let worst = checks.iter().map(|(s, _)| *s).max().unwrap_or(Status::Ok);
         HealthReport {
             status: worst.name().into(),
@@ -134,6 +137,33 @@ impl HealthChecks {
             check("workers", Status::Ok, format!("running: {}", names.join(", ")))
         } else {
             check("workers", Status::Fail, format!("stopped: {}", stopped.join(", ")))
+        }
+    }
+
+    /// Whether some replica runs the cluster-wide workers (renewals, retention, crons,
+    /// alerts, guard): a warning when none has held the leader lease for a whole TTL.
+    async fn cluster(&self) -> (Status, HealthCheck) {
+        let me = self.leadership.replica();
+        match self.leadership.leader().await {
+            Ok(Some(holder)) if holder.owner == me => {
+                check("cluster", Status::Ok, format!("this replica ({me}) runs the cluster-wide workers"))
+            }
+            Ok(Some(holder)) => check(
+                "cluster",
+                Status::Ok,
+                format!("replica {} runs the cluster-wide workers; this one is {me}", holder.owner),
+            ),
+            Ok(None) if !self.leadership.settled() => {
+                check("cluster", Status::Ok, format!("replica {me} is taking the leader lease"))
+            }
+            Ok(None) => check(
+                "cluster",
+                Status::Warn,
+                "no replica holds the leader lease: renewals, retention, crons, alerts and guard are not running"
+                    .to_owned(),
+            ),
+            // The store check says why.
+            Err(_) => check("cluster", Status::Warn, "cannot read the leader lease".to_owned()),
         }
     }
 }

@@ -30,7 +30,7 @@ use super::{
 use crate::{
     Result,
     build_info::BUILD,
-    cluster::leader::{self, Leadership},
+    cluster::leader::Leadership,
     store::{Store, on_reader},
     update::Updater,
 };
@@ -81,7 +81,7 @@ impl FeatureCore {
     /// that expired still names its last holder, with a negative time left, so it is shown
     /// as no leader).
     async fn cluster(&self) -> ClusterStatus {
-        let holder = self.store.lease_holder(leader::WORKERS).await.ok().flatten().filter(|h| h.expires_in_ms > 0);
+        let holder = self.leadership.leader().await.ok().flatten();
         ClusterStatus {
             replica_id: self.leadership.replica().to_owned(),
             leading: self.leadership.term().is_some(),

@@ -66,6 +66,19 @@ async fn the_cluster_workers_have_one_leader_who_hands_over_on_stop() {
         ids
     };
     assert!(ids[0] != ids[1] && ids[1] != ids[2] && ids[0] != ids[2], "replica ids are distinct: {ids:?}");
+    // The health page says who runs the workers, on the leader and on the others.
+    for (i, server) in all.iter().enumerate() {
+        let health = server.api(None).get("/api/health").await.ok();
+        let check = health["checks"].as_array().unwrap().iter().find(|c| c["name"] == "cluster").unwrap().clone();
+        assert_eq!(check["status"], "ok", "{check}");
+        let leader = ids[first].as_str().unwrap();
+        let detail = check["detail"].as_str().unwrap();
+        if i == first {
+            assert!(detail.starts_with(&format!("this replica ({leader})")), "{detail}");
+        } else {
+            assert!(detail.starts_with(&format!("replica {leader} runs")), "{detail}");
+        }
+    }
 
     // A clean stop hands the workers over within a renewal period, not the TTL.
     let stopped = Instant::now();
