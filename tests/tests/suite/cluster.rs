@@ -1,6 +1,6 @@
-//! Replicas of roost on one PostgreSQL: the cluster-wide workers run under a leader lease.
-//! (Two servers in this process share a database; the multi-process tests of issue 19's
-//! agent leases build on this.)
+//! Replicas of roost on one PostgreSQL (servers in this process sharing a database): the
+//! cluster-wide workers run under a leader lease, and a key revoked on one replica stops
+//! working on the others. The multi-process tests of issue 19's agent leases build on this.
 
 use std::time::{Duration, Instant};
 
@@ -33,25 +33,27 @@ async fn one_leader(servers: &[&TestServer], within: Duration) -> (usize, i64) {
     }
 }
 
+/// The settings of a replica on the shared database `url`: the same secret key (replicas
+/// share the store's sealed secrets; ROOST_SECRET_KEY in production), its own data
+/// directory, and leases of `ttl`.
+fn replica(url: &DatabaseUrl, ttl: Duration) -> impl FnOnce(&mut ServeConfig) {
+    let url = url.clone();
+    move |c: &mut ServeConfig| {
+        c.lease_ttl = ttl;
+        c.secret_key = Some(SecretKey::from_bytes(&[7; 32]));
+        c.database_url = url;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cluster_workers_have_one_leader_who_hands_over_on_stop() {
     let ttl = Duration::from_secs(3);
-    // Replicas share the store and so its secret key (ROOST_SECRET_KEY in production).
-    let key = SecretKey::from_bytes(&[7; 32]);
     // The database outlives every replica (each TestServer drops the one it made).
     let db = TestDatabase::create().await;
     let url: DatabaseUrl = db.url().parse().unwrap();
-    let replica = |url: DatabaseUrl| {
-        let key = key.clone();
-        move |c: &mut ServeConfig| {
-            c.lease_ttl = ttl;
-            c.secret_key = Some(key);
-            c.database_url = url;
-        }
-    };
-    let a = TestServer::start_with(Backend::Postgres, replica(url.clone())).await;
-    let b = TestServer::start_with(Backend::Postgres, replica(url.clone())).await;
-    let c = TestServer::start_with(Backend::Postgres, replica(url)).await;
+    let a = TestServer::start_with(Backend::Postgres, replica(&url, ttl)).await;
+    let b = TestServer::start_with(Backend::Postgres, replica(&url, ttl)).await;
+    let c = TestServer::start_with(Backend::Postgres, replica(&url, ttl)).await;
     let mut servers = vec![Some(a), Some(b), Some(c)];
     let live = |servers: &[Option<TestServer>]| -> Vec<usize> { (0..3).filter(|&i| servers[i].is_some()).collect() };
 
@@ -91,4 +93,34 @@ async fn the_cluster_workers_have_one_leader_who_hands_over_on_stop() {
     for server in servers.into_iter().flatten() {
         server.stop().await.unwrap();
     }
+}
+
+/// A key revoked through one replica (`roost keys revoke` on its machine) stops working on
+/// another replica, which shares only the database, within a second (its verified-key
+/// cache lasts that long).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_key_stops_working_on_every_replica_within_a_second() {
+    let db = TestDatabase::create().await;
+    let url: DatabaseUrl = db.url().parse().unwrap();
+    let a = TestServer::start_with(Backend::Postgres, replica(&url, Duration::from_secs(10))).await;
+    let b = TestServer::start_with(Backend::Postgres, replica(&url, Duration::from_secs(10))).await;
+    let account = a.account(0).await;
+    for server in [&a, &b] {
+        assert_eq!(server.api(Some(&account)).get("/api/account").await.status, 200);
+    }
+    let key_id = a.store().await.list_keys(&account.id).await.unwrap()[0].id.clone();
+    a.revoke_key(&key_id).await;
+    let revoked = Instant::now();
+    assert_eq!(a.api(Some(&account)).get("/api/account").await.status, 401, "at once where it was revoked");
+    loop {
+        let status = b.api(Some(&account)).get("/api/account").await.status;
+        if status == 401 {
+            break;
+        }
+        assert_eq!(status, 200);
+        assert!(revoked.elapsed() < Duration::from_millis(1_500), "still accepted after {:?}", revoked.elapsed());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
 }
