@@ -146,7 +146,7 @@ impl Sample {
         let live = &sources.live;
         let state = sources.updater.state().await;
         let update = UpdateSample {
-            available: newer_than_running(&state.latest),
+            available: sources.updater.newer_available(&state),
             auto_install: sources.updater.installs_unattended().await,
             installing: sources.updater.is_installing(),
             last_check_secs: state.last_check.as_ref().map(|e| e.at_ms as f64 / 1000.0),
@@ -168,14 +168,6 @@ impl Sample {
             store_up: sources.store.ping().await.is_ok(),
             update,
         }
-    }
-}
-
-/// Whether `latest` (the newest release the last check saw) is newer than this build.
-fn newer_than_running(latest: &str) -> bool {
-    match (semver::Version::parse(latest), semver::Version::parse(BUILD.version)) {
-        (Ok(latest), Ok(running)) => latest > running,
-        _ => false,
     }
 }
 

@@ -190,6 +190,14 @@ impl Updater {
         self.state.lock().await.clone()
     }
 
+    /// Whether the newest release the last check saw (`state.latest`) is newer than the
+    /// running version.
+    pub fn newer_available(&self, state: &State) -> bool {
+        let current = Version::parse(&self.settings.version).ok();
+        let latest = Version::parse(&state.latest).ok();
+        matches!((current, latest), (Some(c), Some(l)) if l > c)
+    }
+
     /// Whether an install is running in this process.
     pub fn is_installing(&self) -> bool {
         self.installing.try_lock().is_err()

@@ -42,9 +42,7 @@ fn event(event: &Event) -> UpdateEvent {
 pub async fn status(updater: &Updater) -> GetUpdateStatusResponse {
     let state = updater.state().await;
     let settings = updater.settings();
-    let current = semver::Version::parse(&settings.version).ok();
-    let latest = semver::Version::parse(&state.latest).ok();
-    let update_available = matches!((&current, &latest), (Some(c), Some(l)) if l > c);
+    let update_available = updater.newer_available(&state);
     let rollback = updater.rollback_record().map(|r| RollbackProto {
         time: r.time.parse().ok(),
         from: r.from,
