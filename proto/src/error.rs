@@ -166,6 +166,13 @@ impl ApiError {
         Self::new(reason, status.message())
     }
 
+    /// The error roost put in a status, if roost made it (a status from a proxy or the
+    /// transport carries no roost ErrorInfo).
+    pub fn from_roost_status(status: &Status) -> Option<Self> {
+        let info = status.get_details_error_info().filter(|info| info.domain == ERROR_DOMAIN)?;
+        Some(Self::new(ErrorReason::from_code(&info.reason)?, status.message()))
+    }
+
     /// The status that carries this error over gRPC.
     pub fn to_status(&self) -> Status {
         let details = ErrorDetails::with_error_info(self.reason.code(), ERROR_DOMAIN, HashMap::new());

@@ -53,6 +53,11 @@ pub struct ServeConfig {
     /// How long a replica's leases last without renewal (`--lease-ttl-secs`); they are
     /// renewed every third of it.
     pub lease_ttl: Duration,
+    /// Where the other replicas reach this one's gRPC API (`--advertise-addr`, `host:port`);
+    /// `None`: the listener's address (a wildcard one as loopback).
+    pub advertise_addr: Option<String>,
+    /// Most hosted agents this replica runs at once (`--agent-capacity`).
+    pub agent_capacity: usize,
     /// The self-updater. An empty `index_url` turns polling off.
     pub update: UpdateSettings,
     /// The key hosted agents' secrets are sealed with (`ROOST_SECRET_KEY`); `None` uses
@@ -83,6 +88,8 @@ impl ServeConfig {
             alerts_every: Duration::from_secs(30),
             guard_every: Duration::from_secs(10),
             lease_ttl: Duration::from_secs(10),
+            advertise_addr: None,
+            agent_capacity: 100_000,
             update: UpdateSettings {
                 // Only the command line decides to re-exec; a library caller keeps its process.
                 restart: Restart::NextStart,

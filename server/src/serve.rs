@@ -17,8 +17,9 @@ use crate::{
     billing::renewal,
     billing::{service::BillingCore, stripe::StripeClient},
     cluster::{
+        Replica,
         leader::{self, Leadership},
-        new_replica_id,
+        peers::Peers,
     },
     control::ControlCore,
     features::{
@@ -85,18 +86,32 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         endpoint: format!("http://{}", reachable(addr)),
         token: access.ingest_token.clone().unwrap_or_default(),
     };
-    let hosting =
-        Hosting::new(store.clone(), config.hosting.clone(), &config.data_dir, otlp, Some(turn_events), secret_key)
-            .context("preparing the runtimes directory")?;
+    let advertised = config.advertise_addr.clone().unwrap_or_else(|| reachable(addr).to_string());
+    let replica = Replica::start(&config.data_dir, advertised, config.lease_ttl, config.agent_capacity)
+        .context("recording the replica id in the data directory")?;
+    let peers = Peers::load(&store).await.context("reading the cluster's internal token")?;
+    let replica_id = replica.id.clone();
+    let hosting = Hosting::new(
+        store.clone(),
+        config.hosting.clone(),
+        &config.data_dir,
+        otlp,
+        Some(turn_events),
+        secret_key,
+        replica,
+        peers,
+    )
+    .context("preparing the runtimes directory")?;
     hosting.restore().await.context("restoring hosted agents")?;
     let workers = CancellationToken::new();
+    let ownership = tokio::spawn(hosting.clone().run_ownership(workers.clone()));
     // Work that must happen once per cluster runs on the replica holding the leader lease.
-    let leadership = Leadership::new(store.clone(), leader::WORKERS, new_replica_id(), config.lease_ttl);
+    let leadership = Leadership::new(store.clone(), leader::WORKERS, replica_id, config.lease_ttl);
     let leader_task = tokio::spawn(leadership.clone().run(workers.clone()));
-    let renewals = leadership.lead(workers.clone(), {
-        let hosting = hosting.clone();
-        move |term| renewal::run(hosting.clone(), term)
-    });
+    // Renewals run on every replica, each for the agents it owns: a suspension stops the
+    // machine, which only the owner runs, and each agent has one owner, so each renewal is
+    // still made once (the renewal's transaction re-checks that it is due, too).
+    let renewals = tokio::spawn(renewal::run(hosting.clone(), workers.clone()));
     let retention = leadership.lead(workers.clone(), {
         let (store, retention) = (store.clone(), config.retention.clone());
         move |term| retention::run(store.clone(), retention.clone(), term)
@@ -135,6 +150,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     let skills = Skills::new(store.clone(), usage.clone());
     let skills_task = tokio::spawn(skills.clone().run(workers.clone()));
     checks.workers.add("leader lease", leader_task.abort_handle());
+    checks.workers.add("agent leases", ownership.abort_handle());
     checks.workers.add("billing renewal", renewals.abort_handle());
     checks.workers.add("retention", retention.abort_handle());
     checks.workers.add("health", health_task.abort_handle());
@@ -257,6 +273,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     servers.abort_all();
     workers.cancel();
     let _ = renewals.await;
+    let _ = ownership.await;
     let _ = leader_task.await;
     let _ = retention.await;
     let _ = health_task.await;

@@ -14,7 +14,8 @@ use roost_proto::{
         GetChannelsResponse, GetCronRequest, GetCronResponse, GetGuardRequest, GetGuardResponse,
         GetHealthReportRequest, GetSkillsRequest, GetSkillsResponse, GetStatusRequest, GetStatusResponse,
         GetUsageRequest, GetUsageResponse, GuardPolicy, HealthReport, KillCronRequest, ListCronsRequest,
-        ListCronsResponse, UpdateAlertRuleRequest, UpdateCronRequest, UpdateGuardPolicyRequest,
+        ListCronsResponse, ListReplicasRequest, ListReplicasResponse, UpdateAlertRuleRequest, UpdateCronRequest,
+        UpdateGuardPolicyRequest,
     },
 };
 
@@ -35,6 +36,13 @@ const STATUS: Endpoint = Endpoint::get(
      errors mean empty or broken.",
 )
 .answers("GetStatusResponse");
+
+const REPLICAS: Endpoint = Endpoint::get(
+    "/api/replicas",
+    "The replicas serving this store (several `roost serve` on one PostgreSQL; one on SQLite): each one's address, \
+     start, last heartbeat and the hosted agents it runs, and which one answered (`self`).",
+)
+.answers("ListReplicasResponse");
 
 const CHANNELS: Endpoint =
     Endpoint::get("/api/channels", "Messaging channels connected to hosted agents, with their traffic.")
@@ -134,6 +142,7 @@ pub(crate) fn routes() -> Routes {
     )
     .at(&HEALTH, health)
     .at(&STATUS, status)
+    .at(&REPLICAS, replicas)
     .at(&CHANNELS, channels)
     .at(&USAGE, usage)
     .at(&SKILLS, skills)
@@ -293,6 +302,11 @@ async fn channels(State(core): State<Core>, call: Call) -> Result<Json<GetChanne
 }
 
 /// What `roost status` prints.
+/// `{self, replicas: [{id, addr, started_at, last_seen, agents}]}`.
+async fn replicas(State(core): State<Core>, call: Call) -> Result<Json<ListReplicasResponse>, HttpError> {
+    Ok(Json(core.features.list_replicas(call.request(ListReplicasRequest {})).await?.into_inner()))
+}
+
 async fn status(State(core): State<Core>, call: Call) -> Result<Json<GetStatusResponse>, HttpError> {
     Ok(Json(core.features.get_status(call.request(GetStatusRequest {})).await?.into_inner()))
 }

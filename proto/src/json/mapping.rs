@@ -3,6 +3,7 @@ pub const JSON_RENAMES: &[(&str, &str)] = &[
     (".roost.v1.ConfigureRequest.provider_api_key", "PROVIDER_API_KEY"),
     (".roost.v1.ConfigureRequest.messaging_bot_token", "MESSAGING_BOT_TOKEN"),
     (".roost.v1.ConfigureRequest.messaging_allowed_chat_ids", "MESSAGING_ALLOWED_CHAT_IDS"),
+    (".roost.v1.ListReplicasResponse.self_id", "self"),
 ];
 
 /// String fields that also take a JSON number (clients send timestamps either way).

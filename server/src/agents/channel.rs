@@ -28,7 +28,10 @@ use std::{
 
 use roost_proto::{
     ApiError, ErrorReason,
-    v1::{DeliverTelegramUpdateResponse, GetChannelResponse, PairChannelResponse, SendMessageResponse},
+    v1::{
+        DeliverTelegramUpdateRequest, DeliverTelegramUpdateResponse, GetChannelResponse, PairChannelRequest,
+        PairChannelResponse, SendMessageResponse,
+    },
 };
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -39,6 +42,7 @@ use tracing::{info, warn};
 use super::{
     Hosting, limits,
     live::{Agent, no_such_instance},
+    routing::Route,
     turns::Origin,
 };
 use crate::{
@@ -592,7 +596,24 @@ impl Hosting {
         let id = limits::instance_id(instance_id)?;
         let refused =
             || ApiError::unauthenticated("X-Telegram-Bot-Api-Secret-Token does not match this agent's webhook");
-        let agent = self.registry.get(id).ok_or_else(refused)?;
+        let agent =
+            match self.route(id, "").await {
+                Ok(Route::Local(agent)) => agent,
+                Ok(Route::Remote(client)) => {
+                    let req = DeliverTelegramUpdateRequest {
+                        instance_id: id.to_owned(),
+                        secret_token: secret.to_owned(),
+                        payload: payload.to_vec(),
+                    };
+                    return self
+                        .forward(client, id, ("", "telegram"), req, |mut c, r| async move {
+                            c.deliver_telegram_update(r).await
+                        })
+                        .await;
+                }
+                Err(Error::Api(err)) if err.reason() == ErrorReason::NotFound => return Err(refused().into()),
+                Err(err) => return Err(err),
+            };
         let sealed = agent.state().settings.messaging_bot_token.clone().ok_or_else(refused)?;
         let token = self.secret_key.open(&sealed, Slot::messaging_bot_token(id)).map_err(|_| refused())?;
         let expected = webhook_secret(&token);
@@ -612,9 +633,15 @@ impl Hosting {
     /// The caller's agent's channel.
     pub async fn get_channel(&self, account_id: &str, instance_id: &str) -> Result<GetChannelResponse> {
         let id = limits::instance_id(instance_id)?;
-        let agent = self.registry.owned(id, account_id)?;
-        let row = self.store.instance(id).await?.ok_or_else(|| no_such_instance(id))?;
-        let channel = load_channel(&self.store, &row, agent.status()).await?;
+        // Read from the store, with the live status where this replica runs the agent.
+        let row = self
+            .store
+            .instance(id)
+            .await?
+            .filter(|row| row.account_id == account_id && row.destroyed_at.is_none())
+            .ok_or_else(|| no_such_instance(id))?;
+        let status = self.registry.get(id).map_or_else(|| row.status(), |agent| agent.status());
+        let channel = load_channel(&self.store, &row, status).await?;
         Ok(GetChannelResponse { channel: Some(channel) })
     }
 
@@ -630,7 +657,15 @@ impl Hosting {
         if code.is_empty() || code.len() > 32 {
             return Err(ApiError::invalid_argument("code is required: the pairing code the bot gave the chat").into());
         }
-        let agent = self.registry.owned(id, account_id)?;
+        let agent = match self.route(id, account_id).await? {
+            Route::Local(agent) => agent,
+            Route::Remote(client) => {
+                let req = PairChannelRequest { instance_id: id.to_owned(), code: code.clone() };
+                return self
+                    .forward(client, id, (account_id, ""), req, |mut c, r| async move { c.pair_channel(r).await })
+                    .await;
+            }
+        };
         let _lifecycle = agent.lock_lifecycle().await?;
         let mut settings = agent.state().settings.clone();
         let mut chats = super::instances::allowed_chats(&settings.allowed_chats).unwrap_or_default();

@@ -20,8 +20,8 @@ use std::sync::Arc;
 use roost_proto::{
     ApiError, ErrorReason,
     v1::{
-        ConfigureRequest, ConfigureResponse, DestroyResponse, InstanceStatus, PauseResponse, ProvisionRequest,
-        ProvisionResponse, ResumeResponse,
+        ConfigureRequest, ConfigureResponse, DestroyRequest, DestroyResponse, InstanceStatus, PauseRequest,
+        PauseResponse, ProvisionRequest, ProvisionResponse, ResumeRequest, ResumeResponse,
     },
 };
 use tokio_util::sync::CancellationToken;
@@ -32,6 +32,7 @@ use super::{
     instances::{InstanceRow, InstanceTx, Status},
     limits,
     live::{Agent, Settings, no_such_instance},
+    routing::Route,
 };
 use crate::{
     Error, Result,
@@ -39,7 +40,7 @@ use crate::{
     ids::new_id,
     runtimes::{DriverSpec, Machine, RuntimeSpec},
     secrets::{SecretKey, Slot},
-    store::{BeginWrite, impl_for_connections, on_writer},
+    store::{BeginWrite, FenceTx, impl_for_connections, on_writer},
     time::now_ms,
 };
 
@@ -145,6 +146,8 @@ impl Hosting {
             };
             row.period_price_cents = charge;
             tx.insert_instance(&row).await?;
+            // The agent runs where it was provisioned.
+            tx.insert_agent_lease(&row.id, &self.replica.id, self.replica.ttl_ms()).await?;
             let what = if first {
                 tx.mark_first_agent(account_id, now).await?;
                 format!("first period of {} free: the account's first agent", runtime.id)
@@ -158,7 +161,7 @@ impl Hosting {
             (charge, balance)
         });
 
-        let agent = Arc::new(Agent::new(&row, runtime, Status::Provisioning, self.config.queue_depth));
+        let agent = Arc::new(Agent::new(&row, runtime, Status::Provisioning, self.config.queue_depth, 1));
         self.registry.insert(agent.clone());
         let (generation, _) = agent.begin_generation(Status::Provisioning);
         self.boot(agent, generation, None);
@@ -168,7 +171,12 @@ impl Hosting {
 
     /// Boots the agent's machine for `generation` in the background (after stopping the
     /// machine of the generation before, if any), then records running or failed.
-    fn boot(self: &Arc<Self>, agent: Arc<Agent>, generation: CancellationToken, previous: Option<Arc<dyn Machine>>) {
+    pub(super) fn boot(
+        self: &Arc<Self>,
+        agent: Arc<Agent>,
+        generation: CancellationToken,
+        previous: Option<Arc<dyn Machine>>,
+    ) {
         let this = self.clone();
         tokio::spawn(async move {
             if let Some(previous) = previous {
@@ -191,7 +199,7 @@ impl Hosting {
                 Ok(machine) => {
                     // Store first: once a client can see the new state (reads show the
                     // live one), the store's settling check must already agree.
-                    this.persist_status(&agent.id, Status::Running, "").await;
+                    this.persist_status(&agent, Status::Running, "").await;
                     {
                         let mut live = agent.state();
                         live.status = Status::Running;
@@ -203,7 +211,7 @@ impl Hosting {
                     info!(instance = %agent.id, "agent running");
                 }
                 Err(why) => {
-                    this.persist_status(&agent.id, Status::Failed, &why).await;
+                    this.persist_status(&agent, Status::Failed, &why).await;
                     agent.end_generation(Status::Failed, &why);
                     warn!(instance = %agent.id, reason = %why, "agent failed to boot");
                 }
@@ -224,25 +232,60 @@ impl Hosting {
             if generation.is_cancelled() {
                 return;
             }
-            this.persist_status(&agent.id, Status::Failed, &why).await;
+            this.persist_status(&agent, Status::Failed, &why).await;
             agent.end_generation(Status::Failed, &why);
             warn!(instance = %agent.id, reason = %why, "agent runtime died");
         });
     }
 
-    /// Status changes made by background tasks; a store failure there is logged, and the
-    /// next start reconciles (it boots whatever was meant to run).
-    async fn persist_status(&self, id: &str, status: Status, detail: &str) {
-        if let Err(err) = self.store.set_instance_status(id, status, detail, now_ms()).await {
-            warn!(instance = id, error = %err, "could not record the agent's status");
+    /// Status changes made by background tasks, fenced by the agent's lease; a store
+    /// failure there is logged, and the next start reconciles (it boots whatever was meant
+    /// to run).
+    pub(super) async fn persist_status(&self, agent: &Agent, status: Status, detail: &str) {
+        if let Err(err) = self.set_status_fenced(agent, status, detail).await {
+            warn!(instance = %agent.id, error = %err, "could not record the agent's status");
         }
+    }
+
+    /// Writes the agent's status if this replica still holds its lease at the agent's
+    /// epoch; 503 when it does not.
+    async fn set_status_fenced(&self, agent: &Agent, status: Status, detail: &str) -> Result<()> {
+        on_writer!(self.store, |pool| {
+            let mut tx = pool.begin_write().await?;
+            self.fence(&mut *tx, agent).await?;
+            tx.update_status(&agent.id, status, detail, now_ms()).await?;
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    /// 503 unless this replica still holds `agent`'s lease at its epoch; share-locks the
+    /// lease until `tx` ends, so no takeover commits in between (see `crate::store::FenceTx`).
+    /// Call it first in a transaction: leases are locked before accounts everywhere.
+    async fn fence<C: FenceTx>(&self, tx: &mut C, agent: &Agent) -> Result<()> {
+        if tx.holds_lease(&agent.id, &self.replica.id, agent.epoch).await? {
+            return Ok(());
+        }
+        Err(ApiError::new(
+            ErrorReason::Unavailable,
+            format!("agent {} moved to another replica; nothing was changed; retry", agent.id),
+        )
+        .into())
     }
 
     /// Applies config: a running agent restarts, a paused one keeps it for its resume.
     pub async fn configure(self: &Arc<Self>, account_id: &str, req: ConfigureRequest) -> Result<ConfigureResponse> {
         let id = limits::instance_id(&req.instance_id)?;
         limits::config(&req)?;
-        let agent = self.registry.owned(id, account_id)?;
+        let agent = match self.route(id, account_id).await? {
+            Route::Local(agent) => agent,
+            Route::Remote(client) => {
+                let id = id.to_owned();
+                return self
+                    .forward(client, &id, (account_id, ""), req, |mut c, r| async move { c.configure(r).await })
+                    .await;
+            }
+        };
         if req.messaging_bot_token.as_deref().is_some_and(|t| !t.is_empty()) && agent.runtime.channels.is_empty() {
             return Err(ApiError::invalid_argument(format!(
                 "runtime {} has no messaging channel for MESSAGING_BOT_TOKEN",
@@ -268,6 +311,7 @@ impl Hosting {
         let next = if status == Status::Running { Status::Restarting } else { Status::Paused };
         on_writer!(self.store, |pool| {
             let mut tx = pool.begin_write().await?;
+            self.fence(&mut *tx, &agent).await?;
             if let Some(bot) = &bot {
                 tx.set_telegram_bot(&agent.id, bot.as_ref().map(|b| (b.id, b.username.as_str()))).await?;
             }
@@ -304,13 +348,22 @@ impl Hosting {
 
     /// Stops a running agent.
     pub async fn pause(self: &Arc<Self>, account_id: &str, id: &str) -> Result<PauseResponse> {
-        let agent = self.registry.owned(limits::instance_id(id)?, account_id)?;
+        let id = limits::instance_id(id)?;
+        let agent = match self.route(id, account_id).await? {
+            Route::Local(agent) => agent,
+            Route::Remote(client) => {
+                let req = PauseRequest { instance_id: id.to_owned() };
+                return self
+                    .forward(client, id, (account_id, ""), req, |mut c, r| async move { c.pause(r).await })
+                    .await;
+            }
+        };
         let _lifecycle = agent.lock_lifecycle().await?;
         let status = agent.status();
         if status != Status::Running {
             return Err(wrong_state(format!("only a running agent can be paused; it is {}", status.as_str())).into());
         }
-        self.store.set_instance_status(&agent.id, Status::Paused, "", now_ms()).await?;
+        self.set_status_fenced(&agent, Status::Paused, "").await?;
         if let Some(machine) = agent.end_generation(Status::Paused, "") {
             machine.stop().await;
         }
@@ -319,7 +372,16 @@ impl Hosting {
 
     /// Boots a paused or failed agent again; a suspended one pays its renewal first.
     pub async fn resume(self: &Arc<Self>, account_id: &str, id: &str) -> Result<ResumeResponse> {
-        let agent = self.registry.owned(limits::instance_id(id)?, account_id)?;
+        let id = limits::instance_id(id)?;
+        let agent = match self.route(id, account_id).await? {
+            Route::Local(agent) => agent,
+            Route::Remote(client) => {
+                let req = ResumeRequest { instance_id: id.to_owned() };
+                return self
+                    .forward(client, id, (account_id, ""), req, |mut c, r| async move { c.resume(r).await })
+                    .await;
+            }
+        };
         let _lifecycle = agent.lock_lifecycle().await?;
         let status = agent.status();
         if !matches!(status, Status::Paused | Status::Failed | Status::Suspended) {
@@ -340,6 +402,7 @@ impl Hosting {
         let period = self.config.billing.period_ms();
         let (charged, balance) = on_writer!(self.store, |pool| {
             let mut tx = pool.begin_write().await?;
+            self.fence(&mut *tx, &agent).await?;
             let account = tx.lock_for_deploy(account_id, now).await?;
             let mut charged = 0;
             let mut balance = account.balance_cents;
@@ -385,11 +448,21 @@ impl Hosting {
     /// under the account's lock, and the ledger takes one refund per instance), so even
     /// destroys from two processes sharing a PostgreSQL refund once.
     pub async fn destroy(self: &Arc<Self>, account_id: &str, id: &str) -> Result<DestroyResponse> {
-        let agent = self.registry.owned(limits::instance_id(id)?, account_id)?;
+        let id = limits::instance_id(id)?;
+        let agent = match self.route(id, account_id).await? {
+            Route::Local(agent) => agent,
+            Route::Remote(client) => {
+                let req = DestroyRequest { instance_id: id.to_owned() };
+                return self
+                    .forward(client, id, (account_id, ""), req, |mut c, r| async move { c.destroy(r).await })
+                    .await;
+            }
+        };
         let _lifecycle = agent.lock_lifecycle().await?;
         let now = now_ms();
         let (refund, balance) = on_writer!(self.store, |pool| {
             let mut tx = pool.begin_write().await?;
+            self.fence(&mut *tx, &agent).await?;
             let account = tx.lock_caller(account_id, now).await?;
             let row = tx
                 .read_instance(&agent.id)
@@ -419,6 +492,7 @@ impl Hosting {
             ))
             .await?;
             tx.mark_destroyed(&row.id, now).await?;
+            tx.delete_agent_lease(&row.id).await?;
             tx.commit().await?;
             (refund, balance)
         });
@@ -448,6 +522,7 @@ impl Hosting {
         let period = self.config.billing.period_ms();
         let renewal = on_writer!(self.store, |pool| {
             let mut tx = pool.begin_write().await?;
+            self.fence(&mut *tx, &agent).await?;
             let Some(account) = tx.lock_account(&agent.account_id, now).await? else { return Ok(Renewal::NotDue) };
             let row = tx.read_instance(&agent.id).await?;
             let due =
@@ -494,43 +569,6 @@ impl Hosting {
         }
         Ok(renewal)
     }
-
-    /// Loads every agent of the store and boots those that were up (or on their way up)
-    /// when roost last stopped; first it kills any runtime process an earlier roost left
-    /// running, so none runs beside the new ones.
-    pub async fn restore(self: &Arc<Self>) -> Result<usize> {
-        self.drivers.process.reap_orphans().await?;
-        let rows = self.store.live_instances().await?;
-        let mut booted = 0;
-        for row in &rows {
-            let agent = match self.catalogue().get(&row.runtime) {
-                Some(runtime) => {
-                    let boot = matches!(row.status(), Status::Provisioning | Status::Running | Status::Restarting);
-                    let status = if boot { Status::Provisioning } else { row.status() };
-                    let agent = Arc::new(Agent::new(row, runtime.clone(), status, self.config.queue_depth));
-                    if boot {
-                        self.persist_status(&row.id, Status::Provisioning, "").await;
-                        let (generation, _) = agent.begin_generation(Status::Provisioning);
-                        self.boot(agent.clone(), generation, None);
-                        booted += 1;
-                    }
-                    agent
-                }
-                None => {
-                    let why = format!("runtime {} is no longer in the catalogue", row.runtime);
-                    self.persist_status(&row.id, Status::Failed, &why).await;
-                    let mut agent =
-                        Agent::new(row, Arc::new(retired_runtime(row)), Status::Failed, self.config.queue_depth);
-                    agent.retired = true;
-                    agent.state().detail = why;
-                    Arc::new(agent)
-                }
-            };
-            self.registry.insert(agent);
-        }
-        info!(agents = rows.len(), booting = booted, "hosted agents restored");
-        Ok(rows.len())
-    }
 }
 
 /// New settings from a config request (its secrets sealed for agent `id`), and the REST
@@ -565,7 +603,7 @@ fn apply_config(mut settings: Settings, req: &ConfigureRequest, key: &SecretKey,
 }
 
 /// A stand-in catalogue entry for an agent whose runtime was removed from the catalogue.
-fn retired_runtime(row: &InstanceRow) -> RuntimeSpec {
+pub(super) fn retired_runtime(row: &InstanceRow) -> RuntimeSpec {
     RuntimeSpec {
         id: row.runtime.clone(),
         description: "no longer in the catalogue".to_owned(),

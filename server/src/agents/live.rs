@@ -92,6 +92,9 @@ pub struct Agent {
     pub turns: Arc<tokio::sync::Mutex<()>>,
     /// Bounds the queue: a permit per caller waiting or running.
     pub queue: Arc<Semaphore>,
+    /// The epoch of this replica's lease of the agent: its writes go in only while the
+    /// lease is still held at it. A lease taken again later makes a new `Agent`.
+    pub epoch: i64,
     next_seq: AtomicI64,
 }
 
@@ -106,8 +109,9 @@ pub struct RunningMachine {
 }
 
 impl Agent {
-    /// A live agent for a stored row, in `status`, with no machine yet.
-    pub fn new(row: &InstanceRow, runtime: Arc<RuntimeSpec>, status: Status, queue_depth: usize) -> Self {
+    /// A live agent for a stored row, in `status`, with no machine yet, held under lease
+    /// `epoch`.
+    pub fn new(row: &InstanceRow, runtime: Arc<RuntimeSpec>, status: Status, queue_depth: usize, epoch: i64) -> Self {
         Self {
             id: row.id.clone(),
             account_id: row.account_id.clone(),
@@ -123,6 +127,7 @@ impl Agent {
             lifecycle: tokio::sync::Mutex::new(()),
             turns: Arc::new(tokio::sync::Mutex::new(())),
             queue: Arc::new(Semaphore::new(queue_depth)),
+            epoch,
             next_seq: AtomicI64::new(1),
         }
     }
@@ -248,6 +253,16 @@ impl Registry {
     /// The caller's agent; 404 when there is none or it is someone else's.
     pub fn owned(&self, id: &str, account_id: &str) -> Result<Arc<Agent>, ApiError> {
         self.get(id).filter(|a| a.account_id == account_id).ok_or_else(|| no_such_instance(id))
+    }
+
+    /// How many agents there are.
+    pub fn len(&self) -> usize {
+        self.map().len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.map().is_empty()
     }
 
     /// Every agent.

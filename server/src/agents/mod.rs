@@ -7,9 +7,10 @@
 //! the live agent, under the agent's lifecycle lock. Reads of an agent take its status from
 //! the live agent, so a client that sees `running` can message it.
 //!
-//! One roost process runs the machines of the agents in its store. Several replicas
-//! sharing one PostgreSQL would each try to run every agent: run one `roost serve` per
-//! store for hosted agents.
+//! Replicas (DESIGN.md "Replicas"): each agent runs on the replica holding its lease
+//! ([`ownership`]); a call for it that reaches another replica is forwarded to the owner
+//! ([`routing`], `crate::cluster::peers`). The registry holds this replica's agents only;
+//! reads of any agent come from the store.
 
 pub mod activity;
 pub mod channel;
@@ -17,7 +18,9 @@ pub mod instances;
 pub mod lifecycle;
 pub mod limits;
 pub mod live;
+pub mod ownership;
 pub mod recorder;
+pub mod routing;
 pub mod service;
 pub mod turns;
 
@@ -27,6 +30,7 @@ use tokio::task::JoinHandle;
 
 use crate::{
     billing::{BillingConfig, metering::PriceBook},
+    cluster::{Replica, peers::Peers},
     runtimes::{Catalogue, Drivers, assistant, orphans::ChildRecords, process},
     secrets::SecretKey,
     store::Store,
@@ -96,6 +100,12 @@ pub struct Hosting {
     channel_wakers: channel::ChannelWakers,
     /// Turns by status, with their duration (`GET /metrics`).
     turn_metrics: crate::metrics::turns::TurnMetrics,
+    /// This replica: its id fences the agents' writes.
+    replica: Replica,
+    /// The other replicas, which calls for their agents are forwarded to.
+    peers: Peers,
+    /// When this replica last renewed its agent leases (see [`ownership`]).
+    renewed: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 impl Hosting {
@@ -104,7 +114,9 @@ impl Hosting {
     /// the store under the installation id in `<data_dir>/installation_id`.
     ///
     /// Turns are reported to `turn_events` as observed activity, when given. Agents'
-    /// secrets are sealed with `secret_key` (see [`crate::secrets`]).
+    /// secrets are sealed with `secret_key` (see [`crate::secrets`]). It runs as `replica`,
+    /// forwarding calls for other replicas' agents through `peers`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         store: Store,
         config: HostingConfig,
@@ -112,6 +124,8 @@ impl Hosting {
         otlp: process::OtlpExport,
         turn_events: Option<TurnEvents>,
         secret_key: SecretKey,
+        replica: Replica,
+        peers: Peers,
     ) -> std::io::Result<Arc<Self>> {
         let runtimes_dir = data_dir.join("runtimes");
         process::ProcessDriver::install_example(&runtimes_dir)?;
@@ -129,7 +143,7 @@ impl Hosting {
             ),
         };
         let observes_turns = turn_events.is_some();
-        let (recorder, task) = Recorder::start(store.clone(), turn_events);
+        let (recorder, task) = Recorder::start(store.clone(), turn_events, replica.id.clone());
         Ok(Arc::new(Self {
             store,
             observes_turns,
@@ -142,6 +156,9 @@ impl Hosting {
             channel_wakers: channel::ChannelWakers::default(),
             turn_metrics: crate::metrics::turns::TurnMetrics::default(),
             config,
+            replica,
+            peers,
+            renewed: std::sync::Mutex::new(None),
         }))
     }
 
@@ -160,6 +177,16 @@ impl Hosting {
         &self.store
     }
 
+    /// This replica.
+    pub fn replica(&self) -> &Replica {
+        &self.replica
+    }
+
+    /// The other replicas.
+    pub fn peers(&self) -> &Peers {
+        &self.peers
+    }
+
     /// Turns by status, with their duration.
     pub fn turn_metrics(&self) -> &crate::metrics::turns::TurnMetrics {
         &self.turn_metrics
@@ -176,7 +203,8 @@ impl Hosting {
     }
 
     /// Stops every machine (their stored status stays, so the next start boots them
-    /// again) and writes the turns still queued for the store.
+    /// again), writes the turns still queued for the store, then gives the agents' leases
+    /// up so other replicas take them over at once.
     pub async fn shutdown(&self) {
         let machines: Vec<_> = self
             .registry
@@ -194,5 +222,6 @@ impl Hosting {
         if let Some(task) = task {
             task.abort();
         }
+        self.release_leases().await;
     }
 }

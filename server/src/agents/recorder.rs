@@ -22,7 +22,7 @@ use tracing::{error, warn};
 use crate::{
     Error, Result,
     billing::{ChargeKind, LedgerEntry, MoneyTx, metering::settle},
-    store::{BeginWrite, Store, impl_for_connections, on_writer},
+    store::{BeginWrite, FenceTx, Store, impl_for_connections, on_writer},
     telemetry::{
         rows::EventRow,
         turns::{TurnEvents, TurnEventsTx},
@@ -75,6 +75,9 @@ pub struct TurnRecord {
     pub cost_nanocents: i64,
     /// The Telegram chat it came from, for source "telegram".
     pub chat_id: Option<i64>,
+    /// The agent lease's epoch the turn ran under: the record goes in only while this
+    /// replica still holds the lease at that epoch (fencing, see `crate::store::FenceTx`).
+    pub lease_epoch: i64,
 }
 
 enum Job {
@@ -88,21 +91,24 @@ pub struct Recorder {
     jobs: mpsc::Sender<Job>,
 }
 
-/// Where the writer task writes: the store, and the telemetry turn events go into.
+/// Where the writer task writes: the store, and the telemetry turn events go into; and
+/// the replica whose agent leases fence the writes.
 struct Sink {
     store: Store,
     events: Option<TurnEvents>,
+    replica: String,
 }
 
 /// What one record's caller is told: the cents charged, or why it is not recorded.
 type Ack = oneshot::Sender<Result<i64, ApiError>>;
 
 impl Recorder {
-    /// Starts the writer task, writing turns' events into `events` when given; it ends
-    /// (after writing everything queued) once every handle is dropped.
-    pub fn start(store: Store, events: Option<TurnEvents>) -> (Self, tokio::task::JoinHandle<()>) {
+    /// Starts the writer task, writing turns' events into `events` when given, for the
+    /// agents `replica` holds leases of; it ends (after writing everything queued) once
+    /// every handle is dropped.
+    pub fn start(store: Store, events: Option<TurnEvents>, replica: String) -> (Self, tokio::task::JoinHandle<()>) {
         let (jobs, rx) = mpsc::channel(QUEUE);
-        let task = tokio::spawn(write_loop(Sink { store, events }, rx));
+        let task = tokio::spawn(write_loop(Sink { store, events, replica }, rx));
         (Self { jobs }, task)
     }
 
@@ -140,6 +146,18 @@ fn stopped() -> ApiError {
     ApiError::new(roost_proto::ErrorReason::Unavailable, "roost is shutting down")
 }
 
+/// What the caller of a turn fenced out gets.
+fn fenced(record: &TurnRecord) -> ApiError {
+    ApiError::new(
+        roost_proto::ErrorReason::Unavailable,
+        format!(
+            "agent {} moved to another replica during the turn (this one lost its lease); the turn was not recorded \
+             nor charged; retry",
+            record.instance_id
+        ),
+    )
+}
+
 async fn write_loop(sink: Sink, mut jobs: mpsc::Receiver<Job>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while let Some(first) = jobs.recv().await {
@@ -172,8 +190,8 @@ async fn commit(sink: &Sink, batch: &mut Vec<Job>) {
     let all: Vec<&(TurnRecord, Option<EventRow>)> = records.iter().collect();
     match with_retries(sink, &all).await {
         Ok(charged) => {
-            for (ack, cents) in acks.into_iter().zip(charged) {
-                let _ = ack.send(Ok(cents));
+            for ((ack, cents), turn) in acks.into_iter().zip(charged).zip(&records) {
+                let _ = ack.send(cents.ok_or_else(|| fenced(&turn.0)));
             }
         }
         Err(err) => {
@@ -192,7 +210,7 @@ async fn commit(sink: &Sink, batch: &mut Vec<Job>) {
 async fn record_alone(sink: &Sink, turn: &(TurnRecord, Option<EventRow>)) -> Result<i64, ApiError> {
     let record = &turn.0;
     match with_retries(sink, &[turn]).await {
-        Ok(charged) => Ok(charged.first().copied().unwrap_or_default()),
+        Ok(charged) => charged.first().copied().flatten().ok_or_else(|| fenced(record)),
         Err(err) => {
             error!(
                 error = %err,
@@ -209,7 +227,7 @@ async fn record_alone(sink: &Sink, turn: &(TurnRecord, Option<EventRow>)) -> Res
 
 /// [`write_batch`], retried a few times while the store is unreachable (a data error
 /// would fail again: it is returned at once).
-async fn with_retries(sink: &Sink, turns: &[&(TurnRecord, Option<EventRow>)]) -> Result<Vec<i64>> {
+async fn with_retries(sink: &Sink, turns: &[&(TurnRecord, Option<EventRow>)]) -> Result<Vec<Option<i64>>> {
     let mut outcome = write_batch(sink, turns).await;
     for delay in [100, 500, 2000] {
         match &outcome {
@@ -224,17 +242,23 @@ async fn with_retries(sink: &Sink, turns: &[&(TurnRecord, Option<EventRow>)]) ->
     outcome
 }
 
-/// One transaction: every turn row, the metered charges and the turns' events. Returns
-/// the cents charged per record, in order.
-async fn write_batch(sink: &Sink, turns: &[&(TurnRecord, Option<EventRow>)]) -> Result<Vec<i64>> {
+/// One transaction: every turn row whose agent this replica still holds at the turn's
+/// epoch, the metered charges and the turns' events. Returns the cents charged per record,
+/// in order; `None` for a record fenced out (its agent's lease moved on).
+async fn write_batch(sink: &Sink, turns: &[&(TurnRecord, Option<EventRow>)]) -> Result<Vec<Option<i64>>> {
     if turns.is_empty() {
         return Ok(Vec::new());
     }
-    let records: Vec<&TurnRecord> = turns.iter().map(|t| &t.0).collect();
-    let events = sink.events.as_ref().map(|e| e.batch(turns.iter().filter_map(|t| t.1.clone()).collect()));
+    let mut ids: Vec<&str> = turns.iter().map(|t| t.0.instance_id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
     let now_ns = now_ms() * 1_000_000;
-    let (charged, written) = on_writer!(sink.store, |pool| {
+    let (charged, events, written) = on_writer!(sink.store, |pool| {
         let mut tx = pool.begin_write().await?;
+        let held = tx.held_leases(&sink.replica, &ids).await?;
+        let kept: Vec<&(TurnRecord, Option<EventRow>)> =
+            turns.iter().copied().filter(|t| held.get(&t.0.instance_id) == Some(&t.0.lease_epoch)).collect();
+        let records: Vec<&TurnRecord> = kept.iter().map(|t| &t.0).collect();
         let mut charged = Vec::with_capacity(records.len());
         for record in &records {
             charged.push(if record.cost_nanocents > 0 { tx.charge_usage(record).await? } else { 0 });
@@ -242,12 +266,18 @@ async fn write_batch(sink: &Sink, turns: &[&(TurnRecord, Option<EventRow>)]) -> 
         for (rows, cents) in records.chunks(ROWS_PER_INSERT).zip(charged.chunks(ROWS_PER_INSERT)) {
             tx.insert_turns(rows, cents).await?;
         }
+        let events = sink.events.as_ref().map(|e| e.batch(kept.iter().filter_map(|t| t.1.clone()).collect()));
         let written = match &events {
             Some(events) if !events.batch.events.is_empty() => Some(tx.write_turn_events(events, now_ns).await?),
             _ => None,
         };
         tx.commit().await?;
-        Ok::<_, Error>((charged, written))
+        let mut charged = charged.into_iter();
+        let per_record: Vec<Option<i64>> = turns
+            .iter()
+            .map(|t| (held.get(&t.0.instance_id) == Some(&t.0.lease_epoch)).then(|| charged.next().unwrap_or_default()))
+            .collect();
+        Ok::<_, Error>((per_record, events, written))
     })?;
     if let (Some(sink_events), Some(events), Some(written)) = (&sink.events, &events, &written) {
         sink_events.committed(events, written);

@@ -13,7 +13,7 @@ use roost_proto::v1::{
 use tonic::{Request, Response, Status};
 
 use super::Hosting;
-use crate::auth::Authenticator;
+use crate::{auth::Authenticator, cluster::peers::serve_forwarded};
 
 /// Metadata an adapter sets to say where a message came from ("api" for REST, "mcp", "web"
 /// for the web app's chat box).
@@ -31,17 +31,36 @@ impl AgentCore {
         Self { hosting, auth }
     }
 
-    async fn caller<T>(&self, req: &Request<T>) -> Result<String, Status> {
-        Ok(self.auth.account_of(req).await?)
+    /// Serves a call: authenticates its caller (or, for a call another replica forwarded
+    /// with the cluster's internal token, takes the account it names), then runs `call` with
+    /// the hosting core, the account, where the message came from, and the request. A
+    /// forwarded call runs as one (`crate::cluster::peers`): it is never forwarded again.
+    async fn serve<T, R, F, Fut>(&self, req: Request<T>, call: F) -> Result<Response<R>, Status>
+    where
+        F: FnOnce(Arc<Hosting>, String, &'static str, T) -> Fut,
+        Fut: Future<Output = crate::Result<R>>,
+    {
+        let hosting = self.hosting.clone();
+        if let Some(account) = self.hosting.peers().forwarded_account(req.metadata()) {
+            let source = source(&req, true);
+            let answer = serve_forwarded(call(hosting, account, source, req.into_inner())).await?;
+            return Ok(Response::new(answer));
+        }
+        let account = self.auth.account_of(&req).await?;
+        let source = source(&req, false);
+        Ok(Response::new(call(hosting, account, source, req.into_inner()).await?))
     }
 }
 
-/// Where a message came from: what an adapter said, else a gRPC client.
-fn source<T>(req: &Request<T>) -> &'static str {
+/// Where a message came from: what an adapter said, else a gRPC client. A forwarded call
+/// keeps the source of the replica that took it first (a cron, a Telegram chat).
+fn source<T>(req: &Request<T>, forwarded: bool) -> &'static str {
     match req.metadata().get(SOURCE_METADATA).and_then(|v| v.to_str().ok()) {
         Some("api") => "api",
         Some("mcp") => "mcp",
         Some("web") => "web",
+        Some("cron") if forwarded => "cron",
+        Some("telegram") if forwarded => "telegram",
         _ => "grpc",
     }
 }
@@ -57,65 +76,58 @@ impl AgentService for AgentCore {
     }
 
     async fn provision(&self, req: Request<ProvisionRequest>) -> Result<Response<ProvisionResponse>, Status> {
-        let account = self.caller(&req).await?;
-        Ok(Response::new(self.hosting.provision(&account, req.into_inner()).await?))
+        self.serve(req, |h, account, _, req| async move { h.provision(&account, req).await }).await
     }
 
     async fn list_instances(
         &self,
         req: Request<ListInstancesRequest>,
     ) -> Result<Response<ListInstancesResponse>, Status> {
-        let account = self.caller(&req).await?;
-        Ok(Response::new(ListInstancesResponse { instances: self.hosting.list_instances(&account).await? }))
+        self.serve(req, |h, account, _, _| async move {
+            Ok(ListInstancesResponse { instances: h.list_instances(&account).await? })
+        })
+        .await
     }
 
     async fn get_instance(&self, req: Request<GetInstanceRequest>) -> Result<Response<GetInstanceResponse>, Status> {
-        let account = self.caller(&req).await?;
-        let instance = self.hosting.get_instance(&account, &req.get_ref().instance_id).await?;
-        Ok(Response::new(GetInstanceResponse { instance: Some(instance) }))
+        self.serve(req, |h, account, _, req| async move {
+            Ok(GetInstanceResponse { instance: Some(h.get_instance(&account, &req.instance_id).await?) })
+        })
+        .await
     }
 
     async fn get_activity(&self, req: Request<GetActivityRequest>) -> Result<Response<GetActivityResponse>, Status> {
-        let account = self.caller(&req).await?;
-        let req = req.get_ref();
-        Ok(Response::new(self.hosting.activity(&account, &req.instance_id, req.limit).await?))
+        self.serve(req, |h, account, _, req| async move { h.activity(&account, &req.instance_id, req.limit).await })
+            .await
     }
 
     async fn send_message(&self, req: Request<SendMessageRequest>) -> Result<Response<SendMessageResponse>, Status> {
-        let account = self.caller(&req).await?;
-        let source = source(&req);
-        Ok(Response::new(self.hosting.send_message(&account, req.into_inner(), source).await?))
+        self.serve(req, |h, account, source, req| async move { h.send_message(&account, req, source).await }).await
     }
 
     async fn configure(&self, req: Request<ConfigureRequest>) -> Result<Response<ConfigureResponse>, Status> {
-        let account = self.caller(&req).await?;
-        Ok(Response::new(self.hosting.configure(&account, req.into_inner()).await?))
+        self.serve(req, |h, account, _, req| async move { h.configure(&account, req).await }).await
     }
 
     async fn pause(&self, req: Request<PauseRequest>) -> Result<Response<PauseResponse>, Status> {
-        let account = self.caller(&req).await?;
-        Ok(Response::new(self.hosting.pause(&account, &req.get_ref().instance_id).await?))
+        self.serve(req, |h, account, _, req| async move { h.pause(&account, &req.instance_id).await }).await
     }
 
     async fn resume(&self, req: Request<ResumeRequest>) -> Result<Response<ResumeResponse>, Status> {
-        let account = self.caller(&req).await?;
-        Ok(Response::new(self.hosting.resume(&account, &req.get_ref().instance_id).await?))
+        self.serve(req, |h, account, _, req| async move { h.resume(&account, &req.instance_id).await }).await
     }
 
     async fn destroy(&self, req: Request<DestroyRequest>) -> Result<Response<DestroyResponse>, Status> {
-        let account = self.caller(&req).await?;
-        Ok(Response::new(self.hosting.destroy(&account, &req.get_ref().instance_id).await?))
+        self.serve(req, |h, account, _, req| async move { h.destroy(&account, &req.instance_id).await }).await
     }
 
     async fn get_channel(&self, req: Request<GetChannelRequest>) -> Result<Response<GetChannelResponse>, Status> {
-        let account = self.caller(&req).await?;
-        Ok(Response::new(self.hosting.get_channel(&account, &req.get_ref().instance_id).await?))
+        self.serve(req, |h, account, _, req| async move { h.get_channel(&account, &req.instance_id).await }).await
     }
 
     async fn pair_channel(&self, req: Request<PairChannelRequest>) -> Result<Response<PairChannelResponse>, Status> {
-        let account = self.caller(&req).await?;
-        let req = req.get_ref();
-        Ok(Response::new(self.hosting.pair_channel(&account, &req.instance_id, &req.code).await?))
+        self.serve(req, |h, account, _, req| async move { h.pair_channel(&account, &req.instance_id, &req.code).await })
+            .await
     }
 
     /// No key: Telegram authenticates a delivery with the webhook's secret token.
@@ -123,9 +135,10 @@ impl AgentService for AgentCore {
         &self,
         req: Request<DeliverTelegramUpdateRequest>,
     ) -> Result<Response<DeliverTelegramUpdateResponse>, Status> {
-        let req = req.get_ref();
-        Ok(Response::new(
-            self.hosting.deliver_telegram_update(&req.instance_id, &req.secret_token, &req.payload).await?,
-        ))
+        let forwarded = self.hosting.peers().forwarded_account(req.metadata()).is_some();
+        let req = req.into_inner();
+        let delivery = self.hosting.deliver_telegram_update(&req.instance_id, &req.secret_token, &req.payload);
+        let answer = if forwarded { serve_forwarded(delivery).await? } else { delivery.await? };
+        Ok(Response::new(answer))
     }
 }

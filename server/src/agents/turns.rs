@@ -12,7 +12,7 @@ use roost_proto::{
     v1::{SendMessageRequest, SendMessageResponse, Usage},
 };
 
-use super::{Hosting, limits, live::Agent, recorder::TurnRecord};
+use super::{Hosting, limits, live::Agent, recorder::TurnRecord, routing::Route};
 use crate::{
     Result,
     ids::new_sortable_id,
@@ -84,7 +84,15 @@ impl Hosting {
     ) -> Result<SendMessageResponse> {
         let id = limits::instance_id(&req.instance_id)?;
         limits::text(&req.text)?;
-        let agent = self.registry.owned(id, account_id)?;
+        let agent = match self.route(id, account_id).await? {
+            Route::Local(agent) => agent,
+            Route::Remote(client) => {
+                let id = id.to_owned();
+                return self
+                    .forward(client, &id, (account_id, source), req, |mut c, r| async move { c.send_message(r).await })
+                    .await;
+            }
+        };
         self.queue_turn(agent, req.text, Origin { source: source.to_owned(), ..Origin::default() }).await
     }
 
@@ -178,6 +186,7 @@ impl Hosting {
             model: model.clone(),
             cost_nanocents: 0,
             chat_id: origin.chat_id,
+            lease_epoch: agent.epoch,
         };
         let failure = match &outcome {
             Outcome::Completed(out) => {

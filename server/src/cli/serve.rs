@@ -128,10 +128,20 @@ pub struct ServeArgs {
     #[arg(long, env = "ROOST_GUARD_CHECK_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     guard_check_secs: u64,
     /// Seconds a replica's leases last without renewal: with several replicas on one
-    /// PostgreSQL, the cluster-wide workers (renewals, retention, crons, alerts, guard) move
-    /// to another replica within this long of their leader dying. Renewed every third of it.
+    /// PostgreSQL, a dead replica's hosted agents and the cluster-wide workers (retention,
+    /// crons, alerts, guard) move to another replica within this long. Renewed every third
+    /// of it.
     #[arg(long, env = "ROOST_LEASE_TTL_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(3..=3600))]
     lease_ttl_secs: u64,
+    /// Where the other replicas reach this one (`host:port` of its gRPC API): calls for the
+    /// agents it runs are forwarded there. Default: the listening address (a wildcard one as
+    /// loopback, which only serves replicas on one machine).
+    #[arg(long, env = "ROOST_ADVERTISE_ADDR")]
+    advertise_addr: Option<String>,
+    /// Most hosted agents this replica runs at once; agents beyond it wait for a replica
+    /// with room.
+    #[arg(long, env = "ROOST_AGENT_CAPACITY", default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    agent_capacity: u64,
     #[command(flatten)]
     webapp: WebAppArgs,
     #[command(flatten)]
@@ -255,6 +265,8 @@ impl ServeArgs {
         config.alerts_every = Duration::from_secs(self.alerts_check_secs);
         config.guard_every = Duration::from_secs(self.guard_check_secs);
         config.lease_ttl = Duration::from_secs(self.lease_ttl_secs);
+        config.advertise_addr = self.advertise_addr.clone().filter(|a| !a.trim().is_empty());
+        config.agent_capacity = usize::try_from(self.agent_capacity).unwrap_or(usize::MAX);
         config.extra_addrs = self.otlp_grpc_addr.iter().chain(&self.otlp_http_addr).cloned().collect();
         config.secret_key = secret_key_from_env()?;
         config.webapp.signup_open = self.webapp.signup == "open";

@@ -134,6 +134,10 @@ fn render(s: &GetStatusResponse) -> String {
     }
     if let Some(c) = &s.cluster {
         out += &format!("replica    {}: {}\n", c.replica_id, cluster_line(c));
+        for r in &c.replicas {
+            let me = if r.id == c.replica_id { ", this one" } else { "" };
+            out += &format!("  {} at {}: {} agents{me}\n", r.id, r.addr, r.agents.len());
+        }
     }
     if !s.unpriced_models.is_empty() {
         let models: Vec<String> =
@@ -166,10 +170,9 @@ fn render(s: &GetStatusResponse) -> String {
 /// Who runs the cluster-wide workers, from this replica's point of view.
 fn cluster_line(c: &roost_proto::v1::ClusterStatus) -> String {
     match (c.leading, c.leader_id.as_str()) {
-        (true, _) => format!(
-            "leads the cluster-wide workers (renewals, retention, crons, alerts, guard; epoch {})",
-            c.leader_epoch
-        ),
+        (true, _) => {
+            format!("leads the cluster-wide workers (retention, crons, alerts, guard; epoch {})", c.leader_epoch)
+        }
         (false, "") => {
             "no replica leads the cluster-wide workers right now (the lease is free; one takes it within seconds)"
                 .to_owned()

@@ -1,6 +1,6 @@
-//! The leader lease: billing renewals, retention, crons, alerts and guard run on one
-//! replica of a cluster at a time, not once per replica (a cron fired by three replicas
-//! would message its agent three times).
+//! The leader lease: retention, crons, alerts and guard run on one replica of a cluster at
+//! a time, not once per replica (a cron fired by three replicas would message its agent
+//! three times). Billing renewals run on each agent's owner instead (see `serve.rs`).
 //!
 //! Every replica tries to take the lease `workers` every TTL/3: the database takes it for
 //! the caller when it is free, expired or already the caller's (one `INSERT … ON CONFLICT`
@@ -65,6 +65,11 @@ impl Leadership {
     /// that, a cluster without a leader is one still electing it).
     pub fn settled(&self) -> bool {
         self.started.elapsed() >= self.ttl
+    }
+
+    /// The lease's TTL.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
     }
 
     /// This replica's id.

@@ -140,31 +140,32 @@ impl HealthChecks {
         }
     }
 
-    /// Whether some replica runs the cluster-wide workers (renewals, retention, crons,
-    /// alerts, guard): a warning when none has held the leader lease for a whole TTL.
+    /// Whether some replica runs the cluster-wide workers (retention, crons, alerts, guard):
+    /// a warning when none has held the leader lease for a whole TTL. The detail also lists
+    /// the replicas serving the store and how many agents each runs.
     async fn cluster(&self) -> (Status, HealthCheck) {
         let me = self.leadership.replica();
-        match self.leadership.leader().await {
+        let (status, mut detail) = match self.leadership.leader().await {
             Ok(Some(holder)) if holder.owner == me => {
-                check("cluster", Status::Ok, format!("this replica ({me}) runs the cluster-wide workers"))
+                (Status::Ok, format!("this replica ({me}) runs the cluster-wide workers"))
             }
-            Ok(Some(holder)) => check(
-                "cluster",
-                Status::Ok,
-                format!("replica {} runs the cluster-wide workers; this one is {me}", holder.owner),
-            ),
-            Ok(None) if !self.leadership.settled() => {
-                check("cluster", Status::Ok, format!("replica {me} is taking the leader lease"))
+            Ok(Some(holder)) => {
+                (Status::Ok, format!("replica {} runs the cluster-wide workers; this one is {me}", holder.owner))
             }
-            Ok(None) => check(
-                "cluster",
+            Ok(None) if !self.leadership.settled() => (Status::Ok, format!("replica {me} is taking the leader lease")),
+            Ok(None) => (
                 Status::Warn,
-                "no replica holds the leader lease: renewals, retention, crons, alerts and guard are not running"
-                    .to_owned(),
+                "no replica holds the leader lease: retention, crons, alerts and guard are not running".to_owned(),
             ),
             // The store check says why.
-            Err(_) => check("cluster", Status::Warn, "cannot read the leader lease".to_owned()),
+            Err(_) => return check("cluster", Status::Warn, "cannot read the leader lease".to_owned()),
+        };
+        let within = i64::try_from(self.leadership.ttl().as_millis()).unwrap_or(i64::MAX).saturating_mul(3);
+        if let Ok(replicas) = self.store.replicas(within).await {
+            let each: Vec<String> = replicas.iter().map(|r| format!("{} ({} agents)", r.id, r.agents.len())).collect();
+            detail += &format!("; replicas: {}", each.join(", "));
         }
+        check("cluster", status, detail)
     }
 }
 

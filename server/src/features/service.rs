@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::time::{now_ms, utc_day};
+use crate::time::{now_ms, timestamp_ms, utc_day};
 
 use roost_proto::v1::{
     AcknowledgeAlertRequest, AcknowledgeAlertResponse, ClusterStatus, CreateAlertRuleRequest, CreateAlertRuleResponse,
@@ -12,8 +12,9 @@ use roost_proto::v1::{
     GetCronRequest, GetCronResponse, GetGuardRequest, GetGuardResponse, GetHealthReportRequest,
     GetHealthReportResponse, GetSkillsRequest, GetSkillsResponse, GetStatusRequest, GetStatusResponse, GetUsageRequest,
     GetUsageResponse, IngestStatus, KillCronRequest, KillCronResponse, ListCronsRequest, ListCronsResponse,
-    StoreStatus, UnpricedModel, UpdateAlertRuleRequest, UpdateAlertRuleResponse, UpdateCronRequest, UpdateCronResponse,
-    UpdateGuardPolicyRequest, UpdateGuardPolicyResponse, feature_service_server::FeatureService,
+    ListReplicasRequest, ListReplicasResponse, ReplicaInfo, StoreStatus, UnpricedModel, UpdateAlertRuleRequest,
+    UpdateAlertRuleResponse, UpdateCronRequest, UpdateCronResponse, UpdateGuardPolicyRequest,
+    UpdateGuardPolicyResponse, feature_service_server::FeatureService,
 };
 use tonic::{Request, Response, Status};
 
@@ -87,7 +88,25 @@ impl FeatureCore {
             leading: self.leadership.term().is_some(),
             leader_id: holder.as_ref().map(|h| h.owner.clone()).unwrap_or_default(),
             leader_epoch: holder.map_or(0, |h| h.epoch),
+            replicas: self.replicas().await.unwrap_or_default(),
         }
+    }
+
+    /// Replicas heard from within three lease TTLs (one missed heartbeat is not yet gone),
+    /// with the agents each runs.
+    async fn replicas(&self) -> Result<Vec<ReplicaInfo>> {
+        let within = i64::try_from(self.leadership.ttl().as_millis()).unwrap_or(i64::MAX).saturating_mul(3);
+        let rows = self.store.replicas(within).await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| ReplicaInfo {
+                id: r.id,
+                addr: r.addr,
+                started_at: Some(timestamp_ms(r.started_at)),
+                last_seen: Some(timestamp_ms(r.last_seen)),
+                agents: r.agents,
+            })
+            .collect())
     }
 
     async fn status(&self) -> GetStatusResponse {
@@ -307,6 +326,14 @@ impl FeatureService for FeatureCore {
 
     async fn get_status(&self, _req: Request<GetStatusRequest>) -> Result<Response<GetStatusResponse>, Status> {
         Ok(Response::new(self.status().await))
+    }
+
+    async fn list_replicas(
+        &self,
+        _req: Request<ListReplicasRequest>,
+    ) -> Result<Response<ListReplicasResponse>, Status> {
+        let replicas = self.replicas().await?;
+        Ok(Response::new(ListReplicasResponse { self_id: self.leadership.replica().to_owned(), replicas }))
     }
 
     async fn get_channels(&self, _req: Request<GetChannelsRequest>) -> Result<Response<GetChannelsResponse>, Status> {

@@ -18,6 +18,28 @@ macro_rules! with_db_now {
     };
 }
 
+/// The database's clock and row locks, spelled per backend, for statements written once for
+/// both connection types (inside `impl_for_connections!`).
+pub(crate) trait DbClock {
+    /// The database's time in Unix ms.
+    const NOW_MS: &'static str;
+    /// The suffix of a SELECT that share-locks the rows it reads until the transaction ends
+    /// (PostgreSQL); empty on SQLite, whose write transactions hold the whole database.
+    const FOR_SHARE: &'static str;
+}
+
+impl DbClock for sqlx::SqliteConnection {
+    const NOW_MS: &'static str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
+    const FOR_SHARE: &'static str = "";
+}
+
+impl DbClock for sqlx::PgConnection {
+    const NOW_MS: &'static str = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT";
+    const FOR_SHARE: &'static str = " FOR SHARE";
+}
+
+pub(super) use with_db_now;
+
 /// Takes the lease if it is free, expired or already ours, for `ttl_ms` from now.
 macro_rules! claim {
     ($now:literal, $pool:ident, ($name:expr, $owner:expr, $ttl_ms:expr)) => {

@@ -11,6 +11,7 @@
 //! lock (`BEGIN IMMEDIATE` plus a busy timeout handles the CLI writing to the same file).
 //! A write is acknowledged only after its commit, with `synchronous=FULL`.
 
+mod agent_leases;
 pub mod backup;
 mod children;
 mod leases;
@@ -30,6 +31,8 @@ use sqlx::{
 };
 use tracing::info;
 
+pub(crate) use agent_leases::FenceTx;
+pub use agent_leases::{AgentLease, ReplicaRow};
 pub use children::ChildRecord;
 pub use leases::LeaseHolder;
 pub use url::DatabaseUrl;
