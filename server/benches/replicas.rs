@@ -15,19 +15,20 @@
 
 use std::{
     path::Path,
-    process::{Child, Command, Stdio},
+    process::Child,
     sync::Arc,
     time::{Duration, Instant},
 };
 
-use roost_tests::{Api, TestDatabase, process::listening_addresses};
-use serde_json::Value;
+use roost_tests::{
+    Api, TestDatabase,
+    process::{create_account, replica_command, serve_replica},
+};
 
 const AGENTS: usize = 30;
 const CALLERS: usize = 32;
 const RUN: Duration = Duration::from_secs(5);
 const TTL_SECS: u64 = 3;
-const SECRET_KEY: &str = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=";
 
 /// A running replica, SIGKILLed when dropped.
 struct Replica {
@@ -42,39 +43,14 @@ impl Drop for Replica {
     }
 }
 
-fn roost(db: &str, data_dir: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_roost"));
-    cmd.arg("--data-dir")
-        .arg(data_dir)
-        .arg("--database-url")
-        .arg(db)
-        .env("ROOST_SECRET_KEY", SECRET_KEY)
-        .env_remove("ROOST_ADDR")
-        .env("RUST_LOG", "error");
-    cmd
-}
-
 fn serve(db: &str, data_dir: &Path) -> Replica {
-    let mut child = roost(db, data_dir)
-        .args(["serve", "--addr", "127.0.0.1:0", "--log-format", "json", "--update-index-url", ""])
-        .args(["--lease-ttl-secs", &TTL_SECS.to_string()])
-        .env("RUST_LOG", "error,roost_server::serve=info")
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("roost starts");
-    let addr = listening_addresses(&mut child).recv_timeout(Duration::from_secs(60)).expect("roost listens");
+    let (child, base) = serve_replica(replica_command(env!("CARGO_BIN_EXE_roost"), db, data_dir), TTL_SECS, &[]);
     let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("client");
-    Replica { child, api: Api::new(http, format!("http://{addr}"), None) }
+    Replica { child, api: Api::new(http, base, None) }
 }
 
 fn account(db: &str, data_dir: &Path) -> String {
-    let out = roost(db, data_dir)
-        .args(["accounts", "create", "--name", "bench", "--credits", "0", "--json"])
-        .output()
-        .expect("roost accounts create");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let created: Value = serde_json::from_slice(&out.stdout).expect("json");
-    created["api_key"].as_str().expect("api_key").to_owned()
+    create_account(replica_command(env!("CARGO_BIN_EXE_roost"), db, data_dir), 0)
 }
 
 /// Starts `n` replicas on a new database and provisions the agents round-robin.

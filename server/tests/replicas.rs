@@ -11,17 +11,18 @@
 use std::{
     collections::{BTreeMap, HashSet},
     path::Path,
-    process::{Child, Command, Stdio},
+    process::{Child, Command},
     time::{Duration, Instant},
 };
 
-use roost_tests::{Api, TestDatabase, process::listening_addresses};
+use roost_tests::{
+    Api, TestDatabase,
+    process::{create_account, replica_command, serve_replica},
+};
 use serde_json::{Value, json};
 
 /// Lease TTL of these replicas, in seconds (the flag's smallest value).
 const TTL_SECS: u64 = 3;
-/// Every replica shares the secret key, as production replicas share `ROOST_SECRET_KEY`.
-const SECRET_KEY: &str = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=";
 
 const CATALOGUE: &str = r#"
 [[runtime]]
@@ -61,32 +62,16 @@ impl Cluster {
     }
 
     fn roost(&self, data_dir: &Path) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_roost"));
-        cmd.arg("--data-dir")
-            .arg(data_dir)
-            .arg("--database-url")
-            .arg(self.database.url())
-            .env("ROOST_SECRET_KEY", SECRET_KEY)
-            .env_remove("ROOST_ADDR")
-            .env("RUST_LOG", "warn,roost_server::serve=info");
-        cmd
+        replica_command(env!("CARGO_BIN_EXE_roost"), self.database.url(), data_dir)
     }
 
     /// Starts replica number `n` (its own data directory); returns once it listens.
     fn serve(&self, n: usize) -> Replica {
-        let data_dir = self.dir.path().join(format!("replica-{n}"));
-        let mut child = self
-            .roost(&data_dir)
-            .args(["serve", "--addr", "127.0.0.1:0", "--log-format", "json", "--update-index-url", ""])
-            .args(["--lease-ttl-secs", &TTL_SECS.to_string()])
-            .arg("--runtimes")
-            .arg(self.dir.path().join("catalogue.toml"))
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let addr = listening_addresses(&mut child).recv_timeout(Duration::from_secs(60)).expect("roost listens");
+        let cmd = self.roost(&self.dir.path().join(format!("replica-{n}")));
+        let catalogue = self.dir.path().join("catalogue.toml");
+        let (child, base) = serve_replica(cmd, TTL_SECS, &["--runtimes", catalogue.to_str().unwrap()]);
         let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
-        Replica { child, base: format!("http://{addr}"), http }
+        Replica { child, base, http }
     }
 
     /// Three replicas.
@@ -94,16 +79,9 @@ impl Cluster {
         (0..3).map(|n| self.serve(n)).collect()
     }
 
-    /// `roost accounts create`: the new account's API key.
+    /// A new account with `credits`: its API key.
     fn account(&self, credits: i64) -> String {
-        let out = self
-            .roost(&self.dir.path().join("cli"))
-            .args(["accounts", "create", "--name", "replicas", "--credits", &credits.to_string(), "--json"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let created: Value = serde_json::from_slice(&out.stdout).unwrap();
-        created["api_key"].as_str().unwrap().to_owned()
+        create_account(self.roost(&self.dir.path().join("cli")), credits)
     }
 
     async fn db(&self) -> sqlx::PgPool {

@@ -27,3 +27,49 @@ pub fn listening_addresses(child: &mut Child) -> mpsc::Receiver<String> {
     });
     rx
 }
+
+/// The secret key the replica tests and benches give every replica of a cluster, as
+/// production replicas share `ROOST_SECRET_KEY`.
+pub const REPLICA_SECRET_KEY: &str = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=";
+
+/// `roost` (the binary at `bin`) on `data_dir` and the database `db`, as a replica of a
+/// cluster: the shared secret key, no address from the environment, quiet logs.
+pub fn replica_command(bin: &str, db: &str, data_dir: &std::path::Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(bin);
+    cmd.arg("--data-dir")
+        .arg(data_dir)
+        .arg("--database-url")
+        .arg(db)
+        .env("ROOST_SECRET_KEY", REPLICA_SECRET_KEY)
+        .env_remove("ROOST_ADDR")
+        .env("RUST_LOG", "warn,roost_server::serve=info");
+    cmd
+}
+
+/// Starts `roost serve` from `cmd` (see [`replica_command`]) on a free loopback port with
+/// leases of `ttl_secs` and `extra` flags; returns the child and its base URL once it
+/// listens.
+pub fn serve_replica(mut cmd: std::process::Command, ttl_secs: u64, extra: &[&str]) -> (Child, String) {
+    let mut child = cmd
+        .args(["serve", "--addr", "127.0.0.1:0", "--log-format", "json", "--update-index-url", ""])
+        .args(["--lease-ttl-secs", &ttl_secs.to_string()])
+        .args(extra)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("roost starts");
+    let addr = listening_addresses(&mut child)
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("roost did not start listening");
+    (child, format!("http://{addr}"))
+}
+
+/// `roost accounts create --credits <cents> --json` from `cmd`: the new account's API key.
+pub fn create_account(mut cmd: std::process::Command, credits: i64) -> String {
+    let out = cmd
+        .args(["accounts", "create", "--name", "replicas", "--credits", &credits.to_string(), "--json"])
+        .output()
+        .expect("roost accounts create runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let created: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    created["api_key"].as_str().expect("api_key").to_owned()
+}

@@ -4,8 +4,9 @@
 
 use std::time::{Duration, Instant};
 
+use roost_proto::v1::{ListReplicasRequest, feature_service_client::FeatureServiceClient};
 use roost_server::{ServeConfig, secrets::SecretKey, store::DatabaseUrl};
-use roost_tests::{Backend, TestDatabase, TestServer};
+use roost_tests::{Backend, TestDatabase, TestServer, each_backend};
 use serde_json::Value;
 
 async fn cluster(server: &TestServer) -> Value {
@@ -123,4 +124,47 @@ async fn a_revoked_key_stops_working_on_every_replica_within_a_second() {
     }
     a.stop().await.unwrap();
     b.stop().await.unwrap();
+}
+
+each_backend!(a_lone_replica_lists_itself_with_its_agents);
+
+/// One server is a cluster of one: `GET /api/replicas` (and gRPC) names it, its address,
+/// and every agent it runs; a destroyed agent leaves the list.
+async fn a_lone_replica_lists_itself_with_its_agents(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let account = server.account(0).await;
+    let api = server.api(Some(&account));
+    let mut ids = Vec::new();
+    for n in 0..2 {
+        let id = api.provision("echo", &format!("agent {n}")).await["id"].as_str().unwrap().to_owned();
+        api.wait_status(&id, "running").await;
+        ids.push(id);
+    }
+    let view = server.api(None).get("/api/replicas").await.ok();
+    let me = view["self"].as_str().unwrap().to_owned();
+    assert!(me.starts_with("rep_"), "{view}");
+    let replicas = view["replicas"].as_array().unwrap();
+    assert_eq!(replicas.len(), 1, "{view}");
+    assert_eq!(replicas[0]["id"], me);
+    assert!(replicas[0]["addr"].as_str().unwrap().starts_with("127.0.0.1:"), "{view}");
+    let mut agents: Vec<String> =
+        replicas[0]["agents"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect();
+    agents.sort();
+    ids.sort();
+    assert_eq!(agents, ids);
+    assert_eq!(cluster(&server).await["replicas"].as_array().unwrap().len(), 1, "/api/status lists it too");
+
+    let destroyed = api.post(&format!("/api/instances/{}/destroy", ids[0]), serde_json::json!({})).await;
+    assert_eq!(destroyed.status, 200, "{}", destroyed.body);
+    let answer = FeatureServiceClient::new(server.channel().await)
+        .list_replicas(ListReplicasRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.self_id, me);
+    assert_eq!(answer.replicas[0].agents, vec![ids[1].clone()]);
+    // Dashboard access: a caller the dashboard refuses is refused here too.
+    let public = TestServer::start_with(backend, |c| c.access.api_tokens = vec!["dash-token".into()]).await;
+    let refused = public.api(None).get("/api/replicas").await;
+    assert_eq!(refused.status, 401, "{}", refused.body);
 }
