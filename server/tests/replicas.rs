@@ -374,6 +374,53 @@ async fn paid_provisions_racing_through_two_replicas_never_overdraw() {
     assert_eq!(leases, 15, "each agent has one lease");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cron_fires_once_per_tick_in_the_cluster_and_reaches_its_agent_anywhere() {
+    let cluster = Cluster::new().await;
+    let replicas = cluster.serve_three();
+    let key = cluster.account(0);
+    let ids = provision_around(&replicas, &key, "echo", 3).await;
+    // One agent on each replica: whichever leads, two of the crons' turns are forwarded.
+    let dashboard = Api::new(replicas[0].http.clone(), replicas[0].base.clone(), None);
+    let mut crons = Vec::new();
+    for id in &ids {
+        let cron = dashboard
+            .post(
+                "/api/crons",
+                json!({"instance_id": id, "name": "tick", "schedule": "* * * * * *", "message": "tick"}),
+            )
+            .await;
+        assert_eq!(cron.status, 201, "{}", cron.body);
+        crons.push(cron.body["id"].as_str().unwrap().to_owned());
+    }
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    for cron in &crons {
+        let killed = dashboard.post(&format!("/api/crons/{cron}/kill"), json!({})).await;
+        assert_eq!(killed.status, 200, "{}", killed.body);
+    }
+    // A run that was under way records itself.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let db = cluster.db().await;
+    for (cron, id) in crons.iter().zip(&ids) {
+        let runs: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM cron_runs WHERE cron_id = $1 AND ok")
+            .bind(cron)
+            .fetch_one(&db)
+            .await
+            .unwrap();
+        let turns: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM turns WHERE instance_id = $1 AND source = 'cron' AND status = 'completed'",
+        )
+        .bind(id)
+        .fetch_one(&db)
+        .await
+        .unwrap();
+        // One run a second for 4.5 s; three replicas each firing would make three times as
+        // many.
+        assert!((2..=6).contains(&runs), "{id}: {runs} runs of a once-a-second cron in 4.5 s");
+        assert_eq!(turns, runs, "{id}: each run is one turn, wherever the agent runs");
+    }
+}
+
 /// Sorting for assertions.
 trait Sorted {
     fn sorted(self) -> Vec<String>;
