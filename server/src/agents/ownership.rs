@@ -17,7 +17,7 @@
 //! the agents at their next look instead of after the TTL. On SQLite there is one process:
 //! it takes every lease at its start.
 
-use std::{sync::Arc, time::Instant};
+use std::{collections::HashSet, sync::Arc, time::Instant};
 
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -40,28 +40,33 @@ impl Hosting {
             self.store.expire_all_agent_leases().await?;
         }
         self.heartbeat().await;
-        let renewed = self.store.renew_agent_leases(&self.replica.id, self.replica.ttl_ms()).await?;
+        // A new replica id holds nothing yet: this starts its clock for the TTL check.
         self.mark_renewed();
         let taken = self.take_free_leases().await?;
-        info!(agents = taken + renewed.len(), replica = %self.replica.id, "hosted agents restored");
+        info!(agents = taken, replica = %self.replica.id, "hosted agents restored");
         Ok(taken)
     }
 
     /// Renews and takes leases every TTL/3 until `stop`.
     pub async fn run_ownership(self: Arc<Self>, stop: CancellationToken) {
         let every = self.replica.ttl / 3;
+        let mut unadopted = HashSet::new();
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
                 () = tokio::time::sleep(every) => {}
             }
-            self.look().await;
+            self.look(&mut unadopted).await;
         }
     }
 
-    /// One round: heartbeat, renew, take.
-    async fn look(self: &Arc<Self>) {
+    /// One round: heartbeat, renew, take. `unadopted` carries the leases the last round
+    /// found held but not running here.
+    async fn look(self: &Arc<Self>, unadopted: &mut HashSet<String>) {
         self.heartbeat().await;
+        // Only agents running before the renewal was sent are judged by its answer: one
+        // provisioned meanwhile has a lease the answer may not show yet.
+        let before = self.registry.all();
         let renewal = tokio::time::timeout(
             self.replica.ttl / 3,
             self.store.renew_agent_leases(&self.replica.id, self.replica.ttl_ms()),
@@ -70,13 +75,21 @@ impl Hosting {
         match renewal {
             Ok(Ok(held)) => {
                 self.mark_renewed();
-                let lost: Vec<Arc<Agent>> = self
-                    .registry
-                    .all()
+                let lost: Vec<Arc<Agent>> = before
                     .into_iter()
                     .filter(|agent| !held.iter().any(|(id, epoch)| *id == agent.id && *epoch == agent.epoch))
                     .collect();
                 self.let_go(lost, "its lease was taken over by another replica").await;
+                // Leases held but not running here, two rounds in a row: an adoption that a
+                // store error cut short. (One round is not enough: a provision commits its
+                // lease a moment before it registers the agent.)
+                let idle: Vec<(String, i64)> =
+                    held.into_iter().filter(|(id, _)| self.registry.get(id).is_none()).collect();
+                let stuck: Vec<(String, i64)> = idle.iter().filter(|(id, _)| unadopted.contains(id)).cloned().collect();
+                *unadopted = idle.into_iter().map(|(id, _)| id).collect();
+                if let Err(err) = self.adopt_all(stuck).await {
+                    warn!(error = %err, "could not start agents whose leases this replica holds");
+                }
             }
             Ok(Err(err)) => warn!(error = %err, "could not renew the agent leases"),
             Err(_) => warn!("renewing the agent leases timed out"),
@@ -118,8 +131,18 @@ impl Hosting {
             .store
             .acquire_agent_leases(&self.replica.id, self.replica.ttl_ms(), limit, &self.replica.predecessor)
             .await?;
+        let adopted = self.adopt_all(taken).await?;
+        if adopted > 0 {
+            info!(agents = adopted, replica = %self.replica.id, "took agent leases");
+        }
+        Ok(adopted)
+    }
+
+    /// Runs the agents of `leases` this replica holds; how many it started. A store error
+    /// stops it part-way: the next round's renewal finds the rest (held, not running).
+    async fn adopt_all(self: &Arc<Self>, leases: Vec<(String, i64)>) -> Result<usize> {
         let mut adopted = 0;
-        for (id, epoch) in taken {
+        for (id, epoch) in leases {
             match self.store.instance(&id).await? {
                 Some(row) if row.destroyed_at.is_none() => {
                     self.adopt(&row, epoch).await;
@@ -127,9 +150,6 @@ impl Hosting {
                 }
                 _ => {}
             }
-        }
-        if adopted > 0 {
-            info!(agents = adopted, replica = %self.replica.id, "took agent leases");
         }
         Ok(adopted)
     }
