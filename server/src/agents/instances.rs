@@ -8,7 +8,7 @@ use crate::{
     Result,
     runtimes::ModelMode,
     secrets::Sealed,
-    store::{Store, impl_for_connections, on_reader, on_writer},
+    store::{Store, impl_for_connections, on_reader},
     time::timestamp_ms,
 };
 
@@ -225,23 +225,6 @@ impl Store {
             .fetch_all(pool)
             .await
         })?)
-    }
-
-    /// Records a status change outside a larger transaction (boot results, crashes).
-    pub async fn set_instance_status(&self, id: &str, status: Status, detail: &str, now: i64) -> Result<()> {
-        on_writer!(self, |pool| {
-            sqlx::query(
-                "UPDATE instances SET status = $2, status_detail = $3, updated_at = $4 WHERE id = $1 AND destroyed_at IS NULL",
-            )
-            .bind(id)
-            .bind(status.as_str())
-            .bind(detail)
-            .bind(now)
-            .execute(pool)
-            .await
-            .map(|done| done.rows_affected())
-        })?;
-        Ok(())
     }
 }
 

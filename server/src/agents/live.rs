@@ -250,11 +250,6 @@ impl Registry {
         self.map().get(id).cloned()
     }
 
-    /// The caller's agent; 404 when there is none or it is someone else's.
-    pub fn owned(&self, id: &str, account_id: &str) -> Result<Arc<Agent>, ApiError> {
-        self.get(id).filter(|a| a.account_id == account_id).ok_or_else(|| no_such_instance(id))
-    }
-
     /// How many agents there are.
     pub fn len(&self) -> usize {
         self.map().len()

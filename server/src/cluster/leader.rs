@@ -24,7 +24,7 @@ use tokio::{sync::watch, task::JoinHandle};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::store::{LeaseHolder, Store};
+use crate::store::{LeaseHolder, ReplicaRow, Store};
 
 /// The name of the lease the cluster-wide workers run under.
 pub const WORKERS: &str = "workers";
@@ -61,15 +61,17 @@ impl Leadership {
         Ok(self.store.lease_holder(self.name).await?.filter(|holder| holder.expires_in_ms > 0))
     }
 
+    /// The replicas heard from within three TTLs (one missed heartbeat is not yet gone),
+    /// with the agents each runs.
+    pub async fn replicas(&self) -> crate::Result<Vec<ReplicaRow>> {
+        let ttl_ms = i64::try_from(self.ttl.as_millis()).unwrap_or(i64::MAX);
+        self.store.replicas(ttl_ms.saturating_mul(3)).await
+    }
+
     /// Whether a TTL has passed since this replica started looking for the lease (before
     /// that, a cluster without a leader is one still electing it).
     pub fn settled(&self) -> bool {
         self.started.elapsed() >= self.ttl
-    }
-
-    /// The lease's TTL.
-    pub fn ttl(&self) -> Duration {
-        self.ttl
     }
 
     /// This replica's id.

@@ -160,8 +160,7 @@ impl HealthChecks {
             // The store check says why.
             Err(_) => return check("cluster", Status::Warn, "cannot read the leader lease".to_owned()),
         };
-        let within = i64::try_from(self.leadership.ttl().as_millis()).unwrap_or(i64::MAX).saturating_mul(3);
-        if let Ok(replicas) = self.store.replicas(within).await {
+        if let Ok(replicas) = self.leadership.replicas().await {
             let each: Vec<String> = replicas.iter().map(|r| format!("{} ({} agents)", r.id, r.agents.len())).collect();
             detail += &format!("; replicas: {}", each.join(", "));
         }

@@ -92,11 +92,9 @@ impl FeatureCore {
         }
     }
 
-    /// Replicas heard from within three lease TTLs (one missed heartbeat is not yet gone),
-    /// with the agents each runs.
+    /// The replicas serving the store (`Leadership::replicas`), in the API's form.
     async fn replicas(&self) -> Result<Vec<ReplicaInfo>> {
-        let within = i64::try_from(self.leadership.ttl().as_millis()).unwrap_or(i64::MAX).saturating_mul(3);
-        let rows = self.store.replicas(within).await?;
+        let rows = self.leadership.replicas().await?;
         Ok(rows
             .into_iter()
             .map(|r| ReplicaInfo {
