@@ -19,6 +19,7 @@ use crate::{
     cluster::{
         Replica,
         leader::{self, Leadership},
+        notices,
         peers::Peers,
     },
     control::ControlCore,
@@ -104,7 +105,13 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     .context("preparing the runtimes directory")?;
     hosting.restore().await.context("restoring hosted agents")?;
     let workers = CancellationToken::new();
-    let ownership = tokio::spawn(hosting.clone().run_ownership(workers.clone()));
+    // On PostgreSQL, one connection hears the other replicas: their stored rows for the
+    // live streams, their lease releases for the ownership loop.
+    let freed = Arc::new(tokio::sync::Notify::new());
+    let notices_task = store
+        .postgres()
+        .map(|pool| tokio::spawn(notices::run(pool.clone(), live.clone(), freed.clone(), workers.clone())));
+    let ownership = tokio::spawn(hosting.clone().run_ownership(freed, workers.clone()));
     // Work that must happen once per cluster runs on the replica holding the leader lease.
     let leadership = Leadership::new(store.clone(), leader::WORKERS, replica_id, config.lease_ttl);
     let leader_task = tokio::spawn(leadership.clone().run(workers.clone()));
@@ -151,6 +158,9 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     let skills_task = tokio::spawn(skills.clone().run(workers.clone()));
     checks.workers.add("leader lease", leader_task.abort_handle());
     checks.workers.add("agent leases", ownership.abort_handle());
+    if let Some(task) = &notices_task {
+        checks.workers.add("replica notices", task.abort_handle());
+    }
     checks.workers.add("billing renewal", renewals.abort_handle());
     checks.workers.add("retention", retention.abort_handle());
     checks.workers.add("health", health_task.abort_handle());
@@ -274,6 +284,9 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     workers.cancel();
     let _ = renewals.await;
     let _ = ownership.await;
+    if let Some(task) = notices_task {
+        let _ = task.await;
+    }
     let _ = leader_task.await;
     let _ = retention.await;
     let _ = health_task.await;

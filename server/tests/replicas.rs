@@ -16,10 +16,11 @@ use std::{
 };
 
 use roost_tests::{
-    Api, TestDatabase,
+    Api, SseClient, TestDatabase,
     process::{create_account, replica_command, serve_replica},
 };
 use serde_json::{Value, json};
+use sqlx::Connection as _;
 
 /// Lease TTL of these replicas, in seconds (the flag's smallest value).
 const TTL_SECS: u64 = 3;
@@ -67,9 +68,14 @@ impl Cluster {
 
     /// Starts replica number `n` (its own data directory); returns once it listens.
     fn serve(&self, n: usize) -> Replica {
+        self.serve_with_ttl(n, TTL_SECS)
+    }
+
+    /// [`Self::serve`] with a lease TTL of `ttl_secs`.
+    fn serve_with_ttl(&self, n: usize, ttl_secs: u64) -> Replica {
         let cmd = self.roost(&self.dir.path().join(format!("replica-{n}")));
         let catalogue = self.dir.path().join("catalogue.toml");
-        let (child, base) = serve_replica(cmd, TTL_SECS, &["--runtimes", catalogue.to_str().unwrap()]);
+        let (child, base) = serve_replica(cmd, ttl_secs, &["--runtimes", catalogue.to_str().unwrap()]);
         let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
         Replica { child, base, http }
     }
@@ -114,6 +120,17 @@ impl Replica {
     /// `GET /api/replicas` (a dashboard read: loopback needs no token).
     async fn replicas(&self) -> Value {
         Api::new(self.http.clone(), self.base.clone(), None).get("/api/replicas").await.ok()
+    }
+
+    /// Opens a live stream (loopback needs no token).
+    async fn stream(&self, path: &str) -> SseClient {
+        SseClient::open(self.http.get(format!("{}{path}", self.base))).await.unwrap()
+    }
+
+    /// Posts OTLP/HTTP JSON to `path`; 200 means it is committed.
+    async fn export(&self, path: &str, body: &Value) {
+        let reply = self.http.post(format!("{}{path}", self.base)).json(body).send().await.unwrap();
+        assert_eq!(reply.status(), 200, "{}", reply.text().await.unwrap_or_default());
     }
 }
 
@@ -419,6 +436,179 @@ async fn a_cron_fires_once_per_tick_in_the_cluster_and_reaches_its_agent_anywher
         assert!((2..=6).contains(&runs), "{id}: {runs} runs of a once-a-second cron in 4.5 s");
         assert_eq!(turns, runs, "{id}: each run is one turn, wherever the agent runs");
     }
+}
+
+/// The service name of the test's OTLP exports.
+const SERVICE: &str = "fanout-test";
+
+/// OTLP/HTTP JSON: one span per title, in order, in trace `trace`.
+fn spans(trace: u8, titles: &[&str]) -> Value {
+    let spans: Vec<Value> = titles
+        .iter()
+        .enumerate()
+        .map(|(n, title)| {
+            json!({
+                "traceId": format!("{trace:02x}").repeat(16), "spanId": format!("{:016x}", n + 1), "name": title,
+                "kind": 1, "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000001000000000",
+            })
+        })
+        .collect();
+    json!({"resourceSpans": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": SERVICE}}]},
+        "scopeSpans": [{"scope": {"name": "test"}, "spans": spans}],
+    }]})
+}
+
+/// OTLP/HTTP JSON: one info record per message, in order.
+fn logs(messages: &[&str]) -> Value {
+    let records: Vec<Value> = messages
+        .iter()
+        .map(|m| json!({"timeUnixNano": "1700000000000000000", "severityNumber": 9, "body": {"stringValue": m}}))
+        .collect();
+    json!({"resourceLogs": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": SERVICE}}]},
+        "scopeLogs": [{"scope": {"name": "test"}, "logRecords": records}],
+    }]})
+}
+
+/// `field` of the next `count` events of `client` that `keep` picks, waiting at most until
+/// `deadline`; fewer if the deadline passes.
+async fn picked(
+    client: &mut SseClient,
+    count: usize,
+    deadline: Instant,
+    field: &str,
+    keep: impl Fn(&Value) -> bool,
+) -> Vec<String> {
+    let mut found = Vec::new();
+    while found.len() < count {
+        let Some(wait) = deadline.checked_duration_since(Instant::now()) else { break };
+        let Some(item) = client.next_event(wait).await else { break };
+        let event = item.json();
+        if keep(&event) {
+            found.push(event[field].as_str().unwrap_or_default().to_owned());
+        }
+    }
+    found
+}
+
+fn ours(event: &Value) -> bool {
+    event["service"] == SERVICE
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_streams_on_every_replica_show_what_any_replica_stored() {
+    let cluster = Cluster::new().await;
+    let replicas = cluster.serve_three();
+    let mut brains = Vec::new();
+    let mut log_streams = Vec::new();
+    for replica in &replicas {
+        brains.push(replica.stream("/api/brain-stream").await);
+        log_streams.push(replica.stream("/api/logs").await);
+    }
+
+    // Three exports in a row through one replica, then log records.
+    for (trace, titles) in [(1, &["a1", "a2"][..]), (2, &["b1"][..]), (3, &["c1", "c2"][..])] {
+        replicas[0].export("/v1/traces", &spans(trace, titles)).await;
+    }
+    replicas[0].export("/v1/logs", &logs(&["l1", "l2"])).await;
+    // Every replica's streams show them within a second, in the order they were stored.
+    let deadline = Instant::now() + Duration::from_secs(1);
+    for (n, (brain, log)) in brains.iter_mut().zip(&mut log_streams).enumerate() {
+        let titles = picked(brain, 5, deadline, "title", ours).await;
+        assert_eq!(titles, ["a1", "a2", "b1", "c1", "c2"], "replica {n}'s brain stream");
+        let lines = picked(log, 2, deadline, "message", |e| ours(e) && e["source"] == "ingest").await;
+        assert_eq!(lines, ["l1", "l2"], "replica {n}'s log stream");
+    }
+
+    // A hosted agent's turn on one replica shows on the others.
+    let key = cluster.account(0);
+    let api = replicas[1].api(&key);
+    let id = api.provision("echo", "streamed").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+    assert_eq!(api.message(&id, "hello there").await.status, 200);
+    let deadline = Instant::now() + Duration::from_secs(1);
+    for (n, brain) in brains.iter_mut().enumerate() {
+        let turns = picked(brain, 1, deadline, "agent_id", |e| e["kind"] == "turn").await;
+        assert_eq!(turns, [id.as_str()], "replica {n} shows the turn");
+    }
+
+    // Every connection to the store is cut, and none may come back for a while. A span
+    // stored meanwhile by hand (so no notice of it exists at all) reaches every stream by
+    // the listeners' catch-up; spans stored through two replicas once connections are
+    // allowed again (likely before their listeners are back) arrive once each: a replica's
+    // own rows are not published again by its catch-up.
+    let mut inside = sqlx::PgConnection::connect(cluster.database.url()).await.unwrap();
+    let mut admin = sqlx::PgConnection::connect(cluster.database.admin_url()).await.unwrap();
+    let inside_pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&mut inside).await.unwrap();
+    let database = cluster.database.name().to_owned();
+    let allow = |on: bool| sqlx::AssertSqlSafe(format!("ALTER DATABASE \"{database}\" ALLOW_CONNECTIONS {on}"));
+    sqlx::query(allow(false)).execute(&mut admin).await.unwrap();
+    let listeners: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FILTER (WHERE query LIKE 'LISTEN%') FROM (SELECT query, pg_terminate_backend(pid) \
+         FROM pg_stat_activity WHERE datname = $1 AND pid <> $2) AS cut",
+    )
+    .bind(&database)
+    .bind(inside_pid)
+    .fetch_one(&mut admin)
+    .await
+    .unwrap();
+    assert_eq!(listeners, 3, "one listening connection per replica");
+    sqlx::query(
+        "INSERT INTO spans (trace_id, span_id, parent_span_id, name, kind, start_ns, end_ns, status_code, \
+         status_message, service, resource_id, scope, attributes, node_id) \
+         VALUES ($1, '0000000000000001', '', 'by-hand', 1, 1, 2, 0, '', $2, 0, 'test', '{}', '')",
+    )
+    .bind("ab".repeat(16))
+    .bind(SERVICE)
+    .execute(&mut inside)
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    sqlx::query(allow(true)).execute(&mut admin).await.unwrap();
+    replicas[0].export("/v1/traces", &spans(9, &["d1"])).await;
+    replicas[1].export("/v1/traces", &spans(10, &["e1"])).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for (n, brain) in brains.iter_mut().enumerate() {
+        let mut titles = picked(brain, 3, deadline, "title", ours).await;
+        titles.sort();
+        assert_eq!(titles, ["by-hand", "d1", "e1"], "replica {n} after its listener connected again");
+        let again = picked(brain, 1, Instant::now() + Duration::from_millis(700), "title", ours).await;
+        assert!(again.is_empty(), "replica {n} published {again:?} twice");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cleanly_stopped_replicas_agents_move_at_once() {
+    let cluster = Cluster::new().await;
+    // A long TTL: the others' next look is ten seconds away, so only the release's notice
+    // can move the agents sooner.
+    let ttl_secs = 30;
+    let mut replicas: Vec<Replica> = (0..2).map(|n| cluster.serve_with_ttl(n, ttl_secs)).collect();
+    let key = cluster.account(0);
+    let ids = provision_around(&replicas, &key, "echo", 4).await;
+    let leaving = replicas[1].replicas().await["self"].as_str().unwrap().to_owned();
+    let before = owners(&replicas[0]).await;
+    let moved: Vec<&String> = ids.iter().filter(|id| before[*id] == leaving).collect();
+    assert_eq!(moved.len(), 2);
+
+    replicas[1].signal(rustix::process::Signal::TERM);
+    let exited = within(Duration::from_secs(20), "the replica stops", || {
+        let exited = replicas[1].child.try_wait().unwrap().is_some();
+        async move { exited.then(Instant::now) }
+    })
+    .await;
+    let api = replicas[0].api(&key);
+    for id in &moved {
+        within(Duration::from_secs(3), "the agent answers on the other replica", || {
+            let (api, id) = (api.clone(), (*id).clone());
+            async move { (api.message(&id, "moved?").await.status == 200).then_some(()) }
+        })
+        .await;
+    }
+    eprintln!("agents answered elsewhere {:?} after a clean stop", exited.elapsed());
+    let after = owners(&replicas[0]).await;
+    assert!(ids.iter().all(|id| after.get(id) != Some(&leaving)), "{after:?}");
 }
 
 /// Sorting for assertions.

@@ -45,6 +45,17 @@ impl TestDatabase {
     pub fn url(&self) -> &str {
         &self.url
     }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The URL of the server's maintenance database, for what cannot run inside this
+    /// test's own database (`ALTER DATABASE … ALLOW_CONNECTIONS`).
+    pub fn admin_url(&self) -> &str {
+        &self.admin_url
+    }
 }
 
 impl Drop for TestDatabase {

@@ -13,12 +13,13 @@
 //! - takes free or expired leases up to its capacity, and boots those agents that were up
 //!   (or on their way up), as a start after a stop does.
 //!
-//! A clean stop gives every lease up ([`Hosting::release_leases`]), so other replicas take
-//! the agents at their next look instead of after the TTL. On SQLite there is one process:
-//! it takes every lease at its start.
+//! A clean stop gives every lease up ([`Hosting::release_leases`]) and, on PostgreSQL,
+//! says so (`crate::cluster::notices`): the other replicas take the agents at once instead
+//! of after the TTL. On SQLite there is one process: it takes every lease at its start.
 
 use std::{collections::HashSet, sync::Arc, time::Instant};
 
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -47,16 +48,28 @@ impl Hosting {
         Ok(taken)
     }
 
-    /// Renews and takes leases every TTL/3 until `stop`.
-    pub async fn run_ownership(self: Arc<Self>, stop: CancellationToken) {
+    /// Renews and takes leases every TTL/3 until `stop`; takes free leases as soon as
+    /// `freed` says another replica gave some up.
+    pub async fn run_ownership(self: Arc<Self>, freed: Arc<Notify>, stop: CancellationToken) {
         let every = self.replica.ttl / 3;
         let mut unadopted = HashSet::new();
+        let mut next = tokio::time::Instant::now() + every;
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
-                () = tokio::time::sleep(every) => {}
+                () = tokio::time::sleep_until(next) => {
+                    self.look(&mut unadopted).await;
+                    next = tokio::time::Instant::now() + every;
+                }
+                // Only free leases are taken here: renewing and adopting keep their pace.
+                () = freed.notified() => {
+                    if self.lease_current()
+                        && let Err(err) = self.take_free_leases().await
+                    {
+                        warn!(error = %err, "could not take the agent leases another replica gave up");
+                    }
+                }
             }
-            self.look(&mut unadopted).await;
         }
     }
 

@@ -2,10 +2,12 @@
 //! an id of its own. Work that must happen once per cluster runs under a leader lease
 //! ([`leader`]); each hosted agent runs on the replica holding its agent lease
 //! (`crate::agents::ownership`), and calls for it that arrive elsewhere are forwarded there
-//! over the internal gRPC API ([`peers`]). On SQLite there is one process, which leads and
-//! owns every agent.
+//! over the internal gRPC API ([`peers`]). Replicas tell each other of stored rows and
+//! released leases at once by LISTEN/NOTIFY ([`notices`]). On SQLite there is one process,
+//! which leads and owns every agent.
 
 pub mod leader;
+pub mod notices;
 pub mod peers;
 
 use std::{path::Path, time::Duration};

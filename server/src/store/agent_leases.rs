@@ -174,16 +174,24 @@ impl Store {
         Ok(with_db_now!(self, writer, renew, (owner, ttl_ms))?)
     }
 
-    /// Expires every lease `owner` holds, so other replicas take its agents at their next
-    /// look instead of after the TTL.
+    /// Expires every lease `owner` holds and, on PostgreSQL, tells the other replicas
+    /// (`roost_leases`), so they take its agents at once instead of after the TTL.
     pub async fn release_agent_leases(&self, owner: &str) -> Result<u64> {
-        Ok(on_writer!(self, |pool| {
+        let released = on_writer!(self, |pool| {
             sqlx::query("UPDATE agent_leases SET expires_at = 0 WHERE owner = $1")
                 .bind(owner)
                 .execute(pool)
                 .await
                 .map(|done| done.rows_affected())
-        })?)
+        })?;
+        if let (Backend::Postgres(pool), true) = (self.backend(), released > 0) {
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(crate::cluster::notices::LEASES)
+                .bind(owner)
+                .execute(pool)
+                .await?;
+        }
+        Ok(released)
     }
 
     /// Expires every agent lease: SQLite is one process, so at its start no other replica

@@ -160,6 +160,14 @@ impl Store {
         &self.backend
     }
 
+    /// The PostgreSQL pool, or `None` on SQLite (for what only PostgreSQL has: LISTEN).
+    pub(crate) fn postgres(&self) -> Option<&PgPool> {
+        match &self.backend {
+            Backend::Postgres(pool) => Some(pool),
+            Backend::Sqlite { .. } => None,
+        }
+    }
+
     /// Which database this is.
     pub fn kind(&self) -> BackendKind {
         match self.backend {

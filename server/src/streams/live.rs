@@ -1,10 +1,13 @@
 //! The three hubs of one server, and what committed ingest becomes on them.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use roost_proto::v1::{BrainEvent, HealthReport, LogLine};
 
-use super::hub::Hub;
+use super::{
+    fanout::{LiveIds, OwnIds},
+    hub::Hub,
+};
 use crate::{
     telemetry::{
         rows::{Batch, EventRow, LogRow, SpanRow},
@@ -44,6 +47,11 @@ pub struct Live {
     pub health: Arc<Hub<HealthReport>>,
     /// Log lines.
     pub logs: Arc<Hub<LogLine>>,
+    /// Random, per server: names this server's `roost_live` notices, so its listener
+    /// leaves its own rows (published already) alone.
+    pub origin: String,
+    /// Ids of rows this server stored lately (PostgreSQL only), left out of a catch-up.
+    pub(super) own: Mutex<OwnIds>,
 }
 
 impl Live {
@@ -53,6 +61,8 @@ impl Live {
             brain: Arc::new(Hub::new(BRAIN_BUFFER, limits.brain_clients)),
             health: Arc::new(Hub::new(HEALTH_BUFFER, limits.health_clients)),
             logs: Arc::new(Hub::new(LOG_BUFFER, limits.log_clients)),
+            origin: crate::ids::random_base32(16),
+            own: Mutex::default(),
         })
     }
 
@@ -70,9 +80,17 @@ impl Live {
             self.logs.publish_all(batch.logs.iter().map(|l| log_line(l, service(l.resource))));
         }
     }
+
+    /// Remembers the store ids of rows this server stored and published, so a catch-up
+    /// after a lost listener does not publish them twice (empty on SQLite: no-op).
+    pub fn remember_own(&self, ids: &LiveIds) {
+        if !ids.is_empty() {
+            self.own.lock().unwrap_or_else(|p| p.into_inner()).remember(ids);
+        }
+    }
 }
 
-fn span_event(span: &SpanRow, service: &str) -> BrainEvent {
+pub(super) fn span_event(span: &SpanRow, service: &str) -> BrainEvent {
     let g = &span.gen_ai;
     BrainEvent {
         kind: "span".into(),
@@ -99,7 +117,7 @@ fn span_event(span: &SpanRow, service: &str) -> BrainEvent {
     }
 }
 
-fn run_event(event: &EventRow) -> BrainEvent {
+pub(super) fn run_event(event: &EventRow) -> BrainEvent {
     // Hosted agents' turns are events of type "turn" outside any run.
     let kind = if event.run_id.is_empty() && event.event_type == "turn" { "turn" } else { "event" };
     BrainEvent {
@@ -145,7 +163,7 @@ pub fn level_rank(level: &str) -> Option<u8> {
     })
 }
 
-fn log_line(log: &LogRow, service: &str) -> LogLine {
+pub(super) fn log_line(log: &LogRow, service: &str) -> LogLine {
     LogLine {
         time: Some(timestamp_ns(log.time_ns)),
         level: severity_level(log.severity_number).into(),

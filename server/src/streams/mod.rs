@@ -2,6 +2,7 @@
 //! stream and the log stream, each a [`hub::Hub`] the ingest path publishes into after
 //! commit and the `StreamService` rpcs (and the SSE routes over them) read from.
 
+pub mod fanout;
 pub mod hub;
 pub mod live;
 pub mod own_logs;

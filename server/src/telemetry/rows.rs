@@ -69,7 +69,7 @@ impl GenAi {
 }
 
 /// A span.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct SpanRow {
     /// Hex, 32 characters.
     pub trace_id: String,
@@ -115,7 +115,7 @@ pub struct SpanEventRow {
 }
 
 /// A log record.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct LogRow {
     /// When it happened (ns; the observed time when unset).
     pub time_ns: i64,

@@ -19,7 +19,7 @@ use super::{
     summaries::{Summaries, SummaryTx},
     writer::{IngestTx, OutboxItem, Written},
 };
-use crate::{Result, store::impl_for_connections};
+use crate::{Result, store::impl_for_connections, streams::fanout::AnnounceTx};
 use roost_proto::v1::{AddRunEventsRequest, RunEvent};
 
 /// How much of a message and a reply an event keeps (the brain stream's `detail`).
@@ -37,6 +37,8 @@ pub struct TurnEventBatch {
     pub batch: Batch,
     /// The same events for the outbox, when this roost pushes upstream.
     pub outbox: Option<OutboxItem>,
+    /// What names this server in the notice that tells other replicas of the events.
+    origin: String,
 }
 
 impl TurnEvents {
@@ -55,7 +57,8 @@ impl TurnEvents {
             };
             OutboxItem { kind: "run_events", payload: request.encode_to_vec() }
         });
-        TurnEventBatch { batch: Batch { events, ..Batch::default() }, outbox }
+        let origin = self.telemetry.writer.origin().to_owned();
+        TurnEventBatch { batch: Batch { events, ..Batch::default() }, outbox, origin }
     }
 
     /// After the commit: publishes the new events on the live streams and counts them.
@@ -66,7 +69,8 @@ impl TurnEvents {
 
 /// Writing turn events inside the recorder's transaction.
 pub(crate) trait TurnEventsTx {
-    /// Stores the events with their summaries and, on a node, the outbox item.
+    /// Stores the events with their summaries and, on a node, the outbox item, and tells
+    /// the other replicas of them (PostgreSQL).
     async fn write_turn_events(&mut self, events: &TurnEventBatch, now_ns: i64) -> Result<Written>;
 }
 
@@ -79,6 +83,7 @@ impl_for_connections! {
             if let Some(item) = &events.outbox {
                 self.insert_outbox(item, now_ns).await?;
             }
+            self.announce(&events.origin, [&written.ids]).await?;
             Ok(written)
         }
     }

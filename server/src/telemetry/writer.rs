@@ -27,7 +27,10 @@ use super::{
 use crate::{
     Error, Result,
     store::{BeginWrite, Store, impl_for_connections, on_writer},
-    streams::Live,
+    streams::{
+        Live,
+        fanout::{AnnounceTx, LiveIds},
+    },
     time::now_ms,
 };
 
@@ -79,6 +82,8 @@ pub struct Written {
     pub new_spans: Vec<usize>,
     /// For each event of the batch, in order: whether it was new.
     pub new_events: Vec<bool>,
+    /// The store ids of what was stored, for other replicas' streams (PostgreSQL only).
+    pub ids: LiveIds,
 }
 
 struct Job {
@@ -108,7 +113,8 @@ impl Writer {
     /// dropped. What is committed is published on `live`.
     pub fn start(store: Store, live: Arc<Live>) -> (Self, tokio::task::JoinHandle<()>) {
         let (jobs, rx) = mpsc::channel(QUEUE);
-        (Self { jobs, live, stats: Arc::default() }, tokio::spawn(write_loop(store, rx)))
+        let origin = live.origin.clone();
+        (Self { jobs, live, stats: Arc::default() }, tokio::spawn(write_loop(store, rx, origin)))
     }
 
     /// Writes a batch (with an outbox item or a node cursor, if given) and returns once it
@@ -134,12 +140,18 @@ impl Writer {
     /// turns' events, committed with their turns).
     pub fn committed(&self, batch: &Batch, written: &Written) {
         self.live.publish(batch, &written.new_spans, &written.new_events);
+        self.live.remember_own(&written.ids);
         self.stats.record(Counts {
             spans: written.spans as u64,
             logs: batch.logs.len() as u64,
             metric_points: batch.metrics.len() as u64,
             events: written.new_events.iter().filter(|new| **new).count() as u64,
         });
+    }
+
+    /// What names this server's rows in `roost_live` notices ([`Live::origin`]).
+    pub fn origin(&self) -> &str {
+        &self.live.origin
     }
 
     /// What was stored through this writer.
@@ -170,6 +182,12 @@ impl Writer {
     }
 }
 
+/// What an insert of spans stored: which were new, and their store ids (PostgreSQL only).
+pub(super) struct InsertedSpans {
+    new: NewSpans,
+    ids: Vec<i64>,
+}
+
 /// Which spans of an insert were new.
 pub(super) enum NewSpans {
     /// Every one (the common case: no set to build).
@@ -181,7 +199,7 @@ pub(super) enum NewSpans {
 /// Resource ids already in the store, by hash (only ids of committed rows are kept).
 type ResourceCache = HashMap<String, i64>;
 
-async fn write_loop(store: Store, mut jobs: mpsc::Receiver<Job>) {
+async fn write_loop(store: Store, mut jobs: mpsc::Receiver<Job>, origin: String) {
     let mut cache = ResourceCache::new();
     while let Some(first) = jobs.recv().await {
         let mut rows = first.rows();
@@ -195,7 +213,7 @@ async fn write_loop(store: Store, mut jobs: mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
-        match write_group(&store, &group, &mut cache).await {
+        match write_group(&store, &group, &mut cache, &origin).await {
             Ok(written) => {
                 for (job, written) in group.into_iter().zip(written) {
                     let _ = job.ack.send(Ok(written));
@@ -204,7 +222,7 @@ async fn write_loop(store: Store, mut jobs: mpsc::Receiver<Job>) {
             Err(err) if group.len() > 1 => {
                 warn!(error = %err, requests = group.len(), "ingest group failed; writing its requests one by one");
                 for job in group {
-                    let result = write_group(&store, std::slice::from_ref(&job), &mut cache).await;
+                    let result = write_group(&store, std::slice::from_ref(&job), &mut cache, &origin).await;
                     let _ = job.ack.send(result.map(|mut w| w.remove(0)).map_err(|e| failure(&e)));
                 }
             }
@@ -222,8 +240,9 @@ fn failure(err: &Error) -> ApiError {
     err.to_api()
 }
 
-/// One transaction for a group of requests.
-async fn write_group(store: &Store, group: &[Job], cache: &mut ResourceCache) -> Result<Vec<Written>> {
+/// One transaction for a group of requests; on PostgreSQL it also announces what it
+/// stored to the other replicas (`crate::streams::fanout`).
+async fn write_group(store: &Store, group: &[Job], cache: &mut ResourceCache, origin: &str) -> Result<Vec<Written>> {
     let now_ns = now_ms() * 1_000_000;
     let (written, new_resources) = on_writer!(store, |pool| {
         let mut tx = pool.begin_write().await?;
@@ -241,6 +260,7 @@ async fn write_group(store: &Store, group: &[Job], cache: &mut ResourceCache) ->
             }
         }
         tx.apply_summaries(&summaries).await?;
+        tx.announce(origin, written.iter().map(|w| &w.ids)).await?;
         tx.commit().await?;
         Ok::<_, Error>((written, new_resources))
     })?;
@@ -262,9 +282,9 @@ pub(super) trait IngestTx {
     /// Every row of the batch; counts what was stored into `summaries`.
     async fn write_batch(&mut self, batch: &Batch, resource_ids: &[i64], summaries: &mut Summaries) -> Result<Written>;
     /// Spans of `batch` not stored before; returns which were new.
-    async fn insert_spans(&mut self, spans: &[&SpanRow], batch: &Batch, resource_ids: &[i64]) -> Result<NewSpans>;
-    /// Events not stored before; returns the (run_id, id) of the new ones.
-    async fn insert_events(&mut self, events: &[EventRow], node_id: &str) -> Result<HashSet<(String, String)>>;
+    async fn insert_spans(&mut self, spans: &[&SpanRow], batch: &Batch, resource_ids: &[i64]) -> Result<InsertedSpans>;
+    /// Events not stored before; returns the (run_id, id) of the new ones, with their seq.
+    async fn insert_events(&mut self, events: &[EventRow], node_id: &str) -> Result<HashMap<(String, String), i64>>;
     /// Stores an outbox item.
     async fn insert_outbox(&mut self, item: &OutboxItem, now_ns: i64) -> Result<()>;
     /// Records how far a node's items are applied.
@@ -322,7 +342,9 @@ impl_for_connections! {
             let mut stored = Vec::with_capacity(unique.len());
             for chunk in unique.chunks(ROWS_PER_INSERT) {
                 let rows: Vec<&SpanRow> = chunk.iter().map(|&i| &batch.spans[i]).collect();
-                match self.insert_spans(&rows, batch, resource_ids).await? {
+                let inserted = self.insert_spans(&rows, batch, resource_ids).await?;
+                written.ids.spans.extend(inserted.ids);
+                match inserted.new {
                     NewSpans::All => stored.extend_from_slice(chunk),
                     NewSpans::Some(new) => stored.extend(chunk.iter().filter(|&&i| {
                         let span = &batch.spans[i];
@@ -401,7 +423,12 @@ impl_for_connections! {
                         .push_bind(&g.tool_name).push_bind(i64::from(log.is_message)).push_bind(&log.attributes)
                         .push_bind(&batch.node_id);
                 });
-                q.build().execute(&mut *self).await?;
+                if <Self as AnnounceTx>::FANS_OUT {
+                    q.push(" RETURNING id");
+                    written.ids.logs.extend(q.build_query_scalar::<i64>().fetch_all(&mut *self).await?);
+                } else {
+                    q.build().execute(&mut *self).await?;
+                }
             }
             for log in &batch.logs {
                 summaries.log(log, service(log.resource));
@@ -454,7 +481,7 @@ impl_for_connections! {
                 }
             }
 
-            let mut new_events = HashSet::new();
+            let mut new_events = HashMap::new();
             for chunk in batch.events.chunks(ROWS_PER_INSERT) {
                 new_events.extend(self.insert_events(chunk, &batch.node_id).await?);
             }
@@ -465,9 +492,13 @@ impl_for_connections! {
                 .iter()
                 .map(|e| {
                     let key = (e.run_id.clone(), e.id.clone());
-                    let new = new_events.contains(&key) && counted.insert(key);
+                    let seq = new_events.get(&key).copied();
+                    let new = seq.is_some() && counted.insert(key);
                     if new {
                         summaries.event(e);
+                        if <Self as AnnounceTx>::FANS_OUT {
+                            written.ids.events.extend(seq);
+                        }
                     }
                     new
                 })
@@ -484,7 +515,7 @@ impl_for_connections! {
             Ok(written)
         }
 
-        async fn insert_spans(&mut self, spans: &[&SpanRow], batch: &Batch, resource_ids: &[i64]) -> Result<NewSpans> {
+        async fn insert_spans(&mut self, spans: &[&SpanRow], batch: &Batch, resource_ids: &[i64]) -> Result<InsertedSpans> {
             let service = |index: usize| batch.resources.get(index).map_or("unknown_service", |r| r.service.as_str());
             let build = || {
                 let mut q = sqlx::QueryBuilder::new(
@@ -506,24 +537,33 @@ impl_for_connections! {
                 q.push(" ON CONFLICT (trace_id, span_id) DO NOTHING");
                 q
             };
-            // Usually every span is new: insert without RETURNING (no rows to send back),
-            // and only when the count says some were already stored (an exporter's retry),
-            // undo it and insert again with RETURNING to learn which.
+            // Usually every span is new: insert without RETURNING (no rows to send back;
+            // only their ids where other replicas are told of them), and only when the
+            // count says some were already stored (an exporter's retry), undo it and insert
+            // again with RETURNING to learn which.
             sqlx::query("SAVEPOINT spans").execute(&mut *self).await?;
-            let inserted = build().build().execute(&mut *self).await?.rows_affected();
-            if inserted as usize == spans.len() {
+            let (inserted, ids) = if <Self as AnnounceTx>::FANS_OUT {
+                let mut q = build();
+                q.push(" RETURNING id");
+                let ids: Vec<i64> = q.build_query_scalar().fetch_all(&mut *self).await?;
+                (ids.len(), ids)
+            } else {
+                (build().build().execute(&mut *self).await?.rows_affected() as usize, Vec::new())
+            };
+            if inserted == spans.len() {
                 sqlx::query("RELEASE SAVEPOINT spans").execute(&mut *self).await?;
-                return Ok(NewSpans::All);
+                return Ok(InsertedSpans { new: NewSpans::All, ids });
             }
             sqlx::query("ROLLBACK TO SAVEPOINT spans").execute(&mut *self).await?;
             let mut q = build();
-            q.push(" RETURNING trace_id, span_id");
-            let rows: Vec<(String, String)> = q.build_query_as().fetch_all(&mut *self).await?;
+            q.push(" RETURNING trace_id, span_id, id");
+            let rows: Vec<(String, String, i64)> = q.build_query_as().fetch_all(&mut *self).await?;
             sqlx::query("RELEASE SAVEPOINT spans").execute(&mut *self).await?;
-            Ok(NewSpans::Some(rows.into_iter().collect()))
+            let ids = if <Self as AnnounceTx>::FANS_OUT { rows.iter().map(|r| r.2).collect() } else { Vec::new() };
+            Ok(InsertedSpans { new: NewSpans::Some(rows.into_iter().map(|(t, s, _)| (t, s)).collect()), ids })
         }
 
-        async fn insert_events(&mut self, events: &[EventRow], node_id: &str) -> Result<HashSet<(String, String)>> {
+        async fn insert_events(&mut self, events: &[EventRow], node_id: &str) -> Result<HashMap<(String, String), i64>> {
             let mut q = sqlx::QueryBuilder::new(
                 "INSERT INTO events (run_id, id, ts_ns, event_type, session_id, agent_id, tool_name, model, role, \
                  input_tokens, output_tokens, cost_nanocents, data, node_id) ",
@@ -534,9 +574,9 @@ impl_for_connections! {
                     .push_bind(e.input_tokens).push_bind(e.output_tokens).push_bind(e.cost_nanocents).push_bind(&e.data)
                     .push_bind(node_id);
             });
-            q.push(" ON CONFLICT (run_id, id) DO NOTHING RETURNING run_id, id");
-            let rows: Vec<(String, String)> = q.build_query_as().fetch_all(&mut *self).await?;
-            Ok(rows.into_iter().collect())
+            q.push(" ON CONFLICT (run_id, id) DO NOTHING RETURNING run_id, id, seq");
+            let rows: Vec<(String, String, i64)> = q.build_query_as().fetch_all(&mut *self).await?;
+            Ok(rows.into_iter().map(|(run, id, seq)| ((run, id), seq)).collect())
         }
 
         async fn insert_outbox(&mut self, item: &OutboxItem, now_ns: i64) -> Result<()> {

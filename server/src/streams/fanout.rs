@@ -1,0 +1,451 @@
+//! Live streams across replicas (DESIGN.md "Replicas"): what one replica ingests reaches
+//! the brain and log streams of every replica on the same PostgreSQL.
+//!
+//! The transaction that stores rows also sends `NOTIFY roost_live` with their ids (spans,
+//! logs, events), as id ranges in a small JSON [`Notice`]. PostgreSQL delivers a
+//! notification only once its transaction commits, and in commit order, so a listener
+//! never hears of a row it cannot read yet, and hears of each source's rows in the order
+//! they were stored. Each replica's listener ([`crate::cluster::notices`]) hands the
+//! notices of *other* replicas to its [`Fanout`], which reads those rows back from the
+//! store and publishes them into the local hubs. Its own rows it published already, right
+//! after its commit, as on SQLite, so the local path costs no read-back and no extra
+//! latency.
+//!
+//! **After the listening connection was lost,** notifications sent meanwhile are gone. The
+//! fanout then re-reads every row past the highest id it has heard of (the newest
+//! [`CATCH_UP_ROWS`] of each kind), leaving out rows this replica wrote itself (it keeps
+//! their recent ids: [`OwnIds`]) and skipping them when their notification arrives after
+//! all. A row whose id is below that mark but whose transaction committed during the gap
+//! (ids are handed out before commit) is not re-read: a stream is for watching; the store
+//! and `q/1` hold everything.
+//!
+//! SQLite is one process: nothing is sent and nothing listens.
+
+use std::{
+    collections::{HashSet, VecDeque},
+    sync::Arc,
+};
+
+use serde::{Deserialize, Serialize};
+use sqlx::{PgPool, Row as _, postgres::PgRow};
+use tracing::warn;
+
+use super::Live;
+use crate::{
+    Result,
+    telemetry::rows::{EventRow, GenAi, LogRow, SpanRow},
+};
+
+/// The channel stored rows are announced on.
+pub const CHANNEL: &str = "roost_live";
+/// Rows of each kind re-read after the listener reconnects.
+pub const CATCH_UP_ROWS: i64 = 4096;
+/// Largest notice payload sent (PostgreSQL refuses payloads of 8,000 bytes or more).
+const MAX_PAYLOAD: usize = 7_000;
+/// Own id ranges remembered per kind, to leave out of a catch-up.
+const OWN_RANGES: usize = 4096;
+
+/// The store ids of rows one transaction stored, for the other replicas' streams. Empty on
+/// SQLite (only PostgreSQL fans out).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LiveIds {
+    /// `spans.id` of the new spans.
+    pub spans: Vec<i64>,
+    /// `logs.id`.
+    pub logs: Vec<i64>,
+    /// `events.seq` of the new events.
+    pub events: Vec<i64>,
+}
+
+impl LiveIds {
+    /// Nothing to announce.
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty() && self.logs.is_empty() && self.events.is_empty()
+    }
+}
+
+/// An inclusive range of ids.
+type Range = [i64; 2];
+
+/// What a `roost_live` notification carries: who sent it and the id ranges per kind.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Notice {
+    /// The sending replica's [`Live::origin`].
+    #[serde(rename = "o")]
+    pub origin: String,
+    /// Span id ranges.
+    #[serde(rename = "s", default, skip_serializing_if = "Vec::is_empty")]
+    pub spans: Vec<Range>,
+    /// Log id ranges.
+    #[serde(rename = "l", default, skip_serializing_if = "Vec::is_empty")]
+    pub logs: Vec<Range>,
+    /// Event seq ranges.
+    #[serde(rename = "e", default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<Range>,
+}
+
+/// Sorted, merged inclusive ranges covering `ids`.
+fn ranges(ids: impl IntoIterator<Item = i64>) -> Vec<Range> {
+    let mut ids: Vec<i64> = ids.into_iter().collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut out: Vec<Range> = Vec::new();
+    for id in ids {
+        match out.last_mut() {
+            Some(last) if last[1] + 1 == id => last[1] = id,
+            _ => out.push([id, id]),
+        }
+    }
+    out
+}
+
+/// The payloads announcing `written` (one transaction's ids), each under the size
+/// PostgreSQL takes; none when nothing was stored.
+pub fn payloads<'a>(origin: &str, written: impl IntoIterator<Item = &'a LiveIds>) -> Vec<String> {
+    let mut spans = Vec::new();
+    let mut logs = Vec::new();
+    let mut events = Vec::new();
+    for ids in written {
+        spans.extend_from_slice(&ids.spans);
+        logs.extend_from_slice(&ids.logs);
+        events.extend_from_slice(&ids.events);
+    }
+    let all = Notice { origin: origin.to_owned(), spans: ranges(spans), logs: ranges(logs), events: ranges(events) };
+    if all.spans.is_empty() && all.logs.is_empty() && all.events.is_empty() {
+        return Vec::new();
+    }
+    // A range is at most ~43 characters: a notice of this many ranges stays under the cap.
+    let per_notice = (MAX_PAYLOAD - 64 - origin.len()) / 44;
+    let kinds = [(0, &all.spans), (1, &all.logs), (2, &all.events)];
+    let mut out = Vec::new();
+    let mut notice = Notice { origin: all.origin.clone(), ..Notice::default() };
+    let mut count = 0;
+    for (kind, list) in kinds {
+        for range in list {
+            if count == per_notice {
+                out.push(serde_json::to_string(&notice).unwrap_or_default());
+                notice = Notice { origin: all.origin.clone(), ..Notice::default() };
+                count = 0;
+            }
+            match kind {
+                0 => notice.spans.push(*range),
+                1 => notice.logs.push(*range),
+                _ => notice.events.push(*range),
+            }
+            count += 1;
+        }
+    }
+    out.push(serde_json::to_string(&notice).unwrap_or_default());
+    out
+}
+
+/// Announcing stored rows from inside the write transaction, per backend.
+pub(crate) trait AnnounceTx {
+    /// Whether this backend fans out: inserts then return the ids of their rows.
+    const FANS_OUT: bool;
+    /// Sends the notices for `written` (delivered when the transaction commits).
+    async fn announce<'a>(&mut self, origin: &str, written: impl IntoIterator<Item = &'a LiveIds>) -> Result<()>;
+}
+
+impl AnnounceTx for sqlx::SqliteConnection {
+    const FANS_OUT: bool = false;
+    async fn announce<'a>(&mut self, _origin: &str, _written: impl IntoIterator<Item = &'a LiveIds>) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl AnnounceTx for sqlx::PgConnection {
+    const FANS_OUT: bool = true;
+    async fn announce<'a>(&mut self, origin: &str, written: impl IntoIterator<Item = &'a LiveIds>) -> Result<()> {
+        for payload in payloads(origin, written) {
+            sqlx::query("SELECT pg_notify($1, $2)").bind(CHANNEL).bind(payload).execute(&mut *self).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Id ranges this replica stored lately, per kind: what a catch-up must not publish again.
+#[derive(Debug, Default)]
+pub struct OwnIds {
+    spans: VecDeque<Range>,
+    logs: VecDeque<Range>,
+    events: VecDeque<Range>,
+}
+
+impl OwnIds {
+    /// Remembers a commit's ids.
+    pub fn remember(&mut self, ids: &LiveIds) {
+        for (list, ids) in [(&mut self.spans, &ids.spans), (&mut self.logs, &ids.logs), (&mut self.events, &ids.events)]
+        {
+            for range in ranges(ids.iter().copied()) {
+                if list.len() == OWN_RANGES {
+                    list.pop_front();
+                }
+                list.push_back(range);
+            }
+        }
+    }
+
+    fn holds(list: &VecDeque<Range>, id: i64) -> bool {
+        list.iter().any(|r| (r[0]..=r[1]).contains(&id))
+    }
+}
+
+/// The highest id heard of, per kind.
+#[derive(Debug, Clone, Copy, Default)]
+struct Marks {
+    spans: i64,
+    logs: i64,
+    events: i64,
+}
+
+impl Marks {
+    fn raise(&mut self, notice: &Notice) {
+        let top = |list: &[Range]| list.iter().map(|r| r[1]).max().unwrap_or(0);
+        self.spans = self.spans.max(top(&notice.spans));
+        self.logs = self.logs.max(top(&notice.logs));
+        self.events = self.events.max(top(&notice.events));
+    }
+}
+
+/// Publishes other replicas' rows into this replica's hubs.
+pub struct Fanout {
+    pool: PgPool,
+    live: Arc<Live>,
+    marks: Marks,
+    /// Ids the last catch-up published, so their late notices do not publish them again.
+    caught: [HashSet<i64>; 3],
+}
+
+impl Fanout {
+    /// Starts from the newest rows stored now: what is already there is history, not live.
+    pub async fn start(pool: PgPool, live: Arc<Live>) -> Result<Self> {
+        let (spans, logs, events): (i64, i64, i64) = sqlx::query_as(
+            "SELECT (SELECT COALESCE(MAX(id), 0) FROM spans), (SELECT COALESCE(MAX(id), 0) FROM logs), \
+             (SELECT COALESCE(MAX(seq), 0) FROM events)",
+        )
+        .fetch_one(&pool)
+        .await?;
+        Ok(Self { pool, live, marks: Marks { spans, logs, events }, caught: Default::default() })
+    }
+
+    /// A `roost_live` payload: another replica's rows are read and published; this
+    /// replica's only move the marks.
+    pub async fn heard(&mut self, payload: &str) {
+        let notice: Notice = match serde_json::from_str(payload) {
+            Ok(notice) => notice,
+            Err(err) => {
+                warn!(error = %err, "ignoring a roost_live notification that is not a notice");
+                return;
+            }
+        };
+        self.marks.raise(&notice);
+        if notice.origin == self.live.origin {
+            return;
+        }
+        if let Err(err) = self.publish(&notice).await {
+            warn!(error = %err, "could not read back rows another replica stored; its live items are skipped");
+        }
+    }
+
+    async fn publish(&mut self, notice: &Notice) -> Result<()> {
+        let fresh = |caught: &HashSet<i64>, id: i64| !caught.contains(&id);
+        let mut activity = Vec::new();
+        if !notice.spans.is_empty() {
+            let rows = read(&self.pool, SPANS, &notice.spans).await?;
+            activity.extend(rows.iter().filter(|r| fresh(&self.caught[0], r.get("id"))).map(span_item));
+        }
+        if !notice.events.is_empty() {
+            let rows = read(&self.pool, EVENTS, &notice.events).await?;
+            activity.extend(rows.iter().filter(|r| fresh(&self.caught[2], r.get("seq"))).map(event_item));
+        }
+        if !activity.is_empty() {
+            self.live.brain.publish_all(activity);
+        }
+        if !notice.logs.is_empty() {
+            let rows = read(&self.pool, LOGS, &notice.logs).await?;
+            let lines: Vec<_> = rows.iter().filter(|r| fresh(&self.caught[1], r.get("id"))).map(log_item).collect();
+            if !lines.is_empty() {
+                self.live.logs.publish_all(lines);
+            }
+        }
+        Ok(())
+    }
+
+    /// After the listener reconnected: publishes the rows past the marks that other
+    /// replicas stored while nobody listened.
+    pub async fn catch_up(&mut self) -> Result<()> {
+        let spans = read_newest(&self.pool, SPANS, "id", self.marks.spans).await?;
+        let logs = read_newest(&self.pool, LOGS, "id", self.marks.logs).await?;
+        let events = read_newest(&self.pool, EVENTS, "seq", self.marks.events).await?;
+        let top =
+            |rows: &[PgRow], key: &str, mark: i64| rows.iter().map(|r| r.get::<i64, _>(key)).max().unwrap_or(mark);
+        self.marks = Marks {
+            spans: top(&spans, "id", self.marks.spans),
+            logs: top(&logs, "id", self.marks.logs),
+            events: top(&events, "seq", self.marks.events),
+        };
+        let (spans, logs, events) = {
+            let own = self.live.own.lock().unwrap_or_else(|p| p.into_inner());
+            let others = |rows: Vec<PgRow>, key: &str, own: &VecDeque<Range>| -> Vec<PgRow> {
+                rows.into_iter().filter(|r| !OwnIds::holds(own, r.get(key))).collect()
+            };
+            (others(spans, "id", &own.spans), others(logs, "id", &own.logs), others(events, "seq", &own.events))
+        };
+        let ids = |rows: &[PgRow], key: &str| rows.iter().map(|r| r.get::<i64, _>(key)).collect::<HashSet<i64>>();
+        self.caught = [ids(&spans, "id"), ids(&logs, "id"), ids(&events, "seq")];
+        let activity: Vec<_> = spans.iter().map(span_item).chain(events.iter().map(event_item)).collect();
+        if !activity.is_empty() {
+            self.live.brain.publish_all(activity);
+        }
+        if !logs.is_empty() {
+            self.live.logs.publish_all(logs.iter().map(log_item));
+        }
+        Ok(())
+    }
+}
+
+/// The columns of a span the brain stream shows.
+const SPANS: &str = "SELECT id, trace_id, span_id, name, start_ns, status_code, service, session_id, agent_id, \
+     request_model, response_model, input_tokens, output_tokens, cost_nanocents, attributes FROM spans";
+/// The columns of a log record the log stream shows.
+const LOGS: &str = "SELECT id, time_ns, severity_number, body, service, session_id, trace_id FROM logs";
+/// The columns of an event the brain stream shows.
+const EVENTS: &str = "SELECT seq, run_id, id, ts_ns, event_type, session_id, agent_id, tool_name, model, role, \
+     input_tokens, output_tokens, cost_nanocents, data FROM events";
+
+/// The rows of `select` whose id is in `ranges`, in id order.
+async fn read(pool: &PgPool, select: &str, ranges: &[Range]) -> Result<Vec<PgRow>> {
+    let key = if select == EVENTS { "seq" } else { "id" };
+    let (lo, hi): (Vec<i64>, Vec<i64>) = ranges.iter().map(|r| (r[0], r[1])).unzip();
+    // A join, so each range is one index range scan (the ranges never overlap).
+    let sql = format!(
+        "{select} JOIN unnest($1::bigint[], $2::bigint[]) AS r(lo, hi) ON {key} BETWEEN r.lo AND r.hi ORDER BY {key}"
+    );
+    // Built from this module's constants only.
+    Ok(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(lo).bind(hi).fetch_all(pool).await?)
+}
+
+/// The newest [`CATCH_UP_ROWS`] rows of `select` past `mark`, in id order.
+async fn read_newest(pool: &PgPool, select: &str, key: &str, mark: i64) -> Result<Vec<PgRow>> {
+    let sql =
+        format!("SELECT * FROM ({select} WHERE {key} > $1 ORDER BY {key} DESC LIMIT $2) AS newest ORDER BY {key}");
+    // Built from this module's constants only.
+    Ok(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(mark).bind(CATCH_UP_ROWS).fetch_all(pool).await?)
+}
+
+fn span_item(row: &PgRow) -> roost_proto::v1::BrainEvent {
+    let span = SpanRow {
+        trace_id: row.get("trace_id"),
+        span_id: row.get("span_id"),
+        name: row.get("name"),
+        start_ns: row.get("start_ns"),
+        status_code: row.get::<i64, _>("status_code") as i32,
+        attributes: row.get("attributes"),
+        gen_ai: GenAi {
+            session_id: row.get("session_id"),
+            agent_id: row.get("agent_id"),
+            request_model: row.get("request_model"),
+            response_model: row.get("response_model"),
+            input_tokens: row.get("input_tokens"),
+            output_tokens: row.get("output_tokens"),
+            cost_nanocents: row.get("cost_nanocents"),
+            ..GenAi::default()
+        },
+        ..SpanRow::default()
+    };
+    super::live::span_event(&span, row.get("service"))
+}
+
+fn event_item(row: &PgRow) -> roost_proto::v1::BrainEvent {
+    let event = EventRow {
+        run_id: row.get("run_id"),
+        id: row.get("id"),
+        ts_ns: row.get("ts_ns"),
+        event_type: row.get("event_type"),
+        session_id: row.get("session_id"),
+        agent_id: row.get("agent_id"),
+        tool_name: row.get("tool_name"),
+        model: row.get("model"),
+        role: row.get("role"),
+        input_tokens: row.get("input_tokens"),
+        output_tokens: row.get("output_tokens"),
+        cost_nanocents: row.get("cost_nanocents"),
+        data: row.get("data"),
+    };
+    super::live::run_event(&event)
+}
+
+fn log_item(row: &PgRow) -> roost_proto::v1::LogLine {
+    let log = LogRow {
+        time_ns: row.get("time_ns"),
+        severity_number: row.get::<i64, _>("severity_number") as i32,
+        body: row.get("body"),
+        trace_id: row.get("trace_id"),
+        gen_ai: GenAi { session_id: row.get("session_id"), ..GenAi::default() },
+        ..LogRow::default()
+    };
+    super::live::log_line(&log, row.get("service"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_become_merged_ranges() {
+        assert_eq!(ranges([5, 1, 2, 3, 9, 10, 3]), vec![[1, 3], [5, 5], [9, 10]]);
+        assert!(ranges([]).is_empty());
+    }
+
+    #[test]
+    fn nothing_stored_sends_nothing() {
+        assert!(payloads("o", [&LiveIds::default()]).is_empty());
+    }
+
+    #[test]
+    fn one_transaction_is_one_small_notice() {
+        let a = LiveIds { spans: (1..=1000).collect(), logs: vec![7], events: vec![] };
+        let b = LiveIds { spans: (1001..=1500).collect(), logs: vec![8], events: vec![3] };
+        let sent = payloads("rep_x", [&a, &b]);
+        assert_eq!(sent.len(), 1);
+        let notice: Notice = serde_json::from_str(&sent[0]).unwrap();
+        assert_eq!(notice.origin, "rep_x");
+        assert_eq!(notice.spans, vec![[1, 1500]]);
+        assert_eq!(notice.logs, vec![[7, 8]]);
+        assert_eq!(notice.events, vec![[3, 3]]);
+    }
+
+    #[test]
+    fn scattered_ids_split_into_notices_under_the_cap() {
+        // Every other id: one range each, far more than one payload holds.
+        let ids = LiveIds {
+            spans: (0..3000).map(|i| i64::MAX / 2 + i * 2).collect(),
+            logs: (0..10).map(|i| i * 2).collect(),
+            events: vec![1],
+        };
+        let sent = payloads("rep_x", [&ids]);
+        assert!(sent.len() > 1);
+        let mut back = Notice::default();
+        for payload in &sent {
+            assert!(payload.len() < MAX_PAYLOAD, "{} bytes", payload.len());
+            let notice: Notice = serde_json::from_str(payload).unwrap();
+            back.spans.extend(notice.spans);
+            back.logs.extend(notice.logs);
+            back.events.extend(notice.events);
+        }
+        assert_eq!(back.spans.len(), 3000);
+        assert_eq!(back.logs.len(), 10);
+        assert_eq!(back.events, vec![[1, 1]]);
+    }
+
+    #[test]
+    fn own_ids_are_recognised() {
+        let mut own = OwnIds::default();
+        own.remember(&LiveIds { spans: vec![4, 5, 6], logs: vec![], events: vec![9] });
+        assert!(OwnIds::holds(&own.spans, 5));
+        assert!(!OwnIds::holds(&own.spans, 7));
+        assert!(OwnIds::holds(&own.events, 9));
+        assert!(!OwnIds::holds(&own.logs, 9));
+    }
+}
