@@ -320,8 +320,16 @@ async fn runtime_processes_die_with_roost_and_are_not_doubled(backend: Backend) 
     let mut roost = install.serve(&[]);
     let ids = provision_running(&roost.api(&key), "example", 4).await;
     let before = one_process_each(&ids);
+    // One agent is mid-turn when roost dies: long enough to be written down as in flight.
+    let cut_off = {
+        let (api, id) = (roost.api(&key), ids[0].clone());
+        tokio::spawn(async move { api.message(&id, "sleep:10000 cut off").await })
+    };
+    tokio::time::sleep(Duration::from_millis(800)).await;
 
     roost.kill9();
+    // Its caller's connection ends with roost (the client's error is what it sees).
+    let _ = cut_off.await;
     let all_gone = eventually(Duration::from_secs(2), || ids.iter().all(|id| processes_of(id).is_empty())).await;
     let survivors: Vec<_> = ids.iter().flat_map(|id| processes_of(id)).collect();
     assert!(all_gone, "runtime processes outlived the killed roost: {survivors:?}");
@@ -335,6 +343,12 @@ async fn runtime_processes_die_with_roost_and_are_not_doubled(backend: Backend) 
     for (id, old) in &before {
         assert_ne!(after[id], *old, "a new process for {id}");
     }
+    // The restarted roost lists the cut-off turn as interrupted, not charged.
+    let activity = api.get(&format!("/api/instances/{}/activity", ids[0])).await.ok();
+    let turns = activity["turns"].as_array().unwrap();
+    let cut = turns.iter().find(|t| t["text"] == "sleep:10000 cut off").unwrap_or_else(|| panic!("{activity}"));
+    assert_eq!(cut["status"], "interrupted", "{cut}");
+    assert_eq!(cut["charged_cents"].as_i64().unwrap_or_default(), 0, "{cut}");
     println!(
         "process runtime: {} agents, {} processes before the kill, 0 after it, {} after the restart",
         ids.len(),

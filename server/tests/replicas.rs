@@ -269,6 +269,15 @@ async fn a_killed_replicas_agents_answer_through_the_others_within_the_ttl() {
     let victim = replicas[2].replicas().await["self"].as_str().unwrap().to_owned();
     let moved: Vec<String> = ids.iter().filter(|id| before[*id] == victim).cloned().collect();
     assert_eq!(moved.len(), 2);
+    // A process agent on the victim, mid-turn (called through another replica) when it dies.
+    let slow = replicas[2].api(&key).provision("example", "slow").await["id"].as_str().unwrap().to_owned();
+    replicas[2].api(&key).wait_status(&slow, "running").await;
+    let in_flight = {
+        let (api, slow) = (replicas[0].api(&key), slow.clone());
+        tokio::spawn(async move { api.message(&slow, "sleep:10000 never answered").await })
+    };
+    // Long enough for the turn to be written down as in flight (after 200 ms).
+    tokio::time::sleep(Duration::from_millis(800)).await;
 
     replicas[2].kill9();
     let killed = Instant::now();
@@ -291,6 +300,27 @@ async fn a_killed_replicas_agents_answer_through_the_others_within_the_ttl() {
     }
     let live = replicas[1].replicas().await["replicas"].as_array().unwrap().len();
     assert!(live <= 3);
+
+    // The caller of the turn the victim was running is told, and the agent's new owner
+    // lists that turn as interrupted, not charged.
+    let cut_off = in_flight.await.unwrap();
+    cut_off.err(503, "unavailable");
+    let turn = within(Duration::from_secs(TTL_SECS + 15), "the new owner records the interrupted turn", || async {
+        let activity = replicas[1].api(&key).get(&format!("/api/instances/{slow}/activity")).await.ok();
+        activity["turns"].as_array().unwrap().iter().find(|t| t["text"] == "sleep:10000 never answered").cloned()
+    })
+    .await;
+    assert_eq!(turn["status"], "interrupted", "{turn}");
+    assert_eq!(turn["charged_cents"].as_i64().unwrap_or_default(), 0, "{turn}");
+    assert!(turn["error"].as_str().unwrap().contains("stopped during the turn"), "{turn}");
+    let db = cluster.db().await;
+    let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM turns_in_flight").fetch_one(&db).await.unwrap();
+    assert_eq!(left, 0, "the interrupted turn's in-flight row is gone");
+    // Turns that ran to the end left no in-flight rows either.
+    replicas[0].api(&key).wait_status(&slow, "running").await;
+    assert_eq!(replicas[0].api(&key).message(&slow, "sleep:400 answered").await.status, 200);
+    let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM turns_in_flight").fetch_one(&db).await.unwrap();
+    assert_eq!(left, 0, "a finished turn deletes its in-flight row");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -310,7 +340,8 @@ async fn a_paused_replicas_late_writes_are_refused() {
         let (api, id) = (api.clone(), id.clone());
         tokio::spawn(async move { api.message(&id, "sleep:1500 late reply").await })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Long enough for the turn to be written down as in flight (after 200 ms).
+    tokio::time::sleep(Duration::from_millis(700)).await;
     replicas[1].signal(rustix::process::Signal::STOP);
     let new_owner = within(Duration::from_secs(TTL_SECS + 5), "another replica takes the agent", || async {
         owners(&replicas[0]).await.get(&id).filter(|owner| **owner != stale).cloned()
@@ -327,11 +358,13 @@ async fn a_paused_replicas_late_writes_are_refused() {
     let late = in_flight.await.unwrap();
     late.err(503, "unavailable");
     let db = cluster.db().await;
-    let recorded: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM turns WHERE text = 'sleep:1500 late reply'")
-        .fetch_one(&db)
-        .await
-        .unwrap();
-    assert_eq!(recorded, 0, "the stale owner's turn got into the store");
+    let recorded: Vec<(String, i64)> =
+        sqlx::query_as("SELECT status, charged_cents FROM turns WHERE text = 'sleep:1500 late reply'")
+            .fetch_all(&db)
+            .await
+            .unwrap();
+    // Not the stale owner's record of it: the new owner's, of a turn it found unfinished.
+    assert_eq!(recorded, [("interrupted".to_owned(), 0)], "the stale owner's turn got into the store");
     // It lets the agent go; calls through it reach the new owner.
     within(Duration::from_secs(TTL_SECS + 5), "the stale replica forwards to the new owner", || async {
         (replicas[1].api(&key).message(&id, "via the old owner").await.status == 200).then_some(())

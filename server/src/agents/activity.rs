@@ -37,6 +37,7 @@ impl From<TurnRow> for Turn {
             "failed" => TurnStatus::Failed,
             "timed_out" => TurnStatus::TimedOut,
             "cancelled" => TurnStatus::Cancelled,
+            "interrupted" => TurnStatus::Interrupted,
             _ => TurnStatus::Unspecified,
         };
         Turn {

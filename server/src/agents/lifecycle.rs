@@ -29,6 +29,7 @@ use tracing::{info, warn};
 
 use super::{
     Hosting,
+    in_flight::InFlightTx,
     instances::{InstanceRow, InstanceTx, Status},
     limits,
     live::{Agent, Settings, no_such_instance},
@@ -262,7 +263,7 @@ impl Hosting {
     /// 503 unless this replica still holds `agent`'s lease at its epoch; share-locks the
     /// lease until `tx` ends, so no takeover commits in between (see `crate::store::FenceTx`).
     /// Call it first in a transaction: leases are locked before accounts everywhere.
-    async fn fence<C: FenceTx>(&self, tx: &mut C, agent: &Agent) -> Result<()> {
+    pub(super) async fn fence<C: FenceTx>(&self, tx: &mut C, agent: &Agent) -> Result<()> {
         if tx.holds_lease(&agent.id, &self.replica.id, agent.epoch).await? {
             return Ok(());
         }
@@ -493,6 +494,7 @@ impl Hosting {
             .await?;
             tx.mark_destroyed(&row.id, now).await?;
             tx.delete_agent_lease(&row.id).await?;
+            tx.forget_in_flight(&row.id).await?;
             tx.commit().await?;
             (refund, balance)
         });

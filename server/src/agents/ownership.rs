@@ -181,6 +181,7 @@ impl Hosting {
                 let status = if boot { Status::Provisioning } else { row.status() };
                 let agent = Arc::new(Agent::new(row, runtime.clone(), status, depth, epoch));
                 self.registry.insert(agent.clone());
+                self.interrupt_turns(&agent).await;
                 if boot {
                     self.persist_status(&agent, Status::Provisioning, "").await;
                     let (generation, _) = agent.begin_generation(Status::Provisioning);
@@ -195,6 +196,7 @@ impl Hosting {
                 agent.state().detail.clone_from(&why);
                 let agent = Arc::new(agent);
                 self.registry.insert(agent.clone());
+                self.interrupt_turns(&agent).await;
                 self.persist_status(&agent, Status::Failed, &why).await;
                 agent
             }

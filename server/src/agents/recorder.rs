@@ -19,6 +19,7 @@ use roost_proto::ApiError;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{error, warn};
 
+use super::in_flight::{InFlightMark, InFlightTx};
 use crate::{
     Error, Result,
     billing::{ChargeKind, LedgerEntry, MoneyTx, metering::settle},
@@ -78,10 +79,14 @@ pub struct TurnRecord {
     /// The agent lease's epoch the turn ran under: the record goes in only while this
     /// replica still holds the lease at that epoch (fencing, see `crate::store::FenceTx`).
     pub lease_epoch: i64,
+    /// Whether the turn was written as in flight while it ran (its record deletes that).
+    pub marked_in_flight: bool,
 }
 
 enum Job {
     Turn(Box<(TurnRecord, Option<EventRow>)>, Ack),
+    /// A turn still running: written as in flight (`super::in_flight`).
+    Started(Box<TurnRecord>),
     Flush(oneshot::Sender<()>),
 }
 
@@ -118,6 +123,12 @@ impl Recorder {
         let (ack, done) = oneshot::channel();
         self.jobs.send(Job::Turn(Box::new((record, event)), ack)).await.map_err(|_| stopped())?;
         done.await.map_err(|_| stopped())?
+    }
+
+    /// Writes the turn `record` describes as in flight if it is still running after
+    /// [`super::in_flight::MARK_AFTER`]; finish the mark when the turn ends.
+    pub fn mark_in_flight(&self, record: &TurnRecord) -> InFlightMark {
+        InFlightMark::after(self.jobs.clone(), record.clone(), |r| Job::Started(Box::new(r)))
     }
 
     /// Waits until every turn recorded before this call is committed.
@@ -177,6 +188,7 @@ async fn write_loop(sink: Sink, mut jobs: mpsc::Receiver<Job>) {
 async fn commit(sink: &Sink, batch: &mut Vec<Job>) {
     let mut records = Vec::with_capacity(batch.len());
     let mut acks = Vec::with_capacity(batch.len());
+    let mut started = Vec::new();
     let mut flushes = Vec::new();
     for job in batch.drain(..) {
         match job {
@@ -184,11 +196,13 @@ async fn commit(sink: &Sink, batch: &mut Vec<Job>) {
                 records.push(*turn);
                 acks.push(ack);
             }
+            Job::Started(record) => started.push(*record),
             Job::Flush(done) => flushes.push(done),
         }
     }
     let all: Vec<&(TurnRecord, Option<EventRow>)> = records.iter().collect();
-    match with_retries(sink, &all).await {
+    let started: Vec<&TurnRecord> = started.iter().collect();
+    match with_retries(sink, &all, &started).await {
         Ok(charged) => {
             for ((ack, cents), turn) in acks.into_iter().zip(charged).zip(&records) {
                 let _ = ack.send(cents.ok_or_else(|| fenced(&turn.0)));
@@ -196,6 +210,10 @@ async fn commit(sink: &Sink, batch: &mut Vec<Job>) {
         }
         Err(err) => {
             warn!(error = %err, turns = records.len(), "recording a batch of turns failed; recording them one by one");
+            // In-flight marks first, so a turn's record then finds (and deletes) its mark.
+            if let Err(err) = with_retries(sink, &[], &started).await {
+                warn!(error = %err, turns = started.len(), "could not write turns as in flight");
+            }
             for (turn, ack) in records.iter().zip(acks) {
                 let _ = ack.send(record_alone(sink, turn).await);
             }
@@ -209,7 +227,7 @@ async fn commit(sink: &Sink, batch: &mut Vec<Job>) {
 /// One record in a transaction of its own; a record the store refuses is quarantined.
 async fn record_alone(sink: &Sink, turn: &(TurnRecord, Option<EventRow>)) -> Result<i64, ApiError> {
     let record = &turn.0;
-    match with_retries(sink, &[turn]).await {
+    match with_retries(sink, &[turn], &[]).await {
         Ok(charged) => charged.first().copied().flatten().ok_or_else(|| fenced(record)),
         Err(err) => {
             error!(
@@ -227,14 +245,18 @@ async fn record_alone(sink: &Sink, turn: &(TurnRecord, Option<EventRow>)) -> Res
 
 /// [`write_batch`], retried a few times while the store is unreachable (a data error
 /// would fail again: it is returned at once).
-async fn with_retries(sink: &Sink, turns: &[&(TurnRecord, Option<EventRow>)]) -> Result<Vec<Option<i64>>> {
-    let mut outcome = write_batch(sink, turns).await;
+async fn with_retries(
+    sink: &Sink,
+    turns: &[&(TurnRecord, Option<EventRow>)],
+    started: &[&TurnRecord],
+) -> Result<Vec<Option<i64>>> {
+    let mut outcome = write_batch(sink, turns, started).await;
     for delay in [100, 500, 2000] {
         match &outcome {
             Err(err) if err.is_unavailable() => {
                 warn!(error = %err, "recording turns failed; retrying");
                 tokio::time::sleep(Duration::from_millis(delay)).await;
-                outcome = write_batch(sink, turns).await;
+                outcome = write_batch(sink, turns, started).await;
             }
             _ => break,
         }
@@ -243,13 +265,20 @@ async fn with_retries(sink: &Sink, turns: &[&(TurnRecord, Option<EventRow>)]) ->
 }
 
 /// One transaction: every turn row whose agent this replica still holds at the turn's
-/// epoch, the metered charges and the turns' events. Returns the cents charged per record,
-/// in order; `None` for a record fenced out (its agent's lease moved on).
-async fn write_batch(sink: &Sink, turns: &[&(TurnRecord, Option<EventRow>)]) -> Result<Vec<Option<i64>>> {
-    if turns.is_empty() {
+/// epoch, the metered charges and the turns' events; the turns `started` (still running)
+/// as in flight, and the in-flight rows of the recorded turns deleted. Returns the cents
+/// charged per record, in order; `None` for a record fenced out (its agent's lease moved
+/// on).
+async fn write_batch(
+    sink: &Sink,
+    turns: &[&(TurnRecord, Option<EventRow>)],
+    started: &[&TurnRecord],
+) -> Result<Vec<Option<i64>>> {
+    if turns.is_empty() && started.is_empty() {
         return Ok(Vec::new());
     }
-    let mut ids: Vec<&str> = turns.iter().map(|t| t.0.instance_id.as_str()).collect();
+    let mut ids: Vec<&str> =
+        turns.iter().map(|t| t.0.instance_id.as_str()).chain(started.iter().map(|r| r.instance_id.as_str())).collect();
     ids.sort_unstable();
     ids.dedup();
     let now_ns = now_ms() * 1_000_000;
@@ -259,12 +288,19 @@ async fn write_batch(sink: &Sink, turns: &[&(TurnRecord, Option<EventRow>)]) -> 
         let kept: Vec<&(TurnRecord, Option<EventRow>)> =
             turns.iter().copied().filter(|t| held.get(&t.0.instance_id) == Some(&t.0.lease_epoch)).collect();
         let records: Vec<&TurnRecord> = kept.iter().map(|t| &t.0).collect();
+        let still_running: Vec<&TurnRecord> =
+            started.iter().copied().filter(|r| held.get(&r.instance_id) == Some(&r.lease_epoch)).collect();
+        tx.insert_in_flight(&still_running).await?;
         let mut charged = Vec::with_capacity(records.len());
         for record in &records {
             charged.push(if record.cost_nanocents > 0 { tx.charge_usage(record).await? } else { 0 });
         }
         for (rows, cents) in records.chunks(ROWS_PER_INSERT).zip(charged.chunks(ROWS_PER_INSERT)) {
             tx.insert_turns(rows, cents).await?;
+        }
+        let marked: Vec<&str> = records.iter().filter(|r| r.marked_in_flight).map(|r| r.id.as_str()).collect();
+        if !marked.is_empty() {
+            tx.delete_in_flight(&marked).await?;
         }
         let events = sink.events.as_ref().map(|e| e.batch(kept.iter().filter_map(|t| t.1.clone()).collect()));
         let written = match &events {

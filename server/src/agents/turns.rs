@@ -157,17 +157,6 @@ impl Hosting {
         let started_at = now_ms();
         let clock = Instant::now();
         let input = TurnInput { turn_id: turn_id.clone(), text: text.clone() };
-        let outcome = tokio::select! {
-            biased;
-            () = running.generation.cancelled() => Outcome::Cancelled,
-            result = tokio::time::timeout(self.config.turn_timeout, running.machine.turn(input)) => match result {
-                Err(_) => Outcome::TimedOut,
-                Ok(Ok(output)) => Outcome::Completed(output),
-                Ok(Err(err)) => Outcome::Failed(err),
-            },
-        };
-        let duration_ms = clock.elapsed().as_millis() as i64;
-
         let mut record = TurnRecord {
             id: turn_id.clone(),
             instance_id: agent.id.clone(),
@@ -180,14 +169,29 @@ impl Hosting {
             error: String::new(),
             queued_at,
             started_at,
-            duration_ms,
+            duration_ms: 0,
             input_tokens: 0,
             output_tokens: 0,
             model: model.clone(),
             cost_nanocents: 0,
             chat_id: origin.chat_id,
             lease_epoch: agent.epoch,
+            marked_in_flight: false,
         };
+        // A turn that outlives its replica is found by the next owner (`super::in_flight`).
+        let mark = self.recorder.mark_in_flight(&record);
+        let outcome = tokio::select! {
+            biased;
+            () = running.generation.cancelled() => Outcome::Cancelled,
+            result = tokio::time::timeout(self.config.turn_timeout, running.machine.turn(input)) => match result {
+                Err(_) => Outcome::TimedOut,
+                Ok(Ok(output)) => Outcome::Completed(output),
+                Ok(Err(err)) => Outcome::Failed(err),
+            },
+        };
+        let duration_ms = clock.elapsed().as_millis() as i64;
+        record.duration_ms = duration_ms;
+        record.marked_in_flight = mark.finish().await;
         let failure = match &outcome {
             Outcome::Completed(out) => {
                 record.reply.clone_from(&out.reply);

@@ -110,7 +110,8 @@ pub fn forwarded_error(status: &tonic::Status, instance_id: &str) -> ApiError {
         ErrorReason::Unavailable,
         format!(
             "the replica running agent {instance_id} could not be reached or went away during the call ({}); a turn \
-             that did not finish is not charged; retry in a few seconds",
+             that did not finish is not charged (its next owner lists it as interrupted in the agent's activity); \
+             retry in a few seconds",
             status.message()
         ),
     )
