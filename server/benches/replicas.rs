@@ -6,6 +6,9 @@
 //! - echo turns over REST across 30 agents, 32 concurrent callers for 5 s: through one
 //!   replica, then through three (agents provisioned round-robin, each caller on one
 //!   replica, so two calls in three are forwarded to the agent's owner): turns/s, p50, p99;
+//! - live streams across replicas: 10 brain-stream clients on the second and third
+//!   replica while 200 OTLP/HTTP exports of one span each go to the first, one every 5 ms:
+//!   the time from sending an export to each client receiving its span (p50, p99);
 //! - takeover: SIGKILL of one of the three, then the time until every agent it ran
 //!   answers through the others (lease TTL 3 s).
 //!
@@ -21,9 +24,10 @@ use std::{
 };
 
 use roost_tests::{
-    Api, TestDatabase,
+    Api, SseClient, TestDatabase,
     process::{create_account, replica_command, serve_replica},
 };
+use serde_json::json;
 
 const AGENTS: usize = 30;
 const CALLERS: usize = 32;
@@ -34,6 +38,8 @@ const TTL_SECS: u64 = 3;
 struct Replica {
     child: Child,
     api: Api,
+    base: String,
+    http: reqwest::Client,
 }
 
 impl Drop for Replica {
@@ -46,7 +52,7 @@ impl Drop for Replica {
 fn serve(db: &str, data_dir: &Path) -> Replica {
     let (child, base) = serve_replica(replica_command(env!("CARGO_BIN_EXE_roost"), db, data_dir), TTL_SECS, &[]);
     let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("client");
-    Replica { child, api: Api::new(http, base, None) }
+    Replica { child, api: Api::new(http.clone(), base.clone(), None), base, http }
 }
 
 fn account(db: &str, data_dir: &Path) -> String {
@@ -100,6 +106,55 @@ async fn turns(replicas: &[Replica], key: &str, ids: &[String]) -> (f64, Vec<Dur
     (rate, all)
 }
 
+/// Exports through the first replica, brain-stream clients on the others: each client's
+/// delay per span.
+async fn streams_across(replicas: &[Replica]) -> Vec<Duration> {
+    const REQUESTS: usize = 200;
+    const CLIENTS: usize = 10;
+    let sent: Arc<std::sync::Mutex<Vec<Option<Instant>>>> = Arc::new(std::sync::Mutex::new(vec![None; REQUESTS]));
+    let mut clients = Vec::new();
+    for c in 0..CLIENTS {
+        let replica = &replicas[1 + c % (replicas.len() - 1)];
+        let mut client =
+            SseClient::open(replica.http.get(format!("{}/api/brain-stream", replica.base))).await.expect("stream");
+        let sent = sent.clone();
+        clients.push(tokio::spawn(async move {
+            let mut took = Vec::new();
+            while took.len() < REQUESTS {
+                let Some(item) = client.next_event(Duration::from_secs(10)).await else { break };
+                let title = item.json()["title"].as_str().unwrap_or_default().to_owned();
+                let n = title.strip_prefix("bench-").and_then(|n| n.parse::<usize>().ok());
+                if let Some(at) = n.and_then(|n| sent.lock().expect("lock")[n]) {
+                    took.push(at.elapsed());
+                }
+            }
+            took
+        }));
+    }
+    let target = format!("{}/v1/traces", replicas[0].base);
+    for n in 0..REQUESTS {
+        let export = json!({"resourceSpans": [{
+            "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "bench"}}]},
+            "scopeSpans": [{"scope": {"name": "bench"}, "spans": [{
+                "traceId": format!("{:032x}", n + 1), "spanId": "0000000000000001", "name": format!("bench-{n}"),
+                "kind": 1, "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000001000000000",
+            }]}],
+        }]});
+        sent.lock().expect("lock")[n] = Some(Instant::now());
+        let reply = replicas[0].http.post(&target).json(&export).send().await.expect("export");
+        assert_eq!(reply.status(), 200);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut all = Vec::new();
+    for client in clients {
+        let took = client.await.expect("client");
+        assert_eq!(took.len(), REQUESTS, "a client missed spans");
+        all.extend(took);
+    }
+    all.sort_unstable();
+    all
+}
+
 fn report(what: &str, rate: f64, took: &[Duration]) {
     let at = |q: f64| took[((took.len() as f64 * q) as usize).min(took.len() - 1)];
     println!(
@@ -120,6 +175,14 @@ async fn main() {
     let (_db, _dir, mut replicas, key, ids) = cluster(3).await;
     let (rate, took) = turns(&replicas, &key, &ids).await;
     report("3 replicas (2 calls in 3 forwarded)", rate, &took);
+    let delays = streams_across(&replicas).await;
+    let at = |q: f64| delays[((delays.len() as f64 * q) as usize).min(delays.len() - 1)].as_secs_f64() * 1e3;
+    println!(
+        "ingest on one replica -> brain stream on the others: p50 {:.2} ms, p99 {:.2} ms ({} deliveries)",
+        at(0.5),
+        at(0.99),
+        delays.len()
+    );
 
     // Takeover: the agents provisioned through the third replica run there.
     let moved: Vec<&String> = ids.iter().skip(2).step_by(3).collect();

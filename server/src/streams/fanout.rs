@@ -19,11 +19,17 @@
 //! (ids are handed out before commit) is not re-read: a stream is for watching; the store
 //! and `q/1` hold everything.
 //!
+//! **Nobody watching, nothing read.** A replica reads rows back for a stream only while it
+//! has a client on it, or had one less than [`WATCH_WINDOW`] ago (a client that reconnects
+//! resumes from the buffer). A cluster busy with turns and ingest but with nobody on the
+//! live page costs each replica no reads of the others' rows.
+//!
 //! SQLite is one process: nothing is sent and nothing listens.
 
 use std::{
     collections::{HashSet, VecDeque},
     sync::Arc,
+    time::Duration,
 };
 
 use serde::{Deserialize, Serialize};
@@ -44,6 +50,8 @@ pub const CATCH_UP_ROWS: i64 = 4096;
 const MAX_PAYLOAD: usize = 7_000;
 /// Own id ranges remembered per kind, to leave out of a catch-up.
 const OWN_RANGES: usize = 4096;
+/// How long after its last client left a stream still gets other replicas' rows.
+pub const WATCH_WINDOW: Duration = Duration::from_secs(60);
 
 /// The store ids of rows one transaction stored, for the other replicas' streams. Empty on
 /// SQLite (only PostgreSQL fans out).
@@ -220,13 +228,8 @@ pub struct Fanout {
 impl Fanout {
     /// Starts from the newest rows stored now: what is already there is history, not live.
     pub async fn start(pool: PgPool, live: Arc<Live>) -> Result<Self> {
-        let (spans, logs, events): (i64, i64, i64) = sqlx::query_as(
-            "SELECT (SELECT COALESCE(MAX(id), 0) FROM spans), (SELECT COALESCE(MAX(id), 0) FROM logs), \
-             (SELECT COALESCE(MAX(seq), 0) FROM events)",
-        )
-        .fetch_one(&pool)
-        .await?;
-        Ok(Self { pool, live, marks: Marks { spans, logs, events }, caught: Default::default() })
+        let marks = newest(&pool).await?;
+        Ok(Self { pool, live, marks, caught: Default::default() })
     }
 
     /// A `roost_live` payload: another replica's rows are read and published; this
@@ -250,19 +253,20 @@ impl Fanout {
 
     async fn publish(&mut self, notice: &Notice) -> Result<()> {
         let fresh = |caught: &HashSet<i64>, id: i64| !caught.contains(&id);
+        let brain = self.live.brain.watched_within(WATCH_WINDOW);
         let mut activity = Vec::new();
-        if !notice.spans.is_empty() {
+        if brain && !notice.spans.is_empty() {
             let rows = read(&self.pool, SPANS, &notice.spans).await?;
             activity.extend(rows.iter().filter(|r| fresh(&self.caught[0], r.get("id"))).map(span_item));
         }
-        if !notice.events.is_empty() {
+        if brain && !notice.events.is_empty() {
             let rows = read(&self.pool, EVENTS, &notice.events).await?;
             activity.extend(rows.iter().filter(|r| fresh(&self.caught[2], r.get("seq"))).map(event_item));
         }
         if !activity.is_empty() {
             self.live.brain.publish_all(activity);
         }
-        if !notice.logs.is_empty() {
+        if !notice.logs.is_empty() && self.live.logs.watched_within(WATCH_WINDOW) {
             let rows = read(&self.pool, LOGS, &notice.logs).await?;
             let lines: Vec<_> = rows.iter().filter(|r| fresh(&self.caught[1], r.get("id"))).map(log_item).collect();
             if !lines.is_empty() {
@@ -275,6 +279,10 @@ impl Fanout {
     /// After the listener reconnected: publishes the rows past the marks that other
     /// replicas stored while nobody listened.
     pub async fn catch_up(&mut self) -> Result<()> {
+        if !self.live.brain.watched_within(WATCH_WINDOW) && !self.live.logs.watched_within(WATCH_WINDOW) {
+            self.marks = newest(&self.pool).await?;
+            return Ok(());
+        }
         let spans = read_newest(&self.pool, SPANS, "id", self.marks.spans).await?;
         let logs = read_newest(&self.pool, LOGS, "id", self.marks.logs).await?;
         let events = read_newest(&self.pool, EVENTS, "seq", self.marks.events).await?;
@@ -303,6 +311,17 @@ impl Fanout {
         }
         Ok(())
     }
+}
+
+/// The newest ids stored now.
+async fn newest(pool: &PgPool) -> Result<Marks> {
+    let (spans, logs, events): (i64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT COALESCE(MAX(id), 0) FROM spans), (SELECT COALESCE(MAX(id), 0) FROM logs), \
+         (SELECT COALESCE(MAX(seq), 0) FROM events)",
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(Marks { spans, logs, events })
 }
 
 /// The columns of a span the brain stream shows.

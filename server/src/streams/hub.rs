@@ -13,7 +13,7 @@
 use std::{
     collections::VecDeque,
     sync::{Arc, Mutex},
-    time::{SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
@@ -43,6 +43,8 @@ pub struct Hub<T> {
     latest: watch::Sender<u64>,
     clients: Arc<Semaphore>,
     max_clients: usize,
+    /// When the last subscriber went away (`None`: none ever did).
+    last_left: Mutex<Option<Instant>>,
 }
 
 /// Too many subscribers already.
@@ -62,6 +64,7 @@ impl<T> Hub<T> {
             latest: watch::Sender::new(first_id - 1),
             clients: Arc::new(Semaphore::new(max_clients)),
             max_clients,
+            last_left: Mutex::new(None),
         }
     }
 
@@ -99,6 +102,17 @@ impl<T> Hub<T> {
         self.max_clients - self.clients.available_permits()
     }
 
+    /// Whether a subscriber is connected, or one left less than `window` ago (and may
+    /// come back to resume from the buffer).
+    pub fn watched_within(&self, window: Duration) -> bool {
+        self.clients() > 0
+            || self
+                .last_left
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .is_some_and(|left| left.elapsed() < window)
+    }
+
     /// A subscriber that starts after `after` (an id it saw), or with the next item
     /// published when `after` is `None`; `Full` over the client cap.
     pub fn subscribe(self: &Arc<Self>, after: Option<u64>) -> Result<Subscriber<T>, Full> {
@@ -134,6 +148,12 @@ pub struct Subscriber<T> {
     cursor: u64,
     latest: watch::Receiver<u64>,
     _permit: OwnedSemaphorePermit,
+}
+
+impl<T> Drop for Subscriber<T> {
+    fn drop(&mut self) {
+        *self.hub.last_left.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Instant::now());
+    }
 }
 
 impl<T> Subscriber<T> {
@@ -205,5 +225,16 @@ mod tests {
         drop(before);
         let mut ahead = hub.subscribe(Some(u64::MAX - 1)).unwrap();
         assert_eq!(items(&ahead.next_batch(10).await), [1, 2]);
+    }
+
+    #[test]
+    fn a_hub_is_watched_while_a_subscriber_is_there_and_for_a_while_after() {
+        let hub = Arc::new(Hub::<u32>::new(4, 2));
+        assert!(!hub.watched_within(Duration::from_secs(60)), "nobody ever came");
+        let subscriber = hub.subscribe(None).unwrap();
+        assert!(hub.watched_within(Duration::ZERO));
+        drop(subscriber);
+        assert!(hub.watched_within(Duration::from_secs(60)), "it may come back");
+        assert!(!hub.watched_within(Duration::ZERO), "gone for longer than the window");
     }
 }
