@@ -128,7 +128,11 @@ impl Recorder {
     /// Writes the turn `record` describes as in flight if it is still running after
     /// [`super::in_flight::MARK_AFTER`]; finish the mark when the turn ends.
     pub fn mark_in_flight(&self, record: &TurnRecord) -> InFlightMark {
-        InFlightMark::after(self.jobs.clone(), record.clone(), |r| Job::Started(Box::new(r)))
+        // The message is not checked at the API boundary either: a NUL in it must not fail
+        // the recorder's batch.
+        let mut record = record.clone();
+        record.make_storable();
+        InFlightMark::after(self.jobs.clone(), record, |r| Job::Started(Box::new(r)))
     }
 
     /// Waits until every turn recorded before this call is committed.
