@@ -252,27 +252,18 @@ impl Fanout {
     }
 
     async fn publish(&mut self, notice: &Notice) -> Result<()> {
-        let fresh = |caught: &HashSet<i64>, id: i64| !caught.contains(&id);
         let brain = self.live.brain.watched_within(WATCH_WINDOW);
-        let mut activity = Vec::new();
-        if brain && !notice.spans.is_empty() {
-            let rows = read(&self.pool, SPANS, &notice.spans).await?;
-            activity.extend(rows.iter().filter(|r| fresh(&self.caught[0], r.get("id"))).map(span_item));
+        let logs = self.live.logs.watched_within(WATCH_WINDOW);
+        let mut spans = read(&self.pool, &SPANS, if brain { &notice.spans } else { &[] }).await?;
+        let mut events = read(&self.pool, &EVENTS, if brain { &notice.events } else { &[] }).await?;
+        let mut lines = read(&self.pool, &LOGS, if logs { &notice.logs } else { &[] }).await?;
+        // Rows the last catch-up published already.
+        for ((rows, kind), caught) in
+            [(&mut spans, &SPANS), (&mut lines, &LOGS), (&mut events, &EVENTS)].into_iter().zip(&self.caught)
+        {
+            rows.retain(|r| !caught.contains(&kind.id(r)));
         }
-        if brain && !notice.events.is_empty() {
-            let rows = read(&self.pool, EVENTS, &notice.events).await?;
-            activity.extend(rows.iter().filter(|r| fresh(&self.caught[2], r.get("seq"))).map(event_item));
-        }
-        if !activity.is_empty() {
-            self.live.brain.publish_all(activity);
-        }
-        if !notice.logs.is_empty() && self.live.logs.watched_within(WATCH_WINDOW) {
-            let rows = read(&self.pool, LOGS, &notice.logs).await?;
-            let lines: Vec<_> = rows.iter().filter(|r| fresh(&self.caught[1], r.get("id"))).map(log_item).collect();
-            if !lines.is_empty() {
-                self.live.logs.publish_all(lines);
-            }
-        }
+        self.show(&spans, &events, &lines);
         Ok(())
     }
 
@@ -283,25 +274,32 @@ impl Fanout {
             self.marks = newest(&self.pool).await?;
             return Ok(());
         }
-        let spans = read_newest(&self.pool, SPANS, "id", self.marks.spans).await?;
-        let logs = read_newest(&self.pool, LOGS, "id", self.marks.logs).await?;
-        let events = read_newest(&self.pool, EVENTS, "seq", self.marks.events).await?;
-        let top =
-            |rows: &[PgRow], key: &str, mark: i64| rows.iter().map(|r| r.get::<i64, _>(key)).max().unwrap_or(mark);
+        let mut spans = read_newest(&self.pool, &SPANS, self.marks.spans).await?;
+        let mut logs = read_newest(&self.pool, &LOGS, self.marks.logs).await?;
+        let mut events = read_newest(&self.pool, &EVENTS, self.marks.events).await?;
+        let top = |rows: &[PgRow], kind: &Kind, mark: i64| rows.iter().map(|r| kind.id(r)).max().unwrap_or(mark);
         self.marks = Marks {
-            spans: top(&spans, "id", self.marks.spans),
-            logs: top(&logs, "id", self.marks.logs),
-            events: top(&events, "seq", self.marks.events),
+            spans: top(&spans, &SPANS, self.marks.spans),
+            logs: top(&logs, &LOGS, self.marks.logs),
+            events: top(&events, &EVENTS, self.marks.events),
         };
-        let (spans, logs, events) = {
+        {
             let own = self.live.own.lock().unwrap_or_else(|p| p.into_inner());
-            let others = |rows: Vec<PgRow>, key: &str, own: &VecDeque<Range>| -> Vec<PgRow> {
-                rows.into_iter().filter(|r| !OwnIds::holds(own, r.get(key))).collect()
-            };
-            (others(spans, "id", &own.spans), others(logs, "id", &own.logs), others(events, "seq", &own.events))
-        };
-        let ids = |rows: &[PgRow], key: &str| rows.iter().map(|r| r.get::<i64, _>(key)).collect::<HashSet<i64>>();
-        self.caught = [ids(&spans, "id"), ids(&logs, "id"), ids(&events, "seq")];
+            for (rows, kind, own) in
+                [(&mut spans, &SPANS, &own.spans), (&mut logs, &LOGS, &own.logs), (&mut events, &EVENTS, &own.events)]
+            {
+                rows.retain(|r| !OwnIds::holds(own, kind.id(r)));
+            }
+        }
+        let ids = |rows: &[PgRow], kind: &Kind| rows.iter().map(|r| kind.id(r)).collect::<HashSet<i64>>();
+        self.caught = [ids(&spans, &SPANS), ids(&logs, &LOGS), ids(&events, &EVENTS)];
+        self.show(&spans, &events, &logs);
+        Ok(())
+    }
+
+    /// Publishes rows read back: spans and events on the brain stream, logs on the log
+    /// stream.
+    fn show(&self, spans: &[PgRow], events: &[PgRow], logs: &[PgRow]) {
         let activity: Vec<_> = spans.iter().map(span_item).chain(events.iter().map(event_item)).collect();
         if !activity.is_empty() {
             self.live.brain.publish_all(activity);
@@ -309,7 +307,6 @@ impl Fanout {
         if !logs.is_empty() {
             self.live.logs.publish_all(logs.iter().map(log_item));
         }
-        Ok(())
     }
 }
 
@@ -324,18 +321,37 @@ async fn newest(pool: &PgPool) -> Result<Marks> {
     Ok(Marks { spans, logs, events })
 }
 
-/// The columns of a span the brain stream shows.
-const SPANS: &str = "SELECT id, trace_id, span_id, name, start_ns, status_code, service, session_id, agent_id, \
-     request_model, response_model, input_tokens, output_tokens, cost_nanocents, attributes FROM spans";
-/// The columns of a log record the log stream shows.
-const LOGS: &str = "SELECT id, time_ns, severity_number, body, service, session_id, trace_id FROM logs";
-/// The columns of an event the brain stream shows.
-const EVENTS: &str = "SELECT seq, run_id, id, ts_ns, event_type, session_id, agent_id, tool_name, model, role, \
-     input_tokens, output_tokens, cost_nanocents, data FROM events";
+/// A kind of row read back: the columns its stream shows, and its id column.
+struct Kind {
+    select: &'static str,
+    key: &'static str,
+}
 
-/// The rows of `select` whose id is in `ranges`, in id order.
-async fn read(pool: &PgPool, select: &str, ranges: &[Range]) -> Result<Vec<PgRow>> {
-    let key = if select == EVENTS { "seq" } else { "id" };
+impl Kind {
+    fn id(&self, row: &PgRow) -> i64 {
+        row.get(self.key)
+    }
+}
+
+const SPANS: Kind = Kind {
+    select: "SELECT id, trace_id, span_id, name, start_ns, status_code, service, session_id, agent_id, \
+             request_model, response_model, input_tokens, output_tokens, cost_nanocents, attributes FROM spans",
+    key: "id",
+};
+const LOGS: Kind =
+    Kind { select: "SELECT id, time_ns, severity_number, body, service, session_id, trace_id FROM logs", key: "id" };
+const EVENTS: Kind = Kind {
+    select: "SELECT seq, run_id, id, ts_ns, event_type, session_id, agent_id, tool_name, model, role, \
+             input_tokens, output_tokens, cost_nanocents, data FROM events",
+    key: "seq",
+};
+
+/// The rows of `kind` whose id is in `ranges`, in id order (none for no ranges).
+async fn read(pool: &PgPool, kind: &Kind, ranges: &[Range]) -> Result<Vec<PgRow>> {
+    if ranges.is_empty() {
+        return Ok(Vec::new());
+    }
+    let Kind { select, key } = kind;
     let (lo, hi): (Vec<i64>, Vec<i64>) = ranges.iter().map(|r| (r[0], r[1])).unzip();
     // A join, so each range is one index range scan (the ranges never overlap).
     let sql = format!(
@@ -345,8 +361,9 @@ async fn read(pool: &PgPool, select: &str, ranges: &[Range]) -> Result<Vec<PgRow
     Ok(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(lo).bind(hi).fetch_all(pool).await?)
 }
 
-/// The newest [`CATCH_UP_ROWS`] rows of `select` past `mark`, in id order.
-async fn read_newest(pool: &PgPool, select: &str, key: &str, mark: i64) -> Result<Vec<PgRow>> {
+/// The newest [`CATCH_UP_ROWS`] rows of `kind` past `mark`, in id order.
+async fn read_newest(pool: &PgPool, kind: &Kind, mark: i64) -> Result<Vec<PgRow>> {
+    let Kind { select, key } = kind;
     let sql =
         format!("SELECT * FROM ({select} WHERE {key} > $1 ORDER BY {key} DESC LIMIT $2) AS newest ORDER BY {key}");
     // Built from this module's constants only.
