@@ -25,6 +25,11 @@
 //!
 //! Hosted process runtimes send their OTLP telemetry back to roost; they get an internal
 //! ingest token (never a dashboard token), accepted on the OTLP paths only.
+//!
+//! `Host` is checked before anything else ([`crate::hosts`]): on every route but `/healthz`
+//! while loopback callers are trusted (no `SERVICE_API_TOKENS`), and on `/mcp` always (as
+//! rmcp's own check did), so a page that rebinds its DNS name to 127.0.0.1 gets 403
+//! `bad_host` instead of the dashboard.
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -37,7 +42,7 @@ use axum::{
 use http::{HeaderMap, Method, header};
 use roost_proto::{ApiError, ErrorReason};
 
-use crate::HttpError;
+use crate::{HttpError, hosts::HostAllowList};
 
 /// The dashboard's sign-in form (open: it is where refused page visitors are sent).
 pub const SIGN_IN_PATH: &str = "/dashboard/signin";
@@ -52,6 +57,8 @@ pub struct AccessPolicy {
     pub api_tokens: Vec<String>,
     /// Accepted on the OTLP ingest paths only: what hosted runtimes present.
     pub ingest_token: Option<String>,
+    /// The `Host` names roost answers to (the DNS-rebinding guard).
+    pub hosts: HostAllowList,
 }
 
 /// How a path is guarded.
@@ -145,6 +152,7 @@ impl AccessPolicy {
         headers: &HeaderMap,
         peer: Option<SocketAddr>,
     ) -> Result<(), ApiError> {
+        self.check_host(path, headers)?;
         let guard = guard(path);
         let reads = matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
         if guard == Guard::App && !reads {
@@ -190,6 +198,28 @@ impl AccessPolicy {
 }
 
 impl AccessPolicy {
+    /// Refuses a `Host` roost does not answer to, where the rebinding guard applies: every
+    /// route but `/healthz` while loopback callers are trusted, `/mcp` always.
+    fn check_host(&self, path: &str, headers: &HeaderMap) -> Result<(), ApiError> {
+        let mcp = path == "/mcp" || path.starts_with("/mcp/");
+        if !(mcp || self.api_tokens.is_empty()) || path == "/healthz" {
+            return Ok(());
+        }
+        let Some(host) = headers.get(header::HOST) else { return Ok(()) };
+        let host = host.to_str().unwrap_or("(not text)");
+        if self.hosts.allows(host) {
+            return Ok(());
+        }
+        Err(ApiError::new(
+            ErrorReason::BadHost,
+            format!(
+                "roost does not answer to the host {host} (a guard against DNS rebinding); if that is roost's name, \
+                 start it with --allowed-hosts {name}",
+                name = crate::hosts::hostname(host)
+            ),
+        ))
+    }
+
     /// How the dashboard would see this caller (see [`DashboardAccess`]).
     pub fn dashboard_access(&self, headers: &HeaderMap, peer: Option<SocketAddr>) -> DashboardAccess {
         if self.api_tokens.is_empty() {
@@ -302,7 +332,11 @@ mod tests {
     use super::*;
 
     fn policy(tokens: &[&str]) -> AccessPolicy {
-        AccessPolicy { api_tokens: tokens.iter().map(|t| (*t).to_owned()).collect(), ingest_token: Some("rt".into()) }
+        AccessPolicy {
+            api_tokens: tokens.iter().map(|t| (*t).to_owned()).collect(),
+            ingest_token: Some("rt".into()),
+            hosts: HostAllowList::default(),
+        }
     }
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
@@ -361,13 +395,27 @@ mod tests {
         let null = headers(&[("host", "127.0.0.1:8900"), ("origin", "null")]);
         assert!(p.check(&Method::POST, "/api/alerts", None, &same, LOCAL).is_ok());
         assert!(p.check(&Method::POST, "/api/alerts", None, &referer, LOCAL).is_ok());
-        assert!(p.check(&Method::POST, "/api/alerts", None, &headers(&[("host", "h")]), LOCAL).is_ok());
+        assert!(p.check(&Method::POST, "/api/alerts", None, &headers(&[("host", "localhost")]), LOCAL).is_ok());
         for refused in [&foreign, &null] {
             let err = p.check(&Method::POST, "/api/alerts", None, refused, LOCAL).unwrap_err();
             assert_eq!(err.reason(), ErrorReason::CrossOrigin);
         }
         // Reads are not origin-checked.
         assert!(p.check(&Method::GET, "/api/alerts", None, &foreign, LOCAL).is_ok());
+    }
+
+    #[test]
+    fn hosts_are_checked_while_loopback_is_trusted_and_on_mcp_always() {
+        let rebound = headers(&[("host", "rebind.attacker.example:8900")]);
+        for path in ["/api/usage", "/dashboard", "/api/instances", "/", "/mcp"] {
+            let err = policy(&[]).check(&Method::GET, path, None, &rebound, LOCAL).unwrap_err();
+            assert_eq!(err.reason(), ErrorReason::BadHost, "{path}");
+        }
+        assert!(policy(&[]).check(&Method::GET, "/healthz", None, &rebound, LOCAL).is_ok());
+        let with_token = headers(&[("host", "rebind.attacker.example"), ("authorization", "Bearer a")]);
+        assert!(policy(&["a"]).check(&Method::GET, "/api/usage", None, &with_token, REMOTE).is_ok());
+        let err = policy(&["a"]).check(&Method::POST, "/mcp", None, &with_token, REMOTE).unwrap_err();
+        assert_eq!(err.reason(), ErrorReason::BadHost);
     }
 
     #[test]

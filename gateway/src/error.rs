@@ -35,6 +35,11 @@ impl IntoResponse for HttpError {
         if reason.is_server_fault() {
             tracing::warn!(code = reason.code(), error = self.0.message(), "request failed");
         }
-        (reason.http_status(), Json(self.0.to_json())).into_response()
+        let mut response = (reason.http_status(), Json(self.0.to_json())).into_response();
+        // A bound on work in flight frees up within moments: say when to come back.
+        if reason == ErrorReason::Overloaded {
+            response.headers_mut().insert(http::header::RETRY_AFTER, http::HeaderValue::from_static("1"));
+        }
+        response
     }
 }

@@ -7,11 +7,13 @@
 
 pub mod access;
 pub mod api;
+pub mod brake;
 mod call;
 mod codec;
 mod error;
 mod extract;
 mod fallback;
+pub mod hosts;
 pub mod mcp;
 pub mod metrics;
 pub mod openapi;
@@ -81,6 +83,8 @@ pub struct Core {
     pub mcp: mcp::McpState,
     /// Use counts of routes and tools, drained by the core for the skills page.
     pub usage: Arc<usage::UsageCounters>,
+    /// The brake on guessing dashboard tokens at `/dashboard/signin`.
+    pub token_brake: brake::Brake,
 }
 
 /// Limits the gateway enforces before a request reaches the core.
@@ -92,8 +96,9 @@ pub struct GatewayOptions {
     pub max_otlp_body_bytes: usize,
     /// How often an idle SSE stream sends a keepalive comment.
     pub sse_keepalive: std::time::Duration,
-    /// `Host` values `/mcp` accepts (DNS-rebinding protection); `*` accepts any.
-    pub mcp_allowed_hosts: Vec<String>,
+    /// Every cookie gets `Secure` (roost's `--public-url` is https); otherwise only pages
+    /// that came over https (`X-Forwarded-Proto`) set them so.
+    pub secure_cookies: bool,
 }
 
 impl Default for GatewayOptions {
@@ -102,7 +107,7 @@ impl Default for GatewayOptions {
             max_json_body_bytes: 1024 * 1024,
             max_otlp_body_bytes: 32 * 1024 * 1024,
             sse_keepalive: std::time::Duration::from_secs(15),
-            mcp_allowed_hosts: ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec(),
+            secure_cookies: false,
         }
     }
 }

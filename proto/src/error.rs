@@ -17,7 +17,7 @@ pub const ERROR_DOMAIN: &str = "roost";
 
 impl ErrorReason {
     /// Every reason roost sends, for tests and docs that enumerate the table.
-    pub const ALL: [ErrorReason; 16] = [
+    pub const ALL: [ErrorReason; 19] = [
         Self::Unauthenticated,
         Self::NotFound,
         Self::InsufficientCredits,
@@ -34,6 +34,9 @@ impl ErrorReason {
         Self::Unavailable,
         Self::Internal,
         Self::RateLimited,
+        Self::BadHost,
+        Self::UnpricedModel,
+        Self::Overloaded,
     ];
 
     /// The stable string clients switch on: the REST `code` and the ErrorInfo reason.
@@ -54,13 +57,13 @@ impl ErrorReason {
             Self::NotFound => H::NOT_FOUND,
             Self::InsufficientCredits => H::PAYMENT_REQUIRED,
             Self::DeploySettling | Self::WrongState => H::CONFLICT,
-            Self::InvalidArgument => H::BAD_REQUEST,
+            Self::InvalidArgument | Self::UnpricedModel => H::BAD_REQUEST,
             Self::PayloadTooLarge => H::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => H::UNSUPPORTED_MEDIA_TYPE,
-            Self::QueueFull | Self::RateLimited => H::TOO_MANY_REQUESTS,
+            Self::QueueFull | Self::RateLimited | Self::Overloaded => H::TOO_MANY_REQUESTS,
             Self::TurnTimeout => H::GATEWAY_TIMEOUT,
             Self::RuntimeFailed => H::BAD_GATEWAY,
-            Self::CrossOrigin => H::FORBIDDEN,
+            Self::CrossOrigin | Self::BadHost => H::FORBIDDEN,
             Self::MethodNotAllowed => H::METHOD_NOT_ALLOWED,
             Self::Unavailable => H::SERVICE_UNAVAILABLE,
             Self::Unspecified | Self::Internal => H::INTERNAL_SERVER_ERROR,
@@ -74,11 +77,13 @@ impl ErrorReason {
             Self::NotFound => Code::NotFound,
             Self::InsufficientCredits | Self::WrongState => Code::FailedPrecondition,
             Self::DeploySettling => Code::Aborted,
-            Self::InvalidArgument | Self::PayloadTooLarge | Self::UnsupportedMediaType => Code::InvalidArgument,
-            Self::QueueFull | Self::RateLimited => Code::ResourceExhausted,
+            Self::InvalidArgument | Self::PayloadTooLarge | Self::UnsupportedMediaType | Self::UnpricedModel => {
+                Code::InvalidArgument
+            }
+            Self::QueueFull | Self::RateLimited | Self::Overloaded => Code::ResourceExhausted,
             Self::TurnTimeout => Code::DeadlineExceeded,
             Self::RuntimeFailed | Self::Unavailable => Code::Unavailable,
-            Self::CrossOrigin => Code::PermissionDenied,
+            Self::CrossOrigin | Self::BadHost => Code::PermissionDenied,
             Self::MethodNotAllowed => Code::Unimplemented,
             Self::Unspecified | Self::Internal => Code::Internal,
         }
@@ -235,6 +240,9 @@ mod tests {
             ("unavailable", 503, Code::Unavailable),
             ("internal", 500, Code::Internal),
             ("rate_limited", 429, Code::ResourceExhausted),
+            ("bad_host", 403, Code::PermissionDenied),
+            ("unpriced_model", 400, Code::InvalidArgument),
+            ("overloaded", 429, Code::ResourceExhausted),
         ];
         assert_eq!(table.len(), ErrorReason::ALL.len());
         for (code, http, grpc) in table {

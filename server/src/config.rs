@@ -7,6 +7,7 @@ use roost_gateway::{AccessPolicy, GatewayOptions};
 use crate::{
     agents::HostingConfig,
     billing::stripe::StripeConfig,
+    connections::ConnectionLimits,
     node::pusher::PushConfig,
     secrets::SecretKey,
     store::{DatabaseUrl, StoreOptions},
@@ -32,6 +33,8 @@ pub struct ServeConfig {
     /// How long in-flight requests may run after a shutdown signal before their
     /// connections are closed.
     pub shutdown_grace: Duration,
+    /// Bounds on client connections: timeouts and how many may be open.
+    pub connections: ConnectionLimits,
     /// Bounds of the raw telemetry.
     pub retention: RetentionConfig,
     /// What ingest keeps of each request's strings and lists (`--max-attribute-bytes`).
@@ -79,6 +82,7 @@ impl ServeConfig {
             gateway: GatewayOptions::default(),
             hosting: HostingConfig::default(),
             shutdown_grace: Duration::from_secs(30),
+            connections: ConnectionLimits::default(),
             retention: RetentionConfig::default(),
             telemetry: Limits::default(),
             push: None,

@@ -12,6 +12,7 @@ pub mod build_info;
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod connections;
 pub mod control;
 pub mod error;
 pub mod features;

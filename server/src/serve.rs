@@ -3,11 +3,10 @@
 use std::{net::SocketAddr, sync::Arc};
 
 use anyhow::Context as _;
-use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower_http::trace::TraceLayer;
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::{
     ServeConfig,
@@ -82,12 +81,14 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     // Process runtimes send their telemetry back here.
     let mut access = config.access.clone();
     access.ingest_token = Some(crate::ids::random_base32(32));
+    let advertised = config.advertise_addr.clone().unwrap_or_else(|| reachable(addr).to_string());
+    // Other replicas call this one by its advertised name.
+    access.hosts.add(&advertised);
     let access = Arc::new(access);
     let otlp = OtlpExport {
         endpoint: format!("http://{}", reachable(addr)),
         token: access.ingest_token.clone().unwrap_or_default(),
     };
-    let advertised = config.advertise_addr.clone().unwrap_or_else(|| reachable(addr).to_string());
     let replica = Replica::start(&config.data_dir, advertised, config.lease_ttl, config.agent_capacity)
         .context("recording the replica id in the data directory")?;
     let peers = Peers::load(&store).await.context("reading the cluster's internal token")?;
@@ -233,6 +234,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         access: access.clone(),
         mcp: roost_gateway::mcp::McpState::new(shutdown.clone()),
         usage,
+        token_brake: Default::default(),
     };
     let (router, _health) = grpc::add_services(roost_gateway::router(core), &services).await?;
     // Outside the access check, so refused requests are counted too.
@@ -249,37 +251,23 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     let mut servers = tokio::task::JoinSet::new();
     for listener in listeners {
         let addr = listener.local_addr().context("reading a listener's address")?;
-        // No Nagle: HTTP/2 answers in several small writes (headers, data, trailers), and
-        // delayed ACKs would hold the last one back for tens of milliseconds.
-        let listener = listener.tap_io(|tcp| {
-            if let Err(err) = tcp.set_nodelay(true) {
-                tracing::debug!(error = %err, "could not set TCP_NODELAY");
-            }
-        });
-        let app = app.clone().into_make_service_with_connect_info::<SocketAddr>();
-        servers
-            .spawn(axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned()).into_future());
+        servers.spawn(crate::connections::serve(
+            listener,
+            app.clone(),
+            config.connections.clone(),
+            shutdown.clone(),
+            config.shutdown_grace,
+        ));
         info!(%addr, "listening");
     }
-    let served = {
-        let drained = async {
-            while let Some(result) = servers.join_next().await {
-                result.context("server task")?.context("serving")?;
-            }
-            anyhow::Ok(())
-        };
-        tokio::pin!(drained);
-        tokio::select! {
-            result = &mut drained => result,
-            () = shutdown.cancelled() => match tokio::time::timeout(config.shutdown_grace, &mut drained).await {
-                Ok(result) => result,
-                Err(_) => {
-                    warn!(grace = ?config.shutdown_grace, "grace period over; closing open connections");
-                    Ok(())
-                }
-            },
+    // Each listener stops accepting at shutdown and closes its connections within the grace.
+    let served = async {
+        while let Some(result) = servers.join_next().await {
+            result.context("server task")?;
         }
-    };
+        anyhow::Ok(())
+    }
+    .await;
     servers.abort_all();
     workers.cancel();
     let _ = renewals.await;

@@ -103,9 +103,14 @@ impl Visitor {
         Page { status, headers, html: Html::parse_document(&body), body }
     }
 
-    /// The value of this visitor's CSRF cookie (GET a page first).
+    /// The CSRF value this visitor's pages put in their forms: bound to its web-app session
+    /// or sign-in cookie when it holds one, else its `roost_csrf` cookie (GET a page first).
     pub fn csrf(&self) -> String {
-        self.cookies.iter().find(|(k, _)| k == "roost_csrf").map(|(_, v)| v.clone()).expect("a page set roost_csrf")
+        let cookie = |name: &str| self.cookies.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+        match (cookie("roost_session"), cookie("roost_token")) {
+            (None, None) => cookie("roost_csrf").expect("a page set roost_csrf").to_owned(),
+            (session, token) => roost_gateway::pages::cookies::bound_csrf(session, token),
+        }
     }
 
     /// POSTs a form to `path` as a browser on this origin would: the CSRF field added,

@@ -6,8 +6,9 @@
 //! request's headers as metadata, so its answers and error codes are REST's. Errors are tool
 //! results with `isError` and `{"error", "code", "status"}` as structured content.
 //!
-//! rmcp checks the `Host` header against a list to stop DNS rebinding; roost's list is
-//! configurable (`--mcp-allowed-hosts`), loopback names by default.
+//! `Host` is checked against roost's allow-list ([`crate::hosts`]) before the request gets
+//! here, on `/mcp` whatever the token setting (DNS rebinding); rmcp's own check, which knows
+//! only exact names, is off.
 
 pub mod tools;
 
@@ -98,14 +99,10 @@ impl std::fmt::Debug for McpState {
 
 fn transport(core: &Core) -> McpService {
     let options = &core.options;
-    let mut config = StreamableHttpServerConfig::default()
+    let config = StreamableHttpServerConfig::default()
         .with_sse_keep_alive(Some(options.sse_keepalive))
-        .with_cancellation_token(core.mcp.shutdown.child_token());
-    config = if options.mcp_allowed_hosts.iter().any(|h| h == "*") {
-        config.disable_allowed_hosts()
-    } else {
-        config.with_allowed_hosts(options.mcp_allowed_hosts.clone())
-    };
+        .with_cancellation_token(core.mcp.shutdown.child_token())
+        .disable_allowed_hosts();
     let factory_core = core.clone();
     StreamableHttpService::new(
         move || Ok(RoostMcp { core: factory_core.clone() }),

@@ -4,11 +4,19 @@
 //!   the streams their scripts open need no `Authorization` header. HttpOnly (scripts never
 //!   read it), SameSite=Strict (no other site's page sends it), Path=/. It grants what the
 //!   token grants: reads on GET and, through page forms only, changes.
-//! - `roost_csrf`: a random 128-bit value (double-submit): every page form carries it in a
-//!   hidden `csrf` field, and a form post is refused unless the field equals the cookie. A
-//!   page on another site can neither read the cookie nor set it, so it cannot forge the
-//!   field; together with the Origin check the access policy applies to every mutating
-//!   request, a cross-site form post changes nothing.
+//! - `roost_csrf`: a random 128-bit value (double-submit) for visitors who hold neither a
+//!   session nor a sign-in cookie (the sign-in forms, a loopback dashboard): every page form
+//!   carries it in a hidden `csrf` field, and a form post is refused unless the field equals
+//!   the cookie.
+//!
+//! A visitor with a web-app session or a sign-in cookie gets a CSRF value derived from those
+//! ([`bound_csrf`]) instead: a one-way hash of the secrets only their browser holds, so a
+//! value (and a `roost_csrf` cookie) taken from another visitor's browser, or planted by a
+//! sibling subdomain, does not pass for theirs. Together with the Origin check the access
+//! policy applies to every mutating request, a cross-site form post changes nothing.
+//!
+//! Every cookie gets `Secure` when the page came over https ([`is_https`]) or roost's
+//! `--public-url` is https, so none of them is ever sent in clear.
 
 use http::{HeaderMap, HeaderValue, header};
 
@@ -39,12 +47,15 @@ pub fn get<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .filter(|value| !value.is_empty())
 }
 
-/// Adds a `Set-Cookie` for `name`: HttpOnly, SameSite=Strict, Path=/, and `Max-Age` when
-/// given (else a session cookie). `Max-Age=0` deletes it.
-pub fn set(headers: &mut HeaderMap, name: &str, value: &str, max_age_secs: Option<u64>) {
+/// Adds a `Set-Cookie` for `name`: HttpOnly, SameSite=Strict, Path=/, `Max-Age` when given
+/// (else a session cookie; `Max-Age=0` deletes it), and `Secure` when `secure`.
+pub fn set(headers: &mut HeaderMap, name: &str, value: &str, max_age_secs: Option<u64>, secure: bool) {
     let mut cookie = format!("{name}={value}; Path=/; HttpOnly; SameSite=Strict");
     if let Some(age) = max_age_secs {
         cookie.push_str(&format!("; Max-Age={age}"));
+    }
+    if secure {
+        cookie.push_str("; Secure");
     }
     if let Ok(value) = HeaderValue::from_str(&cookie) {
         headers.append(header::SET_COOKIE, value);
@@ -72,6 +83,19 @@ pub fn is_https(headers: &HeaderMap) -> bool {
         .get("x-forwarded-proto")
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.split(',').next().is_some_and(|p| p.trim().eq_ignore_ascii_case("https")))
+}
+
+/// The CSRF value of a visitor holding a web-app session and/or a sign-in cookie: the first
+/// 16 bytes (hex) of SHA-256 over a label and both values. Only that visitor's browser
+/// knows the inputs, and the hash does not give them away (the value is in every form).
+pub fn bound_csrf(session: Option<&str>, token: Option<&str>) -> String {
+    use sha2::Digest as _;
+    let mut hash = sha2::Sha256::new();
+    hash.update(b"roost csrf v1\0");
+    hash.update(session.unwrap_or_default().as_bytes());
+    hash.update(b"\0");
+    hash.update(token.unwrap_or_default().as_bytes());
+    hex::encode(&hash.finalize()[..16])
 }
 
 /// A new CSRF value: 16 random bytes in hex.
@@ -108,6 +132,16 @@ mod tests {
     }
 
     #[test]
+    fn bound_csrf_values_depend_on_each_secret() {
+        let a = bound_csrf(Some("rws_a"), None);
+        assert!(is_csrf_shaped(&a));
+        assert_eq!(a, bound_csrf(Some("rws_a"), None));
+        assert_ne!(a, bound_csrf(Some("rws_b"), None));
+        assert_ne!(a, bound_csrf(None, Some("rws_a")));
+        assert_ne!(a, bound_csrf(Some("rws_a"), Some("t")));
+    }
+
+    #[test]
     fn csrf_values_are_random_hex() {
         let (a, b) = (new_csrf(), new_csrf());
         assert!(is_csrf_shaped(&a) && is_csrf_shaped(&b));
@@ -118,9 +152,12 @@ mod tests {
     #[test]
     fn set_cookies_are_http_only_and_strict() {
         let mut headers = HeaderMap::new();
-        set(&mut headers, TOKEN, "t", Some(5));
+        set(&mut headers, TOKEN, "t", Some(5), false);
         let cookie = headers[header::SET_COOKIE].to_str().unwrap();
         assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict") && cookie.contains("Max-Age=5"));
+        assert!(!cookie.contains("Secure"));
+        set(&mut headers, CSRF, "c", None, true);
+        assert!(headers.get_all(header::SET_COOKIE).iter().nth(1).unwrap().to_str().unwrap().ends_with("; Secure"));
         assert!(is_cookie_safe("abc-DEF_123.~") && !is_cookie_safe("a;b") && !is_cookie_safe("a b"));
     }
 }

@@ -35,14 +35,13 @@ pub trait CsrfField {
 /// core before it.
 pub struct Posted<T>(pub PageCall, pub T);
 
-impl<S, T> FromRequest<S> for Posted<T>
+impl<T> FromRequest<crate::Core> for Posted<T>
 where
-    S: Send + Sync,
     T: CsrfField + DeserializeOwned,
 {
     type Rejection = Response;
 
-    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+    async fn from_request(request: Request, state: &crate::Core) -> Result<Self, Self::Rejection> {
         let (mut parts, body) = request.into_parts();
         let page = match PageCall::from_request_parts(&mut parts, state).await {
             Ok(page) => page,

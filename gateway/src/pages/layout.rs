@@ -14,7 +14,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, header, request::Parts};
 use roost_proto::ApiError;
 
 use super::{assets, cookies};
-use crate::Call;
+use crate::{Call, Core};
 
 /// Every asset a template links (checked by a unit test against the embedded files).
 pub const ASSETS: &[&str] =
@@ -138,6 +138,8 @@ pub struct PageCall {
     csrf: String,
     /// True when `csrf` is new and must be set as a cookie with the answer.
     fresh_csrf: bool,
+    /// Cookies set with the answer get `Secure` (https, or an https `--public-url`).
+    secure_cookies: bool,
     here: String,
     signed_in: bool,
     notice: Option<String>,
@@ -145,15 +147,21 @@ pub struct PageCall {
     backed_by: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
-impl<S: Send + Sync> FromRequestParts<S> for PageCall {
+impl FromRequestParts<Core> for PageCall {
     type Rejection = std::convert::Infallible;
 
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, core: &Core) -> Result<Self, Self::Rejection> {
+        // A visitor with a session or sign-in cookie has a CSRF value bound to them; others
+        // the double-submit cookie (see `cookies`).
+        let session = cookies::get(&parts.headers, cookies::SESSION);
+        let token = cookies::get(&parts.headers, cookies::TOKEN);
         let existing = cookies::get(&parts.headers, cookies::CSRF).filter(|v| cookies::is_csrf_shaped(v));
-        let (csrf, fresh_csrf) = match existing {
-            Some(value) => (value.to_owned(), false),
-            None => (cookies::new_csrf(), true),
+        let (csrf, fresh_csrf) = match (session, token, existing) {
+            (None, None, Some(value)) => (value.to_owned(), false),
+            (None, None, None) => (cookies::new_csrf(), true),
+            (session, token, _) => (cookies::bound_csrf(session, token), false),
         };
+        let secure_cookies = core.options.secure_cookies || cookies::is_https(&parts.headers);
         let here = parts.uri.path_and_query().map_or_else(|| parts.uri.path().to_owned(), |pq| pq.as_str().to_owned());
         let notice = parts
             .uri
@@ -170,8 +178,9 @@ impl<S: Send + Sync> FromRequestParts<S> for PageCall {
             call,
             csrf,
             fresh_csrf,
+            secure_cookies,
             here,
-            signed_in: cookies::get(&parts.headers, cookies::TOKEN).is_some(),
+            signed_in: token.is_some(),
             notice,
             backed_by: Default::default(),
         })
@@ -234,7 +243,12 @@ impl PageCall {
         }
     }
 
-    /// Whether a posted `csrf` field matches this visitor's CSRF cookie.
+    /// Whether cookies set with this answer get `Secure`.
+    pub fn secure_cookies(&self) -> bool {
+        self.secure_cookies
+    }
+
+    /// Whether a posted `csrf` field matches this visitor's CSRF value.
     pub fn csrf_matches(&self, posted: &str) -> bool {
         !self.fresh_csrf && crate::access::constant_time_eq(posted.as_bytes(), self.csrf.as_bytes())
     }
@@ -253,7 +267,7 @@ impl PageCall {
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         if self.fresh_csrf {
-            cookies::set(headers, cookies::CSRF, &self.csrf, None);
+            cookies::set(headers, cookies::CSRF, &self.csrf, None, self.secure_cookies);
         }
         response
     }

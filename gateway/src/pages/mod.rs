@@ -24,6 +24,7 @@ mod listing;
 mod live;
 mod overview;
 mod query;
+mod redirects;
 mod sessions;
 mod signin;
 mod traces;

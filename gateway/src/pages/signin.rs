@@ -4,7 +4,8 @@
 //! takes a token, checks it against the same list the API checks, and stores it in the
 //! HttpOnly, SameSite=Strict `roost_token` cookie ([`super::cookies`]); then it sends the
 //! visitor where they were going (a path on this host only). A wrong token re-renders the
-//! form with 401. Sign-out clears the cookie.
+//! form with 401; 10 wrong tokens from one address in 10 minutes close the form to it (429,
+//! the web app's brake). Sign-out clears the cookie.
 
 use askama::Template;
 use axum::{
@@ -78,13 +79,27 @@ async fn sign_in(State(core): State<Core>, page: PageCall, headers: HeaderMap, F
     if !page.csrf_matches(&posted.csrf) {
         return refuse(StatusCode::FORBIDDEN, "The form expired; please sign in again.");
     }
+    // Guessing tokens is braked like guessing passwords: 10 failures per address.
+    let address = page.peer().map(|p| format!("addr:{}", p.ip().to_canonical()));
+    let attempt = match core.token_brake.attempt(address.into_iter().collect()) {
+        Ok(attempt) => attempt,
+        Err(err) => return refuse(StatusCode::TOO_MANY_REQUESTS, err.message()),
+    };
     let token = posted.token.trim();
     let known = core.access.api_tokens.iter().any(|t| crate::access::constant_time_eq(t.as_bytes(), token.as_bytes()));
     if !known || !cookies::is_cookie_safe(token) {
+        attempt.failed();
         return refuse(StatusCode::UNAUTHORIZED, "That token is not one of this roost's SERVICE_API_TOKENS.");
     }
+    attempt.succeeded(None);
     let mut response = Redirect::to(&next).into_response();
-    cookies::set(response.headers_mut(), cookies::TOKEN, token, Some(cookies::TOKEN_MAX_AGE_SECS));
+    cookies::set(
+        response.headers_mut(),
+        cookies::TOKEN,
+        token,
+        Some(cookies::TOKEN_MAX_AGE_SECS),
+        page.secure_cookies(),
+    );
     response
 }
 
@@ -99,25 +114,11 @@ async fn sign_out(page: PageCall, Form(posted): Form<SignOut>) -> Response {
         return (StatusCode::FORBIDDEN, "the form expired; reload the page and try again").into_response();
     }
     let mut response = Redirect::to(SIGN_IN_PATH).into_response();
-    cookies::set(response.headers_mut(), cookies::TOKEN, "", Some(0));
+    cookies::set(response.headers_mut(), cookies::TOKEN, "", Some(0), page.secure_cookies());
     response
 }
 
-/// Where to go after signing in: a path on this host, else the dashboard.
+/// Where to go after signing in: a path on this site, else the dashboard.
 fn safe_next(next: &str) -> &str {
-    let local = next.starts_with('/') && !next.starts_with("//") && !next.starts_with("/\\");
-    if local && !next.starts_with(SIGN_IN_PATH) && !next.contains(['\r', '\n']) { next } else { "/dashboard" }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::safe_next;
-
-    #[test]
-    fn next_stays_on_this_host() {
-        assert_eq!(safe_next("/dashboard/traces?errors_only=true"), "/dashboard/traces?errors_only=true");
-        for bad in ["https://evil.example/", "//evil.example", "/\\evil.example", "", "/dashboard/signin?next=/x"] {
-            assert_eq!(safe_next(bad), "/dashboard");
-        }
-    }
+    super::redirects::local_next(next, &[SIGN_IN_PATH], "/dashboard")
 }

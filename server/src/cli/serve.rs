@@ -32,6 +32,20 @@ pub struct ServeArgs {
     /// Seconds in-flight requests may take to finish after SIGINT/SIGTERM.
     #[arg(long, env = "ROOST_SHUTDOWN_GRACE_SECS", default_value_t = 30)]
     shutdown_grace_secs: u64,
+    /// Seconds an HTTP/1 request's headers may take to arrive (also the longest wait of a
+    /// keep-alive connection for its next request).
+    #[arg(long, env = "ROOST_HEADER_READ_TIMEOUT_SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    header_read_timeout_secs: u64,
+    /// Seconds a connection may stay open with no request in flight (HTTP/1 keep-alive,
+    /// HTTP/2, a socket that never sent a byte), and a write may stay blocked on a client
+    /// that stopped reading. Streams (SSE, MCP) are in flight while they last.
+    #[arg(long, env = "ROOST_IDLE_TIMEOUT_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    idle_timeout_secs: u64,
+    /// Most client connections open at once per listener; more wait in the kernel's backlog.
+    /// Default: the descriptor limit (raised to its hard limit at start) less a reserve of a
+    /// quarter of it (64 to 1,024).
+    #[arg(long, env = "ROOST_MAX_CONNECTIONS", value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections: Option<u64>,
     /// Runtime catalogue (TOML); the built-in one has echo, example and assistant.
     #[arg(long, env = "ROOST_RUNTIMES", value_name = "PATH")]
     runtimes: Option<PathBuf>,
@@ -110,16 +124,16 @@ pub struct ServeArgs {
     /// Concurrent `/api/brain-stream` clients; more get 429.
     #[arg(long, env = "ROOST_MAX_BRAIN_STREAM_CLIENTS", default_value_t = 10)]
     max_brain_stream_clients: usize,
-    /// `Host` values `/mcp` accepts (names, or name:port), comma-separated; `*` accepts any.
-    /// This stops DNS rebinding against a local roost: when clients reach roost by another
-    /// name (a LAN address, a domain), add it.
-    #[arg(
-        long,
-        env = "ROOST_MCP_ALLOWED_HOSTS",
-        value_name = "HOSTS",
-        value_delimiter = ',',
-        default_value = "localhost,127.0.0.1,::1"
-    )]
+    /// Host names roost answers to besides loopback names, IP addresses and the host of
+    /// `--public-url`, comma-separated (`.example.com` for a domain and its subdomains, `*`
+    /// for any). While no SERVICE_API_TOKENS are set every route checks `Host` (`/mcp`
+    /// always): this stops DNS rebinding against a local roost. When clients reach roost by
+    /// a name (a LAN name, a domain), add it.
+    #[arg(long, env = "ROOST_ALLOWED_HOSTS", value_name = "HOSTS", value_delimiter = ',')]
+    allowed_hosts: Vec<String>,
+    /// More host names, added to `--allowed-hosts` (the flag `/mcp`'s check had before every
+    /// route had one; kept so existing settings work).
+    #[arg(long, env = "ROOST_MCP_ALLOWED_HOSTS", value_name = "HOSTS", value_delimiter = ',')]
     mcp_allowed_hosts: Vec<String>,
     /// Seconds between evaluations of the alert rules.
     #[arg(long, env = "ROOST_ALERTS_CHECK_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
@@ -224,6 +238,11 @@ impl ServeArgs {
         let mut config = global.serve_config()?;
         config.update = self.update.settings(role);
         config.shutdown_grace = Duration::from_secs(self.shutdown_grace_secs);
+        config.connections = crate::connections::ConnectionLimits {
+            header_read_timeout: Duration::from_secs(self.header_read_timeout_secs),
+            idle_timeout: Duration::from_secs(self.idle_timeout_secs),
+            max_connections: self.max_connections.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+        };
         let hosting = &mut config.hosting;
         if let Some(path) = &self.runtimes {
             hosting.catalogue = Catalogue::load(path)?;
@@ -260,8 +279,13 @@ impl ServeArgs {
             health_clients: self.max_health_stream_clients,
             log_clients: self.max_log_stream_clients,
         };
-        config.gateway.mcp_allowed_hosts =
-            self.mcp_allowed_hosts.iter().map(|h| h.trim().to_owned()).filter(|h| !h.is_empty()).collect();
+        config.gateway.secure_cookies =
+            self.public_url.as_deref().is_some_and(|url| url.trim().to_ascii_lowercase().starts_with("https://"));
+        // The names `--addr` and `--public-url` give are roost's own.
+        let own = [Some(&self.addr), self.public_url.as_ref()];
+        config.access.hosts = roost_gateway::hosts::HostAllowList::new(
+            self.allowed_hosts.iter().chain(&self.mcp_allowed_hosts).chain(own.into_iter().flatten()),
+        );
         config.alerts_every = Duration::from_secs(self.alerts_check_secs);
         config.guard_every = Duration::from_secs(self.guard_check_secs);
         config.lease_ttl = Duration::from_secs(self.lease_ttl_secs);

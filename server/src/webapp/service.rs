@@ -13,7 +13,9 @@ use roost_proto::{
 };
 use tonic::{Request, Response, Status};
 
-use super::{passwords, throttle::SignInThrottle};
+use roost_gateway::brake::Brake;
+
+use super::passwords;
 use crate::{
     auth::{Authenticator, session_token},
     time::timestamp_ms,
@@ -31,17 +33,27 @@ pub struct WebAppConfig {
 const SIGN_IN_REFUSED: &str = "that email and password do not match a user";
 
 /// The web-app service over the authenticator's store.
+///
+/// Sign-in and sign-up take a slot of the brake ([`Brake`]: 10 failures per email and per
+/// client address in 10 minutes) before any password is hashed, so concurrent guesses are
+/// held to the limit rather than all checked; the hashing itself is bounded in
+/// [`passwords`].
 pub struct WebAppCore {
     auth: Arc<Authenticator>,
     config: WebAppConfig,
-    throttle: SignInThrottle,
+    brake: Brake,
 }
 
 impl WebAppCore {
     /// A web-app service with its settings.
     pub fn new(auth: Arc<Authenticator>, config: WebAppConfig) -> Self {
-        Self { auth, config, throttle: SignInThrottle::default() }
+        Self { auth, config, brake: Brake::default() }
     }
+}
+
+/// The brake's key for a client address.
+fn address_key<T>(req: &Request<T>) -> Option<String> {
+    peer(req).map(|peer| format!("addr:{}", peer.ip().to_canonical()))
 }
 
 /// The client address a call came from (the TCP peer; proxies' headers are not trusted).
@@ -59,37 +71,40 @@ impl WebAppService for WebAppCore {
         if !self.config.signup_open {
             return Err(ApiError::not_found("sign-up is closed here; ask the operator for an invite").into());
         }
+        let keys = address_key(&req).into_iter().collect();
         let SignUpRequest { email, password, account_name } = req.into_inner();
         super::users::normalize_email(&email)?;
         passwords::check_strength(&password)?;
         if account_name.chars().count() > 200 {
             return Err(ApiError::invalid_argument("an account name has at most 200 characters").into());
         }
+        // A sign-up that fails (a taken email) counts against its address, like a failed
+        // sign-in; the slot is taken before the password is hashed.
+        let attempt = self.brake.attempt(keys)?;
         let store = self.auth.store();
         let hash = passwords::hash(&password).await?;
         let (user, account) = store.sign_up(&email, &hash, &account_name).await?;
+        attempt.succeeded(None);
         let session_token = store.create_session(&user.id).await?;
         Ok(Response::new(SignUpResponse { session_token, user: Some(user.into()), account: Some(account.into()) }))
     }
 
     async fn sign_in(&self, req: Request<SignInRequest>) -> Result<Response<SignInResponse>, Status> {
         let email_key = format!("email:{}", req.get_ref().email.trim().to_lowercase());
-        let mut keys = vec![email_key.clone()];
-        if let Some(peer) = peer(&req) {
-            keys.push(format!("addr:{}", peer.ip().to_canonical()));
-        }
-        self.throttle.check(&keys)?;
+        let keys = std::iter::once(email_key.clone()).chain(address_key(&req)).collect();
+        // The slot first: of guesses fired together, only the brake's limit are checked.
+        let attempt = self.brake.attempt(keys)?;
         let SignInRequest { email, password } = req.into_inner();
         let store = self.auth.store();
         let user = store.user_by_email(&email).await?;
         // Unknown email, no password yet, wrong password: one answer, one argon2 verify.
         let stored = user.as_ref().and_then(|u| u.password_hash.clone());
-        let password_ok = password.len() <= passwords::MAX_LEN && passwords::verify(&password, stored).await;
+        let password_ok = password.len() <= passwords::MAX_LEN && passwords::verify(&password, stored).await?;
         let Some(user) = user.filter(|_| password_ok) else {
-            self.throttle.failed(&keys);
+            attempt.failed();
             return Err(ApiError::unauthenticated(SIGN_IN_REFUSED).into());
         };
-        self.throttle.clear(&email_key);
+        attempt.succeeded(Some(&email_key));
         let session_token = store.create_session(&user.id).await?;
         Ok(Response::new(SignInResponse { session_token, user: Some(user.into()) }))
     }

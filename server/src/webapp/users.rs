@@ -155,8 +155,10 @@ impl Store {
         Ok(invite)
     }
 
-    /// A new invite link for an existing user (a forgotten password): accepting it sets a
-    /// new password and ends their sessions. Earlier unused links stop working.
+    /// A new invite link for an existing user (a forgotten password, or one that may be
+    /// known to someone else): at once, their sessions end and the old password stops
+    /// working (signing in then fails as for an unknown email until the link is used);
+    /// accepting the link sets a new password. Earlier unused links stop working.
     pub async fn reinvite_user(&self, email: &str) -> Result<NewInvite> {
         let user =
             self.user_by_email(email).await?.ok_or_else(|| ApiError::not_found(format!("no user {}", email.trim())))?;
@@ -168,6 +170,12 @@ impl Store {
                 .bind(&invite.user.id)
                 .execute(&mut *tx)
                 .await?;
+            sqlx::query("UPDATE users SET password_hash = NULL, updated_at = $2 WHERE id = $1")
+                .bind(&invite.user.id)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("DELETE FROM web_sessions WHERE user_id = $1").bind(&invite.user.id).execute(&mut *tx).await?;
             tx.insert_invite(&invite, now).await?;
             tx.commit().await?;
         });

@@ -409,7 +409,7 @@ async fn host_header_is_checked_against_the_allow_list() {
     assert_eq!(post(&server, "localhost", account.key.clone()).await, 200);
     server.stop().await.unwrap();
 
-    let server = start(Backend::Sqlite, |config| config.gateway.mcp_allowed_hosts.push("roost.example".into())).await;
+    let server = start(Backend::Sqlite, |config| config.access.hosts.add("roost.example")).await;
     let account = server.account(0).await;
     assert_eq!(post(&server, "roost.example", account.key.clone()).await, 200, "configured hosts are allowed");
 }

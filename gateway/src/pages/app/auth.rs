@@ -188,7 +188,7 @@ async fn logout(State(core): State<Core>, Posted(page, _): Posted<Button>) -> Re
     // Ending a session that is already gone is still a sign-out.
     let _ = page.load("WebAppService/SignOut", core.webapp.sign_out(page.request(SignOutRequest {}))).await;
     let mut response = Redirect::to("/login").into_response();
-    cookies::set_session(response.headers_mut(), "", cookies::is_https(page.headers()));
+    cookies::set_session(response.headers_mut(), "", page.secure_cookies());
     response
 }
 
@@ -236,7 +236,7 @@ async fn load_invite(core: &Core, page: &PageCall, token: &str) -> Result<Invite
 fn signed_in_to(page: &PageCall, next: &str, token: &str) -> Response {
     let mut response = Redirect::to(next).into_response();
     if cookies::is_cookie_safe(token) {
-        cookies::set_session(response.headers_mut(), token, cookies::is_https(page.headers()));
+        cookies::set_session(response.headers_mut(), token, page.secure_cookies());
     }
     response
 }

@@ -109,6 +109,22 @@ async fn with_tokens_pages_ask_for_one_and_the_cookie_opens_them(backend: Backen
     assert_eq!(visitor.get("/dashboard").await.status, StatusCode::SEE_OTHER);
 }
 
+/// Guessing dashboard tokens is braked like guessing passwords: ten wrong ones from an
+/// address close the form to it, the right token included.
+async fn guessing_dashboard_tokens_is_braked(backend: Backend) {
+    let server = TestServer::start_with(backend, |c| c.access.api_tokens = vec!["dash-token-1".into()]).await;
+    let mut visitor = Visitor::new(&server);
+    visitor.get("/dashboard/signin").await;
+    for n in 0..10 {
+        let wrong = visitor.post_form("/dashboard/signin", &[("token", &format!("guess-{n}"))]).await;
+        assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    }
+    let braked = visitor.post_form("/dashboard/signin", &[("token", "dash-token-1")]).await;
+    assert_eq!(braked.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(braked.text().await.unwrap().contains("too many failed sign-ins"));
+    assert!(!visitor.cookies.iter().any(|(k, _)| k == "roost_token"));
+}
+
 async fn without_tokens_remote_visitors_get_a_page_saying_why(backend: Backend) {
     let server = TestServer::start_public(backend, |_| {}).await;
     let response = server.http.get(server.public_url("/dashboard")).send().await.unwrap();
@@ -157,6 +173,7 @@ async fn forms_without_the_csrf_field_or_from_another_origin_change_nothing(back
 each_backend!(
     the_home_is_the_overview_page_not_json,
     with_tokens_pages_ask_for_one_and_the_cookie_opens_them,
+    guessing_dashboard_tokens_is_braked,
     without_tokens_remote_visitors_get_a_page_saying_why,
     forms_without_the_csrf_field_or_from_another_origin_change_nothing,
 );

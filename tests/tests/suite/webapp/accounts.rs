@@ -57,6 +57,10 @@ async fn signing_up_in_and_out(backend: Backend) {
         .unwrap();
     let cookie = over_tls.headers()[header::SET_COOKIE].to_str().unwrap().to_owned();
     assert!(cookie.contains("Secure"), "{cookie}");
+    // So is the CSRF cookie of a page served over https.
+    let page = no_redirects.get(server.url("/login")).header("x-forwarded-proto", "https").send().await.unwrap();
+    let csrf_cookie = page.headers()[header::SET_COOKIE].to_str().unwrap();
+    assert!(csrf_cookie.starts_with("roost_csrf=") && csrf_cookie.contains("; Secure"), "{csrf_cookie}");
 
     // Sign out ends the session in the store, not only in the browser.
     let token = ada.cookies.iter().find(|(k, _)| k == "roost_session").unwrap().1.clone();
@@ -80,6 +84,15 @@ async fn signing_up_in_and_out(backend: Backend) {
         .post_form("/login", &[("email", "ada@example.com"), ("password", PASSWORD), ("next", "https://evil.example/")])
         .await;
     assert_eq!(location(&evil), "/");
+    // Browsers drop tabs and newlines from Location and read `\` as `/`: each of these
+    // would have sent the visitor to //evil.example.
+    for next in ["/\t/evil.example", "/\n/evil.example", "/\\evil.example", "//evil.example"] {
+        let out =
+            back.post_form("/login", &[("email", "ada@example.com"), ("password", PASSWORD), ("next", next)]).await;
+        assert_eq!(location(&out), "/", "{next:?}");
+    }
+    let form = back.get("/login?next=/%09/evil.example").await;
+    assert_eq!(form.attrs("input[name=next]", "value"), ["/"]);
 }
 
 async fn failed_sign_ins_look_alike_and_are_limited(backend: Backend) {
@@ -108,6 +121,46 @@ async fn failed_sign_ins_look_alike_and_are_limited(backend: Backend) {
     // The address is over its limit too (10 failures from it): another email is held.
     let other = visitor.post_form("/login", &[("email", "else@example.com"), ("password", PASSWORD)]).await;
     assert_eq!(other.status(), StatusCode::TOO_MANY_REQUESTS);
+}
+
+/// Guesses fired together are held to the brake's limit before any is checked: of 99 wrong
+/// passwords and the right one sent at once, at most ten reach argon2. Sign-ups from one
+/// address are braked the same way.
+async fn concurrent_guesses_are_braked_before_they_are_checked(backend: Backend) {
+    let server = TestServer::start_with(backend, |c| c.webapp.signup_open = true).await;
+    signed_up(&server, "ada@example.com").await;
+    // Sign-ups first: the failed sign-ins below will close the address to them too.
+    let signups = (0..30).map(|n| {
+        let mut visitor = Visitor::new(&server);
+        async move {
+            visitor.get("/signup").await;
+            let email = format!("new{n}@example.com");
+            visitor.post_form("/signup", &[("email", email.as_str()), ("password", PASSWORD)]).await.status()
+        }
+    });
+    let statuses = futures::future::join_all(signups).await;
+    let made = statuses.iter().filter(|s| **s == StatusCode::SEE_OTHER).count();
+    assert!(
+        statuses.iter().all(|s| *s == StatusCode::SEE_OTHER || *s == StatusCode::TOO_MANY_REQUESTS),
+        "{statuses:?}"
+    );
+    assert!((1..30).contains(&made), "some were braked: {statuses:?}");
+    assert_eq!(server.sql("SELECT COUNT(*) FROM users").await.unwrap(), [1 + made as i64]);
+    let mut visitor = Visitor::new(&server);
+    visitor.get("/login").await;
+    let attempts = (0..100).map(|n| {
+        let mut visitor = visitor.clone();
+        async move {
+            let password = if n == 57 { PASSWORD } else { "wrong password!" };
+            visitor.post_form("/login", &[("email", "ada@example.com"), ("password", password)]).await.status()
+        }
+    });
+    let statuses = futures::future::join_all(attempts).await;
+    let count = |status: StatusCode| statuses.iter().filter(|s| **s == status).count();
+    let checked = count(StatusCode::UNAUTHORIZED) + count(StatusCode::SEE_OTHER);
+    assert!(count(StatusCode::UNAUTHORIZED) <= 10, "{statuses:?}");
+    assert!(checked <= 11, "at most the brake's ten (and a slot a success gave back): {statuses:?}");
+    assert_eq!(checked + count(StatusCode::TOO_MANY_REQUESTS), 100, "{statuses:?}");
 }
 
 async fn closed_sign_up_and_invites(backend: Backend) {
@@ -194,6 +247,24 @@ async fn a_session_reaches_only_its_own_account_and_only_from_this_site(backend:
     }
     let no_csrf = server.http.post(&destroy).header(header::COOKIE, &cookies).form(&[("x", "1")]).send().await.unwrap();
     assert_eq!(no_csrf.status(), StatusCode::FORBIDDEN);
+    // The CSRF value is bound to the session: a cookie-and-field pair that works for Bob
+    // (or any pair planted in Ada's browser) does not pass with Ada's session.
+    let ada_session = &ada.cookies.iter().find(|(k, _)| k == "roost_session").unwrap().1;
+    let planted = "0123456789abcdef0123456789abcdef";
+    for (cookie, field) in [(planted.to_owned(), planted.to_owned()), (planted.to_owned(), bob.csrf())] {
+        let out = server
+            .http
+            .post(&destroy)
+            .header(header::COOKIE, format!("roost_session={ada_session}; roost_csrf={cookie}"))
+            .header(header::ORIGIN, server.url(""))
+            .form(&[("csrf", field.as_str())])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(out.status(), StatusCode::FORBIDDEN, "{field}");
+    }
+    let own_form = ada.get(&format!("/instances/{id}")).await;
+    assert_eq!(own_form.attrs("input[name=csrf]", "value").first(), Some(&ada.csrf()), "the page's field");
     assert_eq!(
         server
             .sql(&format!("SELECT COUNT(*) FROM instances WHERE id = '{id}' AND destroyed_at IS NULL"))
@@ -246,6 +317,7 @@ each_backend!(
     the_home_page_depends_on_who_asks,
     signing_up_in_and_out,
     failed_sign_ins_look_alike_and_are_limited,
+    concurrent_guesses_are_braked_before_they_are_checked,
     closed_sign_up_and_invites,
     a_session_reaches_only_its_own_account_and_only_from_this_site,
 );

@@ -1,0 +1,274 @@
+//! The `roost` binary under load a client can cause on purpose: many password checks at
+//! once, and many slow or idle connections. Each test runs the real binary and looks at
+//! the process from outside (its memory in `/proc`, whether `/healthz` still answers).
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+use std::{
+    io::{BufRead, BufReader},
+    net::{IpAddr, Ipv4Addr},
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use serde_json::Value;
+
+/// A roost child, killed when dropped (a failed test leaves no server behind).
+struct Roost(Child);
+
+impl Drop for Roost {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl std::ops::Deref for Roost {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+/// `roost serve` on an ephemeral port with `extra` flags: the child and its address.
+fn serve(data_dir: &std::path::Path, extra: &[&str]) -> (Roost, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_roost"))
+        .env_remove("ROOST_DATABASE_URL")
+        .env_remove("ROOST_ADDR")
+        .env("RUST_LOG", "info")
+        .args(["serve", "--addr", "127.0.0.1:0", "--log-format", "json", "--update-index-url", ""])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(extra)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            match serde_json::from_str::<Value>(&line) {
+                Ok(event) if event["fields"]["message"] == "listening" => {
+                    let _ = tx.send(event["fields"]["addr"].as_str().unwrap_or_default().to_owned());
+                }
+                _ => {}
+            }
+        }
+    });
+    let addr = rx.recv_timeout(Duration::from_secs(30)).expect("roost listens");
+    (Roost(child), addr)
+}
+
+/// The resident memory of process `pid`, in MiB.
+fn rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kib / 1024.0
+}
+
+/// One sign-in attempt from loopback address `from` (any of 127.0.0.0/8): the status.
+async fn sign_in(addr: &str, from: Ipv4Addr, email: &str, password: &str) -> u16 {
+    let client = reqwest::Client::builder()
+        .local_address(IpAddr::V4(from))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let csrf = "0123456789abcdef0123456789abcdef";
+    client
+        .post(format!("http://{addr}/login"))
+        .header("cookie", format!("roost_csrf={csrf}"))
+        .form(&[("email", email), ("password", password), ("csrf", csrf)])
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// A hundred sign-ins at once, each from its own address (so the brake lets every one
+/// reach argon2): the hashing bound keeps roost's memory where it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_concurrent_sign_ins_leave_memory_where_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, addr) = serve(dir.path(), &["--signup", "open"]);
+    // Warm up: the decoy hash, the hashing buffers, the page templates.
+    for n in 0..4 {
+        assert_eq!(sign_in(&addr, Ipv4Addr::new(127, 0, 1, n), "warm@example.com", "not the password").await, 401);
+    }
+    let idle = rss_mib(child.id());
+    let peak = std::sync::Arc::new(std::sync::Mutex::new(idle));
+    let sampler = {
+        let (peak, pid) = (peak.clone(), child.id());
+        tokio::spawn(async move {
+            loop {
+                let now = rss_mib(pid);
+                {
+                    let mut peak = peak.lock().unwrap();
+                    *peak = peak.max(now);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    let attempts = (0..100u8).map(|n| {
+        let addr = addr.clone();
+        tokio::spawn(async move {
+            sign_in(&addr, Ipv4Addr::new(127, 0, 2, n + 1), &format!("user{n}@example.com"), "wrong password!").await
+        })
+    });
+    let statuses: Vec<u16> = futures::future::join_all(attempts).await.into_iter().map(Result::unwrap).collect();
+    sampler.abort();
+    let after = rss_mib(child.id());
+    let peak = *peak.lock().unwrap();
+    eprintln!("RSS: idle {idle:.1} MiB, peak {peak:.1} MiB, after {after:.1} MiB; statuses {statuses:?}");
+    assert!(statuses.iter().all(|s| *s == 401 || *s == 429), "{statuses:?}");
+    assert!(statuses.iter().filter(|s| **s == 401).count() >= 50, "most waited for a worker: {statuses:?}");
+    assert!(after - idle < 150.0, "RSS grew from {idle:.1} to {after:.1} MiB");
+    assert!(peak - idle < 150.0, "RSS peaked at {peak:.1} MiB from {idle:.1}");
+    drop(child);
+}
+
+/// `roost serve` started by `sh` after `ulimit -Sn {soft}` (the hard limit stays).
+/// Also returns the log lines that say `accept` failed.
+fn serve_with_soft_limit(
+    data_dir: &std::path::Path,
+    soft: u64,
+    extra: &[&str],
+) -> (Roost, String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -Sn {soft} && exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_roost"))
+        .env_remove("ROOST_DATABASE_URL")
+        .env_remove("ROOST_ADDR")
+        .env("RUST_LOG", "info")
+        .args(["serve", "--addr", "127.0.0.1:0", "--log-format", "json", "--update-index-url", ""])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(extra)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let failures = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = failures.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("accept failed") || line.contains("Too many open files") {
+                seen.lock().unwrap().push(line.clone());
+            }
+            if let Ok(event) = serde_json::from_str::<Value>(&line)
+                && event["fields"]["message"] == "listening"
+            {
+                let _ = tx.send(event["fields"]["addr"].as_str().unwrap_or_default().to_owned());
+            }
+        }
+    });
+    let addr = rx.recv_timeout(Duration::from_secs(30)).expect("roost listens");
+    (Roost(child), addr, failures)
+}
+
+/// The soft and hard "Max open files" of process `pid`.
+fn open_file_limits(pid: u32) -> (String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits.lines().find(|l| l.starts_with("Max open files")).unwrap();
+    let mut fields = line["Max open files".len()..].split_whitespace();
+    (fields.next().unwrap().to_owned(), fields.next().unwrap().to_owned())
+}
+
+/// `/healthz` over a new connection, within `within`.
+async fn healthz(addr: &str, within: Duration) -> u16 {
+    let client = reqwest::Client::builder().pool_max_idle_per_host(0).timeout(within).build().unwrap();
+    client.get(format!("http://{addr}/healthz")).send().await.unwrap().status().as_u16()
+}
+
+/// Whether the server has closed `socket` (a read sees the end, perhaps after a last frame
+/// such as HTTP/2's GOAWAY).
+async fn closed_by_server(socket: &mut tokio::net::TcpStream) -> bool {
+    use tokio::io::AsyncReadExt as _;
+    let mut buf = [0u8; 4096];
+    loop {
+        match tokio::time::timeout(Duration::from_secs(2), socket.read(&mut buf)).await {
+            Ok(Ok(0) | Err(_)) => return true,
+            Ok(Ok(_)) => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// A thousand sockets that hold a connection without using it (silent, half a header, an
+/// idle keep-alive, an HTTP/2 preface): `/healthz` answers all along, and each is closed
+/// after its timeout, while a stream that is being read stays open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_and_idle_connections_are_closed_and_healthz_answers() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    // This test opens a thousand sockets itself.
+    let mut own = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    own.current = own.maximum;
+    rustix::process::setrlimit(rustix::process::Resource::Nofile, own).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let flags = ["--header-read-timeout-secs", "2", "--idle-timeout-secs", "4"];
+    let (child, addr, accept_failures) = serve_with_soft_limit(dir.path(), 256, &flags);
+    let (soft, hard) = open_file_limits(child.id());
+    assert_eq!(soft, hard, "roost raised its open-file limit to the hard limit");
+
+    let mut sockets = Vec::new();
+    for n in 0..1000 {
+        let mut socket = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        match n % 4 {
+            0 => {} // silent
+            1 => socket.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ").await.unwrap(),
+            2 => {
+                socket.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").await.unwrap();
+                let mut answer = [0u8; 512];
+                let read = socket.read(&mut answer).await.unwrap();
+                assert!(answer[..read].starts_with(b"HTTP/1.1 200"), "{:?}", String::from_utf8_lossy(&answer[..read]));
+            }
+            _ => socket.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.unwrap(),
+        }
+        sockets.push(socket);
+        if n % 250 == 249 {
+            assert_eq!(healthz(&addr, Duration::from_secs(2)).await, 200, "with {} slow sockets open", n + 1);
+        }
+    }
+    let http = reqwest::Client::new();
+    let mut stream = http.get(format!("http://{addr}/api/brain-stream")).send().await.unwrap();
+    assert_eq!(stream.status(), 200);
+    for _ in 0..5 {
+        assert_eq!(healthz(&addr, Duration::from_secs(2)).await, 200, "with 1,000 slow sockets open");
+    }
+
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let mut still_open = [0; 4];
+    for (n, socket) in sockets.iter_mut().enumerate() {
+        if !closed_by_server(socket).await {
+            still_open[n % 4] += 1;
+        }
+    }
+    assert_eq!(still_open, [0; 4], "every slow or idle socket was closed (silent, half a header, keep-alive, h2)");
+    // The stream has nothing to say, but is being read: it stays.
+    assert!(tokio::time::timeout(Duration::from_millis(500), stream.chunk()).await.is_err(), "the SSE stream is open");
+    drop(child);
+
+    // Under a low hard limit, the connection cap keeps roost from running out: 300 silent
+    // sockets wait in the backlog past the cap, and /healthz is answered once idle ones go.
+    assert_eq!(*accept_failures.lock().unwrap(), Vec::<String>::new());
+    let capped = [&flags[..], &["--max-connections", "100"]].concat();
+    let (child, addr, accept_failures) = serve_with_soft_limit(dir.path(), 256, &capped);
+    let mut sockets = Vec::new();
+    for _ in 0..300 {
+        sockets.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    }
+    let started = std::time::Instant::now();
+    assert_eq!(healthz(&addr, Duration::from_secs(20)).await, 200);
+    eprintln!("/healthz behind 300 silent sockets and a cap of 100: {:?}", started.elapsed());
+    assert_eq!(*accept_failures.lock().unwrap(), Vec::<String>::new(), "the cap kept accept from failing");
+    drop(child);
+}
