@@ -73,6 +73,9 @@ impl Store {
         if credits_cents < 0 {
             return Err(ApiError::invalid_argument("credits cannot be negative").into());
         }
+        if credits_cents > crate::billing::money::MAX_BALANCE_CENTS {
+            return Err(crate::billing::money::out_of_bounds(credits_cents).into());
+        }
         let now = now_ms();
         let account = AccountRow {
             id: new_id("acct"),

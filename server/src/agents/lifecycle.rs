@@ -287,6 +287,11 @@ impl Hosting {
                     .await;
             }
         };
+        // A managed assistant cannot be pointed at a model roost would run unmetered.
+        if let Some(model) = req.model.as_deref().map(str::trim).filter(|m| !m.is_empty()) {
+            let mode = agent.state().settings.model_mode;
+            self.metered_price(&agent.runtime, mode, model)?;
+        }
         if req.messaging_bot_token.as_deref().is_some_and(|t| !t.is_empty()) && agent.runtime.channels.is_empty() {
             return Err(ApiError::invalid_argument(format!(
                 "runtime {} has no messaging channel for MESSAGING_BOT_TOKEN",

@@ -19,6 +19,7 @@ pub mod instances;
 pub mod lifecycle;
 pub mod limits;
 pub mod live;
+mod metering;
 pub mod ownership;
 pub mod recorder;
 pub mod routing;

@@ -22,7 +22,7 @@ use tracing::{error, warn};
 use super::in_flight::{InFlightMark, InFlightTx};
 use crate::{
     Error, Result,
-    billing::{ChargeKind, LedgerEntry, MoneyTx, metering::settle},
+    billing::{ChargeKind, LedgerEntry, MoneyTx, holds::HoldTx as _, metering::settle},
     store::{BeginWrite, FenceTx, Store, impl_for_connections, on_writer},
     telemetry::{
         rows::EventRow,
@@ -81,6 +81,9 @@ pub struct TurnRecord {
     pub lease_epoch: i64,
     /// Whether the turn was written as in flight while it ran (its record deletes that).
     pub marked_in_flight: bool,
+    /// Whether credits are held for it (a metered turn): its record releases them, charged
+    /// or not (`crate::billing::holds`).
+    pub held: bool,
 }
 
 enum Job {
@@ -305,6 +308,11 @@ async fn write_batch(
         let marked: Vec<&str> = records.iter().filter(|r| r.marked_in_flight).map(|r| r.id.as_str()).collect();
         if !marked.is_empty() {
             tx.delete_in_flight(&marked).await?;
+        }
+        // Holds go with the charge, and with a fenced-out turn too: it was never charged.
+        let holds: Vec<&str> = turns.iter().filter(|t| t.0.held).map(|t| t.0.id.as_str()).collect();
+        if !holds.is_empty() {
+            tx.release_holds(&holds).await?;
         }
         let events = sink.events.as_ref().map(|e| e.batch(kept.iter().filter_map(|t| t.1.clone()).collect()));
         let written = match &events {

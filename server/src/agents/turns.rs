@@ -16,7 +16,7 @@ use super::{Hosting, limits, live::Agent, recorder::TurnRecord, routing::Route};
 use crate::{
     Result,
     ids::new_sortable_id,
-    runtimes::{ModelMode, TurnInput, TurnOutput},
+    runtimes::{TurnInput, TurnOutput},
     telemetry::{rows::EventRow, turns::detail},
     time::{now_ms, timestamp_ms},
 };
@@ -137,26 +137,17 @@ impl Hosting {
         } else {
             running.settings.model.clone()
         };
-        let metered = running.settings.model_mode == ModelMode::Managed
-            && agent.runtime.included_model
-            && self.config.prices.price(&model).is_paid();
-        if metered {
-            let balance = self.store.account(&agent.account_id).await?.map_or(0, |a| a.balance_cents);
-            if balance <= 0 {
-                return Err(ApiError::new(
-                    ErrorReason::InsufficientCredits,
-                    format!(
-                        "the included model is metered and the balance is {balance} cents; top up to message this agent"
-                    ),
-                )
-                .into());
-            }
+        let turn_id = origin.turn_id.unwrap_or_else(|| new_sortable_id("turn"));
+        let input = TurnInput { turn_id: turn_id.clone(), text: text.clone() };
+        // A metered turn is refused before it runs when its model is unpriced (400) or the
+        // account's credits, less what its calls in flight hold, are spent (402).
+        let metered = self.metered_price(&agent.runtime, running.settings.model_mode, &model)?;
+        if let Some(price) = metered {
+            self.admit_turn(agent, running.machine.as_ref(), price, &input).await?;
         }
 
-        let turn_id = origin.turn_id.unwrap_or_else(|| new_sortable_id("turn"));
         let started_at = now_ms();
         let clock = Instant::now();
-        let input = TurnInput { turn_id: turn_id.clone(), text: text.clone() };
         let mut record = TurnRecord {
             id: turn_id.clone(),
             instance_id: agent.id.clone(),
@@ -177,6 +168,7 @@ impl Hosting {
             chat_id: origin.chat_id,
             lease_epoch: agent.epoch,
             marked_in_flight: false,
+            held: metered.is_some(),
         };
         // A turn that outlives its replica is found by the next owner (`super::in_flight`).
         let mark = self.recorder.mark_in_flight(&record);
@@ -200,9 +192,8 @@ impl Hosting {
                 if !out.model.is_empty() {
                     record.model.clone_from(&out.model);
                 }
-                if metered {
-                    record.cost_nanocents =
-                        self.config.prices.cost_nanocents(&record.model, out.input_tokens, out.output_tokens);
+                if let Some(price) = metered {
+                    record.cost_nanocents = self.turn_cost(&agent.runtime, price, out);
                 }
                 None
             }

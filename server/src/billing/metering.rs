@@ -51,13 +51,15 @@ impl ModelPrice {
 #[derive(Debug, Clone)]
 pub struct PriceBook {
     models: BTreeMap<String, ModelPrice>,
-    default: ModelPrice,
+    /// An operator's price for every model the book does not list (the built-in book has
+    /// none: a metered call on an unlisted model is refused).
+    default: Option<ModelPrice>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PriceFile {
-    default: PriceEntry,
+    default: Option<PriceEntry>,
     #[serde(default)]
     models: BTreeMap<String, PriceEntry>,
 }
@@ -96,11 +98,12 @@ impl PriceBook {
     /// The price book compiled into roost.
     pub fn builtin() -> Self {
         // The built-in file is tested below; it cannot fail at run time.
-        Self::from_toml(BUILTIN).unwrap_or_else(|_| Self { models: BTreeMap::new(), default: ModelPrice::default() })
+        Self::from_toml(BUILTIN).unwrap_or_else(|_| Self { models: BTreeMap::new(), default: None })
     }
 
-    /// Reads a price book file (TOML: a `[default]` entry and `[models."name"]` entries,
-    /// each with `input_usd_per_mtok` and `output_usd_per_mtok`).
+    /// Reads a price book file (TOML: `[models."name"]` entries, each with
+    /// `input_usd_per_mtok` and `output_usd_per_mtok`, and optionally a `[default]` one
+    /// that prices every model not listed).
     pub fn load(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
         Self::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))
@@ -114,7 +117,8 @@ impl PriceBook {
             .iter()
             .map(|(name, entry)| Ok((name.clone(), entry.to_price(name)?)))
             .collect::<Result<_, String>>()?;
-        Ok(Self { models, default: file.default.to_price("default")? })
+        let default = file.default.map(|entry| entry.to_price("default")).transpose()?;
+        Ok(Self { models, default })
     }
 
     /// The price of `model`: its own entry, else the longest listed name it starts with
@@ -139,14 +143,11 @@ impl PriceBook {
             .map(|(_, p)| *p)
     }
 
-    /// The price roost charges for `model`: unknown models cost the default.
-    pub fn price(&self, model: &str) -> ModelPrice {
-        self.lookup(model).unwrap_or(self.default)
-    }
-
-    /// What the tokens cost, in nanocents.
-    pub fn cost_nanocents(&self, model: &str, input_tokens: i64, output_tokens: i64) -> i64 {
-        self.price(model).cost(input_tokens, output_tokens, 0, 0)
+    /// The price a metered call of `model` is charged at: its entry ([`PriceBook::lookup`]),
+    /// else the book's `[default]`, else `None`: the model is unpriced, and a metered call
+    /// on it is refused.
+    pub fn metered_price(&self, model: &str) -> Option<ModelPrice> {
+        self.lookup(model).or(self.default)
     }
 }
 
@@ -164,21 +165,32 @@ mod tests {
     #[test]
     fn the_builtin_book_parses_and_prices_models() {
         let book = PriceBook::from_toml(BUILTIN).unwrap();
-        assert_eq!(book.price("echo"), ModelPrice::default());
         assert_eq!(
-            book.price("gpt-4o-mini"),
-            ModelPrice { input: 15_000, output: 60_000, cache_read: 7_500, cache_write: 15_000 }
+            book.metered_price("gpt-4o-mini"),
+            Some(ModelPrice { input: 15_000, output: 60_000, cache_read: 7_500, cache_write: 15_000 })
         );
-        assert_eq!(book.price("gpt-4o-mini-2024-07-18"), book.price("gpt-4o-mini"), "dated variants");
-        assert!(book.price("some-new-model").is_paid(), "unknown models cost the default");
-        assert_eq!(book.lookup("some-new-model"), None);
+        assert_eq!(book.metered_price("gpt-4o-mini-2024-07-18"), book.metered_price("gpt-4o-mini"), "dated variants");
+        assert_eq!(book.metered_price("openai/gpt-4o"), book.metered_price("gpt-4o"), "a router's prefix");
+        // Names of roost's own runtimes, or names that start with them, price nothing: a
+        // managed call on them is refused rather than free.
+        for unpriced in ["some-new-model", "echo", "example", "echo-gpt-4o", "example-4o"] {
+            assert_eq!(book.metered_price(unpriced), None, "{unpriced}");
+        }
+        assert_eq!(book.metered_price("example/gpt-4o"), book.metered_price("gpt-4o"));
+    }
+
+    #[test]
+    fn an_operator_default_prices_every_model() {
+        let book = PriceBook::from_toml("[default]\ninput_usd_per_mtok = 1\noutput_usd_per_mtok = 4\n").unwrap();
+        assert_eq!(book.metered_price("anything").map(|p| p.output), Some(400_000));
+        assert_eq!(book.lookup("anything"), None, "telemetry is priced by listed models only");
     }
 
     #[test]
     fn fractions_of_cents_carry_over_exactly() {
         let book = PriceBook::from_toml("[default]\ninput_usd_per_mtok = 0.075\noutput_usd_per_mtok = 0.3\n").unwrap();
         // 1000 input + 1000 output tokens: 7.5e6 + 3e7 nanocents = 0.0375 cents.
-        let cost = book.cost_nanocents("m", 1000, 1000);
+        let cost = book.metered_price("m").unwrap().cost(1000, 1000, 0, 0);
         assert_eq!(cost, 37_500_000);
         let mut carry = 0;
         let mut charged = 0;
@@ -194,7 +206,7 @@ mod tests {
     #[test]
     fn bad_price_books_are_refused() {
         assert!(PriceBook::from_toml("[default]\ninput_usd_per_mtok = -1\noutput_usd_per_mtok = 0\n").is_err());
-        assert!(PriceBook::from_toml("[models.x]\ninput_usd_per_mtok = 1\noutput_usd_per_mtok = 1\n").is_err());
+        assert!(PriceBook::from_toml("[models.x]\ninput_usd_per_mtok = -1\noutput_usd_per_mtok = 1\n").is_err());
         assert!(
             PriceBook::from_toml("[default]\ninput_usd_per_mtok = 1\noutput_usd_per_mtok = 1\nextra = 2\n").is_err()
         );

@@ -5,7 +5,10 @@
 //! Every movement is one transaction that locks the account row first ([`MoneyTx`]), so
 //! concurrent provisions, renewals and metered turns of one account apply one after the
 //! other and a debit that would take the balance below zero is refused, never half-applied.
+//! Metered calls are admitted against the balance less the holds of the calls in flight
+//! ([`holds`]), so concurrency cannot overdraw by more than one call.
 
+pub mod holds;
 pub mod ledger;
 pub mod metering;
 pub mod money;

@@ -4,6 +4,19 @@ use roost_proto::{ApiError, ErrorReason};
 
 use crate::{Error, Result, billing::LedgerEntry, store::impl_for_connections};
 
+/// The most an account's balance may hold either way: $10 billion. Every movement is
+/// checked against it, so no sum of credits can overflow the store's 64-bit integers (a
+/// 500 on both backends) however large the amounts clients or events carry.
+pub const MAX_BALANCE_CENTS: i64 = 1_000_000_000_000;
+
+/// 400 for a movement that would take a balance past [`MAX_BALANCE_CENTS`].
+pub fn out_of_bounds(cents: i64) -> ApiError {
+    ApiError::invalid_argument(format!(
+        "moving {cents} cents would take the balance past ±{MAX_BALANCE_CENTS} cents, the most an account holds; \
+         nothing changed"
+    ))
+}
+
 /// An account row locked for the rest of the transaction.
 #[derive(Debug, Clone, Copy, sqlx::FromRow)]
 pub struct LockedAccount {
@@ -28,7 +41,7 @@ pub(crate) trait MoneyTx {
     async fn debit(&mut self, account_id: &str, cents: i64) -> Result<Option<i64>>;
 
     /// Adds `cents` (may be negative for metered usage) and sets the usage carry; the new
-    /// balance.
+    /// balance. 400 (nothing changed) when the balance would leave ±[`MAX_BALANCE_CENTS`].
     async fn adjust(&mut self, account_id: &str, cents: i64, carry_nanocents: i64) -> Result<i64>;
 
     /// Writes a ledger row. A movement the store already has (a second refund of an
@@ -62,15 +75,22 @@ impl_for_connections! {
         }
 
         async fn adjust(&mut self, account_id: &str, cents: i64, carry_nanocents: i64) -> Result<i64> {
-            Ok(sqlx::query_scalar(
+            if cents.unsigned_abs() > MAX_BALANCE_CENTS.unsigned_abs() {
+                return Err(out_of_bounds(cents).into());
+            }
+            // The bound is checked without computing a sum that could overflow: with
+            // |cents| ≤ MAX, `MAX - cents` and `-MAX - cents` stay far inside 64 bits.
+            let balance: Option<i64> = sqlx::query_scalar(
                 "UPDATE accounts SET balance_cents = balance_cents + $2, usage_carry_nanocents = $3 \
-                 WHERE id = $1 RETURNING balance_cents",
+                 WHERE id = $1 AND balance_cents <= $4 - $2 AND balance_cents >= -$4 - $2 RETURNING balance_cents",
             )
             .bind(account_id)
             .bind(cents)
             .bind(carry_nanocents)
-            .fetch_one(&mut *self)
-            .await?)
+            .bind(MAX_BALANCE_CENTS)
+            .fetch_optional(&mut *self)
+            .await?;
+            balance.ok_or_else(|| out_of_bounds(cents).into())
         }
 
         async fn insert_ledger(&mut self, entry: &LedgerEntry) -> Result<()> {

@@ -18,6 +18,9 @@ use crate::Result;
 pub const TOLERANCE_SECS: i64 = 300;
 /// The amounts offered on `/billing` when none are configured, in cents.
 pub const DEFAULT_AMOUNTS_CENTS: [i64; 4] = [500, 1000, 2500, 5000];
+/// The largest top-up roost offers or credits: $1,000,000 (`--top-up-amounts` takes no
+/// more, and a signed Stripe event for more is refused).
+pub const MAX_TOP_UP_CENTS: i64 = 100_000_000;
 
 /// `--stripe-*`: where and how roost talks to Stripe.
 #[derive(Debug, Clone)]

@@ -51,7 +51,10 @@ impl StripeEvent {
             account_id: text(&object["client_reference_id"]),
             top_up_id: text(&object["metadata"]["top_up_id"]),
             payment_status: text(&object["payment_status"]),
-            amount_total: object["amount_total"].as_i64(),
+            // A number past 64 bits is over any ceiling, not absent.
+            amount_total: object["amount_total"]
+                .as_i64()
+                .or_else(|| object["amount_total"].as_f64().filter(|a| *a > 0.0).map(|_| i64::MAX)),
             currency: text(&object["currency"]).to_lowercase(),
         };
         if event.id.is_empty() || event.kind.is_empty() {
@@ -136,6 +139,17 @@ impl Store {
     /// a second event for a paid session, an unknown session or an event without a payment
     /// credits nothing (and is not an error: Stripe would retry an error for days).
     pub async fn apply_stripe_event(&self, event: &StripeEvent, currency: &str) -> Result<Option<Credited>> {
+        // No top-up roost offers is this large: a signed event claiming more is refused
+        // (400, logged) before anything is recorded, never added up into an overflow.
+        if event.amount_total.is_some_and(|amount| amount > super::stripe::MAX_TOP_UP_CENTS) {
+            tracing::warn!(event = %event.id, amount = ?event.amount_total, "Stripe event over the top-up ceiling refused");
+            return Err(ApiError::invalid_argument(format!(
+                "amount_total {} is over the largest top-up ({} cents); nothing credited",
+                event.amount_total.unwrap_or_default(),
+                super::stripe::MAX_TOP_UP_CENTS
+            ))
+            .into());
+        }
         let now = now_ms();
         on_writer!(self, |pool| {
             let mut tx = pool.begin_write().await?;

@@ -181,7 +181,7 @@ pub struct WebAppArgs {
     #[arg(long, env = "ROOST_STRIPE_API_BASE", value_name = "URL", default_value = "https://api.stripe.com")]
     stripe_api_base: String,
     /// Top-up amounts offered on /billing, in cents, comma-separated.
-    #[arg(long, env = "ROOST_TOP_UP_AMOUNTS", value_name = "CENTS", value_delimiter = ',', default_values_t = DEFAULT_AMOUNTS_CENTS, value_parser = clap::value_parser!(i64).range(50..=100_000_000))]
+    #[arg(long, env = "ROOST_TOP_UP_AMOUNTS", value_name = "CENTS", value_delimiter = ',', default_values_t = DEFAULT_AMOUNTS_CENTS, value_parser = clap::value_parser!(i64).range(50..=crate::billing::stripe::MAX_TOP_UP_CENTS))]
     top_up_amounts: Vec<i64>,
 }
 

@@ -13,7 +13,7 @@ use roost_proto::{ApiError, ErrorReason};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{Machine, MachineSpec, ModelMode, TurnInput, TurnOutput};
+use super::{CallBounds, Machine, MachineSpec, ModelMode, TurnInput, TurnOutput};
 use crate::{
     ids::new_id,
     store::{Store, on_reader, on_writer},
@@ -118,8 +118,21 @@ fn failed(why: impl Into<String>) -> ApiError {
     ApiError::new(ErrorReason::RuntimeFailed, why)
 }
 
+/// Bytes a message adds to a request besides its content (`{"role":"…","content":""}`).
+const MESSAGE_OVERHEAD: usize = 40;
+
 #[async_trait::async_trait]
 impl Machine for AssistantMachine {
+    async fn bounds(&self, input: &TurnInput) -> CallBounds {
+        // What the request will carry: the brief, the remembered exchanges, the message.
+        let history = self.history().await.unwrap_or_default();
+        let remembered: usize = history.iter().map(|e| e.user_text.len() + e.reply.len() + 2 * MESSAGE_OVERHEAD).sum();
+        CallBounds {
+            prompt_bytes: self.brief.len() + remembered + input.text.len() + 2 * MESSAGE_OVERHEAD + self.model.len(),
+            max_output_tokens: crate::billing::holds::DEFAULT_MAX_OUTPUT_TOKENS,
+        }
+    }
+
     async fn turn(&self, input: TurnInput) -> Result<TurnOutput, ApiError> {
         let upstream = self.upstream.as_ref().ok_or_else(|| match self.mode {
             ModelMode::Byok => ApiError::new(
@@ -131,7 +144,9 @@ impl Machine for AssistantMachine {
             }
         })?;
         let mut messages = vec![json!({ "role": "system", "content": self.brief })];
-        for exchange in self.history().await.map_err(|e| failed(format!("reading history: {e}")))? {
+        // A store error's text stays in the log (`to_api` logs it), never in the answer.
+        let history = self.history().await.map_err(|e| failed(format!("reading history: {}", e.to_api().message())))?;
+        for exchange in history {
             messages.push(json!({ "role": "user", "content": exchange.user_text }));
             messages.push(json!({ "role": "assistant", "content": exchange.reply }));
         }
@@ -159,7 +174,11 @@ impl Machine for AssistantMachine {
             .next()
             .and_then(|c| c.message.content)
             .ok_or_else(|| failed("model upstream returned no message"))?;
-        self.remember(&input.text, &reply).await.map_err(|e| failed(format!("saving history: {e}")))?;
+        // The reply stands (and is charged) even if the store cannot keep the exchange
+        // this once: the next turn then lacks it from its history.
+        if let Err(err) = self.remember(&input.text, &reply).await {
+            tracing::warn!(instance = %self.instance_id, error = %err, "could not keep an exchange in the history");
+        }
         let usage = completion.usage.unwrap_or_default();
         Ok(TurnOutput {
             reply,
@@ -193,15 +212,18 @@ impl AssistantMachine {
         Ok(rows)
     }
 
+    /// Keeps an exchange. PostgreSQL's text cannot hold U+0000 (a model may answer with
+    /// one): it is kept as U+FFFD, on both backends alike.
     async fn remember(&self, user_text: &str, reply: &str) -> crate::Result<()> {
+        let (user_text, reply) = (user_text.replace('\0', "\u{FFFD}"), reply.replace('\0', "\u{FFFD}"));
         on_writer!(self.store, |pool| {
             sqlx::query(
                 "INSERT INTO assistant_exchanges (id, instance_id, user_text, reply, created_at) VALUES ($1, $2, $3, $4, $5)",
             )
             .bind(new_id("exc"))
             .bind(&self.instance_id)
-            .bind(user_text)
-            .bind(reply)
+            .bind(&user_text)
+            .bind(&reply)
             .bind(now_ms())
             .execute(pool)
             .await

@@ -3,7 +3,7 @@
 
 use roost_proto::ApiError;
 
-use super::{Machine, MachineSpec, TurnInput, TurnOutput, word_count};
+use super::{CallBounds, Machine, MachineSpec, TurnInput, TurnOutput, word_count};
 
 /// An echo agent.
 pub struct EchoMachine {
@@ -19,6 +19,12 @@ impl EchoMachine {
 
 #[async_trait::async_trait]
 impl Machine for EchoMachine {
+    async fn bounds(&self, input: &TurnInput) -> CallBounds {
+        // The reply is the brief and the message: no more words than their bytes.
+        let reply = self.brief.len() + input.text.len() + 3;
+        CallBounds { prompt_bytes: input.text.len(), max_output_tokens: i64::try_from(reply).unwrap_or(i64::MAX) }
+    }
+
     async fn turn(&self, input: TurnInput) -> Result<TurnOutput, ApiError> {
         let reply = format!("[{}] {}", self.brief, input.text);
         Ok(TurnOutput {

@@ -103,9 +103,29 @@ pub struct TurnOutput {
     pub model: String,
 }
 
+/// The most a turn may ask of a model: what a metered turn holds credits for
+/// (`crate::billing::holds`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallBounds {
+    /// Bytes of everything the model is sent (no tokenizer makes more tokens than bytes).
+    pub prompt_bytes: usize,
+    /// The most tokens the model may answer with.
+    pub max_output_tokens: i64,
+}
+
 /// A running agent.
 #[async_trait::async_trait]
 pub trait Machine: Send + Sync {
+    /// The bounds of a turn on `input`, asked before a metered turn runs. By default the
+    /// message and [`crate::billing::holds::DEFAULT_MAX_OUTPUT_TOKENS`]; a runtime that
+    /// knows more (its history, its reply's size) says so.
+    async fn bounds(&self, input: &TurnInput) -> CallBounds {
+        CallBounds {
+            prompt_bytes: input.text.len(),
+            max_output_tokens: crate::billing::holds::DEFAULT_MAX_OUTPUT_TOKENS,
+        }
+    }
+
     /// Runs one turn. Errors are `runtime_failed` when the runtime crashed, was unreachable
     /// or answered garbage, or another reason from the table when the agent cannot take the
     /// turn as configured (a byok agent without its key is `wrong_state`).

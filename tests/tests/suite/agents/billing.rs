@@ -8,7 +8,7 @@ use std::{
 };
 
 use axum::{Json, Router, extract::State, http::HeaderMap, routing::post};
-use roost_server::runtimes::assistant::Upstream;
+use roost_server::{billing::metering::PriceBook, runtimes::assistant::Upstream};
 use roost_tests::{Backend, each_backend};
 use serde_json::{Value, json};
 
@@ -17,6 +17,8 @@ use super::start;
 each_backend!(
     renewals_charge_each_period_and_suspend_when_unpaid,
     metered_turns_are_charged_by_the_price_book,
+    managed_models_are_priced_by_the_book_and_the_model_that_answered,
+    a_reply_with_nul_is_kept_and_store_errors_stay_out_of_answers,
     byok_agents_use_their_own_key
 );
 
@@ -55,19 +57,35 @@ async fn renewals_charge_each_period_and_suspend_when_unpaid(backend: Backend) {
 
 /// What the fake upstream saw.
 #[derive(Default)]
-struct Seen {
-    requests: Vec<Value>,
-    keys: Vec<String>,
+pub(super) struct Seen {
+    pub requests: Vec<Value>,
+    pub keys: Vec<String>,
 }
 
-/// The fake upstream's state: what it saw, and the usage it reports.
-type FakeState = (Arc<Mutex<Seen>>, (i64, i64));
+/// What the fake upstream answers: the usage it reports, and the model and reply it names
+/// (by default the request's model and "you said <the last message>").
+#[derive(Clone, Default)]
+pub(super) struct Answer {
+    pub usage: (i64, i64),
+    pub model: Option<String>,
+    pub reply: Option<String>,
+}
 
-/// An OpenAI-compatible chat-completions server answering every request with `usage`.
-async fn fake_upstream(usage: (i64, i64)) -> (String, Arc<Mutex<Seen>>) {
+impl Answer {
+    /// The request's model and "you said …", with this usage.
+    pub fn usage(prompt: i64, completion: i64) -> Self {
+        Self { usage: (prompt, completion), ..Self::default() }
+    }
+}
+
+/// The fake upstream's state: what it saw, and what it answers.
+type FakeState = (Arc<Mutex<Seen>>, Answer);
+
+/// An OpenAI-compatible chat-completions server answering every request with `answer`.
+pub(super) async fn fake_upstream(answer: Answer) -> (String, Arc<Mutex<Seen>>) {
     let seen = Arc::new(Mutex::new(Seen::default()));
     async fn complete(
-        State((seen, usage)): State<FakeState>,
+        State((seen, answer)): State<FakeState>,
         headers: HeaderMap,
         Json(body): Json<Value>,
     ) -> Json<Value> {
@@ -75,13 +93,14 @@ async fn fake_upstream(usage: (i64, i64)) -> (String, Arc<Mutex<Seen>>) {
         let mut seen = seen.lock().unwrap();
         seen.keys.push(headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned());
         seen.requests.push(body.clone());
+        let reply = answer.reply.clone().unwrap_or_else(|| format!("you said {}", last.as_str().unwrap_or_default()));
         Json(json!({
-            "model": body["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": format!("you said {}", last.as_str().unwrap_or_default())}}],
-            "usage": {"prompt_tokens": usage.0, "completion_tokens": usage.1},
+            "model": answer.model.clone().map_or(body["model"].clone(), Value::from),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}}],
+            "usage": {"prompt_tokens": answer.usage.0, "completion_tokens": answer.usage.1},
         }))
     }
-    let app = Router::new().route("/v1/chat/completions", post(complete)).with_state((seen.clone(), usage));
+    let app = Router::new().route("/v1/chat/completions", post(complete)).with_state((seen.clone(), answer));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
@@ -90,7 +109,7 @@ async fn fake_upstream(usage: (i64, i64)) -> (String, Arc<Mutex<Seen>>) {
 
 async fn metered_turns_are_charged_by_the_price_book(backend: Backend) {
     // gpt-4o: $2.50 in, $10 out per Mtok. 1000 in + 500 out = 0.25 + 0.5 = 0.75 cents a turn.
-    let (upstream, seen) = fake_upstream((1_000, 500)).await;
+    let (upstream, seen) = fake_upstream(Answer::usage(1_000, 500)).await;
     let server = start(backend, |config| {
         config.hosting.model_upstream = Some(Upstream { base_url: upstream, api_key: Some("managed-key".into()) });
     })
@@ -138,7 +157,7 @@ async fn metered_turns_are_charged_by_the_price_book(backend: Backend) {
 }
 
 async fn byok_agents_use_their_own_key(backend: Backend) {
-    let (upstream, seen) = fake_upstream((10, 10)).await;
+    let (upstream, seen) = fake_upstream(Answer::usage(10, 10)).await;
     let server = start(backend, |config| config.hosting.byok_upstream_url = upstream).await;
     let account = server.account(0).await;
     let api = server.api(Some(&account));
@@ -160,4 +179,112 @@ async fn byok_agents_use_their_own_key(backend: Backend) {
     assert_eq!(turn["reply"], "you said hello");
     assert_eq!(turn["charged_cents"], 0, "byok turns are not metered");
     assert_eq!(seen.lock().unwrap().keys, ["Bearer sk-mine"]);
+}
+
+/// A managed assistant is metered whatever its model is called: a name the price book does
+/// not price (roost's own runtimes' model names among them) is refused before the upstream
+/// is called, a router-prefixed one is priced as its model, and the model the upstream says
+/// answered is the one charged.
+async fn managed_models_are_priced_by_the_book_and_the_model_that_answered(backend: Backend) {
+    // 1M in + 330k out tokens: $5.80 at gpt-4o's $2.50 / $10, $0.348 at gpt-4o-mini's.
+    let (upstream, seen) = fake_upstream(Answer::usage(1_000_000, 330_000)).await;
+    let server = start(backend, |config| {
+        config.hosting.model_upstream = Some(Upstream { base_url: upstream, api_key: None });
+    })
+    .await;
+    let account = server.account(100_000).await;
+    let api = server.api(Some(&account));
+    let id = api.provision("assistant", "priced").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+    let path = format!("/api/instances/{id}/config");
+    let config = |model: &str| api.post(&path, json!({"model": model}));
+
+    for model in ["echo", "example", "echo-gpt-4o", "example-4o", "a-model-nobody-prices"] {
+        let refused = config(model).await;
+        refused.err(400, "unpriced_model");
+        assert!(refused.body["error"].as_str().unwrap().contains(model), "{}", refused.body);
+    }
+    assert_eq!(api.get(&format!("/api/instances/{id}")).await.ok()["model"], "", "nothing changed: the default");
+
+    config("example/gpt-4o").await.ok();
+    api.wait_status(&id, "running").await;
+    let turn = api.message(&id, "one").await.ok();
+    assert_eq!(turn["charged_cents"], 580, "priced as gpt-4o: {turn}");
+    assert_eq!(seen.lock().unwrap().requests.len(), 1);
+    let balance = api.get("/api/account").await.ok()["balance_cents"].as_i64().unwrap();
+    assert_eq!(balance, 100_000 - 580, "the first agent's period is free; the turn cost 580");
+    server.stop().await.unwrap();
+
+    // The upstream answering with another model than the one asked for: that one is
+    // charged.
+    let (upstream, _) =
+        fake_upstream(Answer { model: Some("gpt-4o-2024-08-06".into()), ..Answer::usage(1_000_000, 330_000) }).await;
+    let server = start(backend, |config| {
+        config.hosting.model_upstream = Some(Upstream { base_url: upstream, api_key: None });
+    })
+    .await;
+    let account = server.account(100_000).await;
+    let api = server.api(Some(&account));
+    let id = api.provision("assistant", "cheap").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+    api.post(&format!("/api/instances/{id}/config"), json!({"model": "gpt-4o-mini"})).await.ok();
+    api.wait_status(&id, "running").await;
+    let turn = api.message(&id, "one").await.ok();
+    assert_eq!(turn["charged_cents"], 580, "charged as the gpt-4o that answered, not the gpt-4o-mini asked for");
+    let activity = api.get(&format!("/api/instances/{id}/activity")).await.ok();
+    assert_eq!(activity["turns"][0]["model"], "gpt-4o-2024-08-06");
+    server.stop().await.unwrap();
+
+    // A price book that does not price the runtime's default model: the first message is
+    // refused, and the upstream never hears of it.
+    let (upstream, seen) = fake_upstream(Answer::usage(10, 10)).await;
+    let prices = "[models.\"gpt-4o-mini\"]\ninput_usd_per_mtok = 0.15\noutput_usd_per_mtok = 0.6\n";
+    let server = start(backend, |config| {
+        config.hosting.model_upstream = Some(Upstream { base_url: upstream, api_key: None });
+        config.hosting.prices = PriceBook::from_toml(prices).unwrap();
+    })
+    .await;
+    let account = server.account(100_000).await;
+    let api = server.api(Some(&account));
+    let id = api.provision("assistant", "unpriced").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+    let refused = api.message(&id, "hello").await;
+    refused.err(400, "unpriced_model");
+    assert!(refused.body["error"].as_str().unwrap().contains("gpt-4o"), "{}", refused.body);
+    assert!(seen.lock().unwrap().requests.is_empty(), "the upstream was not called");
+}
+
+/// PostgreSQL's text cannot hold U+0000: a model that answers with one still gets its
+/// turn answered, charged and remembered (as U+FFFD, on both backends), and no database
+/// error text reaches a client.
+async fn a_reply_with_nul_is_kept_and_store_errors_stay_out_of_answers(backend: Backend) {
+    let (upstream, seen) =
+        fake_upstream(Answer { reply: Some("zero\0byte".into()), ..Answer::usage(1_000, 500) }).await;
+    let server = start(backend, |config| {
+        config.hosting.model_upstream = Some(Upstream { base_url: upstream, api_key: None });
+    })
+    .await;
+    let account = server.account(10_000).await;
+    let api = server.api(Some(&account));
+    let id = api.provision("assistant", "nul").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+    for text in ["one", "two"] {
+        let turn = api.message(&id, text).await.ok();
+        assert_eq!(turn["reply"], "zero\u{FFFD}byte", "{turn}");
+    }
+    // The second call carried the first exchange.
+    let requests = seen.lock().unwrap().requests.clone();
+    let contents: Vec<&str> =
+        requests[1]["messages"].as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap()).collect();
+    assert_eq!(contents, ["nul", "one", "zero\u{FFFD}byte", "two"]);
+
+    // A store that fails the history read: the answer says so, without the database's words.
+    server.sql("DROP TABLE assistant_exchanges").await.unwrap();
+    let failed = api.message(&id, "three").await;
+    failed.err(502, "runtime_failed");
+    let error = failed.body["error"].as_str().unwrap().to_lowercase();
+    assert!(
+        !error.contains("assistant_exchanges") && !error.contains("no such table") && !error.contains("relation"),
+        "{error}"
+    );
 }

@@ -17,7 +17,8 @@ use roost_server::{ServeConfig, runtimes::Catalogue};
 use roost_tests::{Backend, TestServer};
 
 /// The runtimes tests use: the built-in ones plus a paid echo, a slow-booting process
-/// runtime (for settling deploys) and one whose command does not exist.
+/// runtime (for settling deploys), one whose command does not exist, and a free assistant
+/// (for many metered agents on one account).
 pub const TEST_CATALOGUE: &str = r#"
 [[runtime]]
 id = "echo"
@@ -62,6 +63,13 @@ id = "assistant"
 driver = "assistant"
 price_cents_month = 2000
 channels = ["telegram"]
+included_model = true
+default_model = "gpt-4o"
+
+[[runtime]]
+id = "assistant-free"
+driver = "assistant"
+price_cents_month = 0
 included_model = true
 default_model = "gpt-4o"
 "#;

@@ -10,14 +10,19 @@ use roost_server::billing::metering::PriceBook;
 use roost_tests::{Api, Backend, Reply, TestAccount, TestServer, each_backend};
 use serde_json::{Value, json};
 
-use super::start;
+use super::{
+    billing::{Answer, fake_upstream},
+    start,
+};
 
 each_backend!(
     racing_destroys_refund_each_agent_once,
     racing_pauses_resumes_and_configs_move_no_money,
     racing_resumes_of_suspended_agents_pay_one_renewal_each,
     renewals_racing_lifecycle_calls_charge_each_period_once,
-    racing_metered_turns_charge_each_turn_once
+    racing_metered_turns_charge_each_turn_once,
+    twenty_agents_messaged_at_once_overdraw_by_at_most_one_turn,
+    credits_past_the_balance_ceiling_are_refused
 );
 
 const AGENTS: usize = 10;
@@ -338,4 +343,85 @@ async fn racing_metered_turns_charge_each_turn_once(backend: Backend) {
         }
     }
     assert_eq!((stored, stored_charges), (answered, charged));
+}
+
+/// Issue 29's case: 40 cents, twenty managed assistant agents of one account, one 35-cent
+/// turn each, all at once. Turns are admitted against the balance less the credits held
+/// for the turns in flight, so the balance ends at most one turn below zero (it went to
+/// −414 cents before). With credits for all of them, all twenty run at once.
+async fn twenty_agents_messaged_at_once_overdraw_by_at_most_one_turn(backend: Backend) {
+    // $1,000 per Mtok in and out: a token costs a tenth of a cent; 100 + 250 tokens = 35 cents.
+    let (upstream, seen) = fake_upstream(Answer::usage(100, 250)).await;
+    let prices = "[models.\"gpt-4o\"]\ninput_usd_per_mtok = 1000\noutput_usd_per_mtok = 1000\n";
+    let server = start(backend, |config| {
+        config.hosting.prices = PriceBook::from_toml(prices).expect("price book");
+        config.hosting.model_upstream =
+            Some(roost_server::runtimes::assistant::Upstream { base_url: upstream, api_key: None });
+    })
+    .await;
+    let account = server.account(0).await;
+    let api = server.api(Some(&account));
+    let ids = running_agents(&api, "assistant-free", 20).await;
+    let store = server.store().await;
+    let all_at_once = || {
+        let handles: Vec<_> = ids
+            .iter()
+            .map(|id| {
+                let (api, id) = (api.clone(), id.clone());
+                tokio::spawn(async move { api.message(&id, "hi").await })
+            })
+            .collect();
+        async move {
+            let mut replies = Vec::new();
+            for handle in handles {
+                replies.push(handle.await.expect("turn"));
+            }
+            replies
+        }
+    };
+
+    let mut served = 0;
+    for round in 0..3 {
+        store.add_credits(&account.id, 40).await.unwrap();
+        let before = assert_books_balance(&server, &account).await;
+        let replies = all_at_once().await;
+        for reply in &replies {
+            match reply.status {
+                200 => assert_eq!(reply.body["charged_cents"], 35, "{:?}", reply.body),
+                _ => reply.err(402, "insufficient_credits"),
+            }
+        }
+        let answered = count(&replies, 200) as i64;
+        served += answered;
+        let balance = assert_books_balance(&server, &account).await;
+        assert!(answered >= 1, "round {round}: the balance was {before}, above zero");
+        assert_eq!(balance, before - 35 * answered, "round {round}");
+        assert!(balance >= -35, "round {round}: overdrawn by more than one turn: {balance}");
+    }
+    assert_eq!(seen.lock().unwrap().requests.len() as i64, served, "refused turns never reached the upstream");
+    assert_eq!(store.held_cents(&account.id).await.unwrap(), 0, "every hold was released");
+
+    // Credits for every turn: nothing waits on anything.
+    store.add_credits(&account.id, 100_000).await.unwrap();
+    let replies = all_at_once().await;
+    assert_eq!(count(&replies, 200), 20, "{replies:?}");
+    assert_books_balance(&server, &account).await;
+}
+
+/// Money is added with checked arithmetic: an amount, or a sum, past the balance ceiling is
+/// 400 and changes nothing, instead of overflowing the store's integers (a 500 before).
+async fn credits_past_the_balance_ceiling_are_refused(backend: Backend) {
+    use roost_server::billing::money::MAX_BALANCE_CENTS;
+    let server = start(backend, |_| {}).await;
+    let account = server.account(0).await;
+    let store = server.store().await;
+    for cents in [i64::MAX, MAX_BALANCE_CENTS + 1] {
+        let err = store.add_credits(&account.id, cents).await.unwrap_err().to_api();
+        assert_eq!(err.reason(), roost_proto::ErrorReason::InvalidArgument, "{cents}");
+    }
+    store.add_credits(&account.id, MAX_BALANCE_CENTS).await.unwrap();
+    let err = store.add_credits(&account.id, 1).await.unwrap_err().to_api();
+    assert_eq!(err.reason(), roost_proto::ErrorReason::InvalidArgument);
+    assert!(store.create_account("rich", i64::MAX).await.is_err());
+    assert_eq!(assert_books_balance(&server, &account).await, MAX_BALANCE_CENTS);
 }

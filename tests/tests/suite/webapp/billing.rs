@@ -8,7 +8,7 @@ use roost_tests::{
     pages::location,
     stripe::{FakeStripe, Session, WEBHOOK_SECRET},
 };
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{account_id, signed_up};
 
@@ -126,6 +126,31 @@ async fn top_ups_are_credited_once_by_signed_webhooks(backend: Backend) {
         ))
         .await;
     assert!(twice.is_err(), "a second credit of one top-up violates the store's unique index");
+
+    // A signed event whose amount would overflow the balance (or is past 64 bits): 400,
+    // nothing credited or recorded, and the top-up still takes its real payment.
+    ada.post_form("/billing/checkout", &[("amount_cents", "500")]).await;
+    let third = stripe.sessions().pop().unwrap();
+    for (n, amount) in [json!(i64::MAX), json!(1e30), json!(100_000_001)].into_iter().enumerate() {
+        let mut event: Value = serde_json::from_slice(&stripe.event(
+            &format!("evt_huge_{n}"),
+            "checkout.session.completed",
+            &third,
+            "paid",
+        ))
+        .unwrap();
+        event["data"]["object"]["amount_total"] = amount.clone();
+        let (status, body) = signed(&server, &serde_json::to_vec(&event).unwrap()).await;
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("invalid_argument")),
+            "{amount}: {body}"
+        );
+    }
+    assert_eq!(balance(&server, &account).await, 1500);
+    let real = stripe.event("evt_real", "checkout.session.completed", &third, "paid");
+    assert_eq!(signed(&server, &real).await.1["credited_cents"].as_i64(), Some(500));
+    assert_eq!(ledger_sum(&server, &account).await, 2000);
 }
 
 async fn without_stripe_the_operator_tops_up(backend: Backend) {
