@@ -6,6 +6,8 @@
 //!   rule). The body is limited before and after decompression (413), so a small gzip bomb
 //!   cannot expand past the limit.
 //! - A body that does not decode is 400.
+//! - Its decompressed size is held in the ingest budget ([`crate::budget`]) from before it
+//!   is read until the caller drops the returned [`Held`]: 429 `overloaded` when full.
 
 use std::io::Read;
 
@@ -15,7 +17,10 @@ use prost::Message;
 use roost_proto::{ApiError, ErrorReason};
 use serde::de::DeserializeOwned;
 
-use crate::extract::read_limited;
+use crate::{
+    budget::{Held, IngestBudget, JSON_EXPANSION, PROTOBUF_EXPANSION, gzip_stated_size},
+    extract::read_limited,
+};
 
 /// How a body is (and its answer will be) encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,12 +41,14 @@ impl Encoding {
     }
 }
 
-/// Reads and decodes a message. Errors carry the encoding the client used (JSON when it
-/// could not be told), to answer in.
+/// Reads and decodes a message, holding its size in `budget` (keep the [`Held`] until the
+/// message is stored). Errors carry the encoding the client used (JSON when it could not be
+/// told), to answer in.
 pub async fn decode<T: Message + Default + DeserializeOwned>(
     req: Request,
     limit: usize,
-) -> Result<(T, Encoding), (ApiError, Encoding)> {
+    budget: &IngestBudget,
+) -> Result<(T, Encoding, Held), (ApiError, Encoding)> {
     let content_type = req.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
     let essence = content_type.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
     let encoding = match essence.as_str() {
@@ -53,17 +60,39 @@ pub async fn decode<T: Message + Default + DeserializeOwned>(
         }
     };
     let gzip = gzipped(req.headers()).map_err(|e| (e, encoding))?;
+    // What a body of `n` bytes costs once decoded, as the budget counts it.
+    let decoded = |n: usize| {
+        n.min(limit).saturating_mul(match encoding {
+            Encoding::Protobuf => PROTOBUF_EXPANSION,
+            Encoding::Json => JSON_EXPANSION,
+        })
+    };
+    let mut held = Held::default();
+    let stated = req.headers().get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    if let Some(length) = stated {
+        budget.hold(&mut held, decoded(length)).await.map_err(|e| (e, encoding))?;
+    }
     let raw = read_limited(req.into_body(), limit).await.map_err(|e| (e.0, encoding))?;
-    let bytes = if gzip { gunzip(&raw, limit).map_err(|e| (e, encoding))? } else { raw.to_vec() };
+    budget.hold(&mut held, decoded(raw.len())).await.map_err(|e| (e, encoding))?;
+    let bytes = if gzip {
+        let expected = gzip_stated_size(&raw).unwrap_or(raw.len());
+        budget.hold(&mut held, decoded(expected)).await.map_err(|e| (e, encoding))?;
+        let plain = gunzip(&raw, limit).map_err(|e| (e, encoding))?;
+        drop(raw);
+        budget.hold(&mut held, decoded(plain.len())).await.map_err(|e| (e, encoding))?;
+        bytes::Bytes::from(plain)
+    } else {
+        raw
+    };
     let message = match encoding {
-        Encoding::Protobuf => T::decode(bytes.as_slice())
+        Encoding::Protobuf => T::decode(bytes.as_ref())
             .map_err(|e| ApiError::invalid_argument(format!("cannot decode the protobuf body: {e}")))
             .map_err(|e| (e, encoding))?,
         Encoding::Json => serde_json::from_slice(&bytes)
             .map_err(|e| ApiError::invalid_argument(format!("invalid JSON body: {e}")))
             .map_err(|e| (e, encoding))?,
     };
-    Ok((message, encoding))
+    Ok((message, encoding, held))
 }
 
 /// Whether the body is gzipped (`Content-Encoding: gzip`); none or `identity` is plain,

@@ -8,6 +8,7 @@
 pub mod access;
 pub mod api;
 pub mod brake;
+pub mod budget;
 mod call;
 mod codec;
 mod error;
@@ -85,6 +86,8 @@ pub struct Core {
     pub usage: Arc<usage::UsageCounters>,
     /// The brake on guessing dashboard tokens at `/dashboard/signin`.
     pub token_brake: brake::Brake,
+    /// Ingest bytes in flight (OTLP/HTTP and node pushes here; OTLP/gRPC shares it).
+    pub ingest_budget: budget::IngestBudget,
 }
 
 /// Limits the gateway enforces before a request reaches the core.
@@ -94,6 +97,8 @@ pub struct GatewayOptions {
     pub max_json_body_bytes: usize,
     /// Largest OTLP or node-push body, before and after decompression (413 above).
     pub max_otlp_body_bytes: usize,
+    /// Ingest bytes decoded at once, over every listener and protocol (429 past it).
+    pub max_ingest_inflight_bytes: usize,
     /// How often an idle SSE stream sends a keepalive comment.
     pub sse_keepalive: std::time::Duration,
     /// Every cookie gets `Secure` (roost's `--public-url` is https); otherwise only pages
@@ -106,6 +111,7 @@ impl Default for GatewayOptions {
         Self {
             max_json_body_bytes: 1024 * 1024,
             max_otlp_body_bytes: 32 * 1024 * 1024,
+            max_ingest_inflight_bytes: budget::DEFAULT_BYTES,
             sse_keepalive: std::time::Duration::from_secs(15),
             secure_cookies: false,
         }

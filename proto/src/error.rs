@@ -180,7 +180,12 @@ impl ApiError {
 
     /// The status that carries this error over gRPC.
     pub fn to_status(&self) -> Status {
-        let details = ErrorDetails::with_error_info(self.reason.code(), ERROR_DOMAIN, HashMap::new());
+        let mut details = ErrorDetails::with_error_info(self.reason.code(), ERROR_DOMAIN, HashMap::new());
+        // A bound on work in flight: say when to come back (OTLP exporters retry
+        // RESOURCE_EXHAUSTED only with RetryInfo).
+        if self.reason == ErrorReason::Overloaded {
+            details.set_retry_info(Some(std::time::Duration::from_secs(1)));
+        }
         Status::with_error_details(self.reason.grpc_code(), self.message.clone(), details)
     }
 }

@@ -215,6 +215,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         webapp: Arc::new(WebAppCore::new(auth.clone(), config.webapp.clone())),
         billing: Arc::new(BillingCore::new(auth.clone(), StripeClient::new(config.stripe.clone()))),
     };
+    let ingest_budget = roost_gateway::budget::IngestBudget::new(config.gateway.max_ingest_inflight_bytes);
     let core = roost_gateway::Core {
         system: services.system.clone(),
         agents: services.agents.clone(),
@@ -235,8 +236,9 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         mcp: roost_gateway::mcp::McpState::new(shutdown.clone()),
         usage,
         token_brake: Default::default(),
+        ingest_budget: ingest_budget.clone(),
     };
-    let (router, _health) = grpc::add_services(roost_gateway::router(core), &services).await?;
+    let (router, _health) = grpc::add_services(roost_gateway::router(core), &services, &ingest_budget).await?;
     // Outside the access check, so refused requests are counted too.
     let app = router
         .layer(axum::middleware::from_fn_with_state(access, roost_gateway::access::enforce))

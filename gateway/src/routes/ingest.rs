@@ -188,10 +188,11 @@ where
         req.headers().get(ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains("protobuf"));
     let (parts, body) = req.into_parts();
     let call = Call::from_parts(&parts);
-    let (message, encoding) = match decode::<Req>(Request::from_parts(parts, body), limit).await {
-        Ok(decoded) => decoded,
-        Err((err, _)) => return HttpError(err).into_response(),
-    };
+    let (message, encoding, _held) =
+        match decode::<Req>(Request::from_parts(parts, body), limit, &core.ingest_budget).await {
+            Ok(decoded) => decoded,
+            Err((err, _)) => return HttpError(err).into_response(),
+        };
     match call_service(core, call.request(message)).await {
         Ok(resp) if encoding == Encoding::Protobuf || wants_protobuf => {
             ([(CONTENT_TYPE, Encoding::Protobuf.content_type())], resp.into_inner().encode_to_vec()).into_response()

@@ -52,9 +52,10 @@ macro_rules! export {
         let limit = core.options.max_otlp_body_bytes;
         let (parts, body) = $req.into_parts();
         let call = Call::from_parts(&parts);
-        match decode::<$message>(Request::from_parts(parts, body), limit).await {
+        match decode::<$message>(Request::from_parts(parts, body), limit, &core.ingest_budget).await {
             Err((err, encoding)) => error(err, encoding),
-            Ok((message, encoding)) => match core.$service.export(call.request(message)).await {
+            // The budget is held until the export is stored.
+            Ok((message, encoding, _held)) => match core.$service.export(call.request(message)).await {
                 Ok(resp) => answer(&resp.into_inner(), encoding),
                 Err(status) => error(ApiError::from_status(&status), encoding),
             },
@@ -104,7 +105,13 @@ fn error(err: ApiError, encoding: Encoding) -> Response {
         Encoding::Protobuf => {
             let reason = err.reason();
             let status = RpcStatus { code: reason.grpc_code() as i32, message: err.message().to_owned() };
-            (reason.http_status(), [(CONTENT_TYPE, encoding.content_type())], status.encode_to_vec()).into_response()
+            let mut response =
+                (reason.http_status(), [(CONTENT_TYPE, encoding.content_type())], status.encode_to_vec())
+                    .into_response();
+            if reason == roost_proto::ErrorReason::Overloaded {
+                response.headers_mut().insert(http::header::RETRY_AFTER, http::HeaderValue::from_static("1"));
+            }
+            response
         }
     }
 }

@@ -45,6 +45,10 @@ use crate::{
     time::now_ms,
 };
 
+/// How long destroy waits for the turn it cancelled to be recorded before it drops the
+/// agent's lease (a record under a dropped lease would be fenced out and lost).
+const TURN_RECORD_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 fn wrong_state(message: String) -> ApiError {
     ApiError::new(ErrorReason::WrongState, message)
 }
@@ -498,13 +502,27 @@ impl Hosting {
             ))
             .await?;
             tx.mark_destroyed(&row.id, now).await?;
-            tx.delete_agent_lease(&row.id).await?;
-            tx.forget_in_flight(&row.id).await?;
             tx.commit().await?;
             (refund, balance)
         });
+        // A turn in flight ends `cancelled` (409 `wrong_state` to its caller, as pause and
+        // config end theirs), and is recorded under the lease it ran with: the lease goes
+        // only once the turn's job has let go of the agent's turn lock.
         if let Some(machine) = agent.end_generation(Status::Destroyed, "") {
             machine.stop().await;
+        }
+        if tokio::time::timeout(TURN_RECORD_WAIT, agent.turns.clone().lock_owned()).await.is_err() {
+            warn!(instance = %agent.id, "a turn of a destroyed agent was still being recorded; its lease goes anyway");
+        }
+        let released = on_writer!(self.store, |pool| {
+            let mut tx = pool.begin_write().await?;
+            tx.delete_agent_lease(&agent.id).await?;
+            tx.forget_in_flight(&agent.id).await?;
+            tx.commit().await
+        });
+        if let Err(err) = released {
+            // Harmless: no replica claims the lease of a destroyed agent.
+            warn!(instance = %agent.id, error = %err, "could not drop a destroyed agent's lease");
         }
         self.registry.remove(&agent.id);
         info!(instance = %agent.id, refund, "agent destroyed");

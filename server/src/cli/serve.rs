@@ -41,6 +41,11 @@ pub struct ServeArgs {
     /// that stopped reading. Streams (SSE, MCP) are in flight while they last.
     #[arg(long, env = "ROOST_IDLE_TIMEOUT_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     idle_timeout_secs: u64,
+    /// MiB of telemetry (OTLP exports, node pushes) decoded at once, counted as 8 bytes per
+    /// protobuf byte and 2 per JSON byte, decompressed; past it a request waits a second for
+    /// room, then gets 429 / RESOURCE_EXHAUSTED with Retry-After.
+    #[arg(long, env = "ROOST_MAX_INGEST_INFLIGHT_MB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(16..=4095))]
+    max_ingest_inflight_mb: u64,
     /// Most client connections open at once per listener; more wait in the kernel's backlog.
     /// Default: the descriptor limit (raised to its hard limit at start) less a reserve of a
     /// quarter of it (64 to 1,024).
@@ -279,6 +284,8 @@ impl ServeArgs {
             health_clients: self.max_health_stream_clients,
             log_clients: self.max_log_stream_clients,
         };
+        config.gateway.max_ingest_inflight_bytes =
+            usize::try_from(self.max_ingest_inflight_mb.saturating_mul(1024 * 1024)).unwrap_or(usize::MAX);
         config.gateway.secure_cookies =
             self.public_url.as_deref().is_some_and(|url| url.trim().to_ascii_lowercase().starts_with("https://"));
         // The names `--addr` and `--public-url` give are roost's own.

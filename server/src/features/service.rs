@@ -330,8 +330,11 @@ impl FeatureService for FeatureCore {
         &self,
         _req: Request<ListReplicasRequest>,
     ) -> Result<Response<ListReplicasResponse>, Status> {
-        let replicas = self.replicas().await?;
-        Ok(Response::new(ListReplicasResponse { self_id: self.leadership.replica().to_owned(), replicas }))
+        let self_id = self.leadership.replica().to_owned();
+        let list = self.replicas().await.map(|replicas| ListReplicasResponse { replicas, ..Default::default() });
+        let mut answer = self.failures.or_warning("replicas", list, |p, w| p.warning = w)?;
+        answer.self_id = self_id;
+        Ok(Response::new(answer))
     }
 
     async fn get_channels(&self, _req: Request<GetChannelsRequest>) -> Result<Response<GetChannelsResponse>, Status> {

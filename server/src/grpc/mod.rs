@@ -2,14 +2,17 @@
 //! each also reachable as gRPC-web over HTTP/1.1.
 
 mod decode_errors;
+mod ingest_budget;
 
 use std::sync::Arc;
 
 use decode_errors::DecodeErrorsAreInvalid;
+use ingest_budget::WithinBudget;
 use opentelemetry_proto::tonic::collector::{
     logs::v1::logs_service_server::LogsServiceServer, metrics::v1::metrics_service_server::MetricsServiceServer,
     trace::v1::trace_service_server::TraceServiceServer,
 };
+use roost_gateway::budget::IngestBudget;
 use roost_proto::v1::{
     account_service_server::AccountServiceServer, agent_service_server::AgentServiceServer,
     billing_service_server::BillingServiceServer, control_service_server::ControlServiceServer,
@@ -71,8 +74,14 @@ pub struct Services {
 
 /// Adds every gRPC service to `router`, which keeps its own routes and fallback.
 ///
-/// Returns the health reporter, so the server can report NOT_SERVING while it stops.
-pub async fn add_services(router: axum::Router, services: &Services) -> anyhow::Result<(axum::Router, HealthReporter)> {
+/// OTLP exports count their bytes in `budget` before they are decoded (see
+/// [`ingest_budget`]). Returns the health reporter, so the server can report NOT_SERVING
+/// while it stops.
+pub async fn add_services(
+    router: axum::Router,
+    services: &Services,
+    budget: &IngestBudget,
+) -> anyhow::Result<(axum::Router, HealthReporter)> {
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter.set_serving::<SystemServiceServer<SystemCore>>().await;
     reporter.set_serving::<AgentServiceServer<AgentCore>>().await;
@@ -101,21 +110,27 @@ pub async fn add_services(router: axum::Router, services: &Services) -> anyhow::
         .add_service(web(UpdateServiceServer::from_arc(services.updates.clone())))
         .add_service(web(WebAppServiceServer::from_arc(services.webapp.clone())))
         .add_service(web(BillingServiceServer::from_arc(services.billing.clone())))
-        .add_service(web(DecodeErrorsAreInvalid(
+        .add_service(web(DecodeErrorsAreInvalid(WithinBudget::new(
             TraceServiceServer::from_arc(services.otlp.clone())
                 .accept_compressed(CompressionEncoding::Gzip)
                 .max_decoding_message_size(MAX_OTLP_MESSAGE),
-        )))
-        .add_service(web(DecodeErrorsAreInvalid(
+            budget.clone(),
+            MAX_OTLP_MESSAGE,
+        ))))
+        .add_service(web(DecodeErrorsAreInvalid(WithinBudget::new(
             LogsServiceServer::from_arc(services.otlp.clone())
                 .accept_compressed(CompressionEncoding::Gzip)
                 .max_decoding_message_size(MAX_OTLP_MESSAGE),
-        )))
-        .add_service(web(DecodeErrorsAreInvalid(
+            budget.clone(),
+            MAX_OTLP_MESSAGE,
+        ))))
+        .add_service(web(DecodeErrorsAreInvalid(WithinBudget::new(
             MetricsServiceServer::from_arc(services.otlp.clone())
                 .accept_compressed(CompressionEncoding::Gzip)
                 .max_decoding_message_size(MAX_OTLP_MESSAGE),
-        )))
+            budget.clone(),
+            MAX_OTLP_MESSAGE,
+        ))))
         .add_service(web(DecodeErrorsAreInvalid(health)))
         .add_service(web(DecodeErrorsAreInvalid(reflection().build_v1()?)))
         .add_service(web(DecodeErrorsAreInvalid(reflection().build_v1alpha()?)));

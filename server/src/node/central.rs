@@ -108,7 +108,7 @@ impl Telemetry {
     fn decode_item(&self, kind: &str, payload: &[u8]) -> std::result::Result<Batch, String> {
         let garbled = |e: prost::DecodeError| format!("cannot decode a {kind} payload: {e}");
         let mut bounds = Bounds::new(&self.limits);
-        Ok(match kind {
+        let mut batch = match kind {
             kinds::OTLP_TRACES => {
                 let mut req = ExportTraceServiceRequest::decode(payload).map_err(garbled)?;
                 bounds.traces(&mut req);
@@ -140,7 +140,9 @@ impl Telemetry {
                 Batch { run_ends: vec![run_end(&end)], ..Batch::default() }
             }
             other => return Err(format!("unknown item kind {other:?}")),
-        })
+        };
+        bounds.keys(&mut batch);
+        Ok(batch)
     }
 
     /// The node, registered to the caller's account on first contact. A node id taken by

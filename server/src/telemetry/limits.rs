@@ -18,7 +18,10 @@
 
 use std::fmt::{self, Write as _};
 
-use super::messages;
+use super::{
+    messages,
+    rows::{Batch, GenAi},
+};
 use opentelemetry_proto::tonic::{
     collector::{
         logs::v1::ExportLogsServiceRequest, metrics::v1::ExportMetricsServiceRequest,
@@ -30,6 +33,22 @@ use opentelemetry_proto::tonic::{
 };
 use prost_types::{Struct, Value, value::Kind};
 use roost_proto::v1::{AddRunEventsRequest, EndRunResponse, Run, RunEvent};
+
+/// How far ahead of roost's clock an item's time may be: a day (clocks drift; nothing is
+/// sent from further in the future).
+pub const MAX_AHEAD_NS: i64 = 86_400 * 1_000_000_000;
+
+/// Whether an item's time (Unix ns) is one ingest stores: not before 1970 and not more than
+/// [`MAX_AHEAD_NS`] ahead of `now_ns`. Times out of that range (1e30, 2^63, the year 9999)
+/// would be clamped to 2262 and counted in every "last 30 days" forever.
+pub fn time_in_range(ns: i64, now_ns: i64) -> bool {
+    (0..=now_ns.saturating_add(MAX_AHEAD_NS)).contains(&ns)
+}
+
+/// Longest value kept in a field the store indexes (session, agent, model, service and
+/// metric names, run and event ids): PostgreSQL refuses an index row over ~2.7 KB, which a
+/// longer value fails with its whole request. Cut with the same marker, on both backends.
+pub const MAX_KEY_BYTES: usize = 1024;
 
 /// Most attributes kept per span, span event, link, log record, metric point or resource.
 pub const MAX_ATTRIBUTES: usize = 128;
@@ -70,6 +89,8 @@ pub struct Cuts {
     pub dropped_events: u64,
     /// Span links dropped past [`MAX_LINKS`].
     pub dropped_links: u64,
+    /// Indexed values (ids, names, models) cut to [`MAX_KEY_BYTES`].
+    pub truncated_keys: u64,
     /// The string limit that applied (for the message).
     pub max_attribute_bytes: usize,
 }
@@ -82,6 +103,7 @@ impl Cuts {
             && self.dropped_attributes == 0
             && self.dropped_events == 0
             && self.dropped_links == 0
+            && self.truncated_keys == 0
     }
 }
 
@@ -94,6 +116,13 @@ impl fmt::Display for Cuts {
         if self.truncated > 0 {
             let n = self.truncated;
             parts.push(format!("truncated {n} value{} to {} bytes", plural(n), self.max_attribute_bytes));
+        }
+        if self.truncated_keys > 0 {
+            let n = self.truncated_keys;
+            parts.push(format!(
+                "truncated {n} indexed value{} (ids, names, models) to {MAX_KEY_BYTES} bytes",
+                plural(n)
+            ));
         }
         let dropped: Vec<String> = [
             (self.dropped_attributes, "attribute", MAX_ATTRIBUTES, "item"),
@@ -113,6 +142,19 @@ impl fmt::Display for Cuts {
         }
         f.write_str(&parts.join("; "))
     }
+}
+
+/// Cuts `s` at a char boundary at most `max` bytes in, marking how much was cut; whether it
+/// did.
+fn cut_at(s: &mut String, max: usize) -> bool {
+    if s.len() <= max {
+        return false;
+    }
+    let cut = s.floor_char_boundary(max);
+    let removed = s.len() - cut;
+    s.truncate(cut);
+    let _ = write!(s, "…[truncated {removed} bytes]");
+    true
 }
 
 /// Applies [`Limits`] to requests in place, counting what it changes.
@@ -153,13 +195,59 @@ impl Bounds {
             *s = s.replace('\0', "\u{FFFD}");
             self.cuts.nul_strings += 1;
         }
-        if s.len() > self.max_bytes {
-            let cut = s.floor_char_boundary(self.max_bytes);
-            let removed = s.len() - cut;
-            s.truncate(cut);
-            let _ = write!(s, "…[truncated {removed} bytes]");
+        if cut_at(s, self.max_bytes) {
             self.cuts.truncated += 1;
         }
+    }
+
+    /// The rows' indexed fields, cut to [`MAX_KEY_BYTES`] (after [`Bounds::text`] ran on the
+    /// request they came from): the same rows, whichever backend stores them.
+    pub fn keys(&mut self, batch: &mut Batch) {
+        let mut cut = 0;
+        let mut key = |s: &mut String| cut += u64::from(cut_at(s, MAX_KEY_BYTES));
+        let gen_ai = |g: &mut GenAi, key: &mut dyn FnMut(&mut String)| {
+            for field in
+                [&mut g.session_id, &mut g.agent_id, &mut g.request_model, &mut g.response_model, &mut g.tool_name]
+                    .into_iter()
+                    .flatten()
+            {
+                key(field);
+            }
+        };
+        for resource in &mut batch.resources {
+            key(&mut resource.service);
+        }
+        for span in &mut batch.spans {
+            gen_ai(&mut span.gen_ai, &mut key);
+        }
+        for log in &mut batch.logs {
+            gen_ai(&mut log.gen_ai, &mut key);
+            if let Some(name) = &mut log.event_name {
+                key(name);
+            }
+        }
+        for metric in &mut batch.metrics {
+            key(&mut metric.name);
+            if let Some(session) = &mut metric.session_id {
+                key(session);
+            }
+            if let Some(usage) = &mut metric.usage {
+                key(&mut usage.model);
+            }
+        }
+        for run in &mut batch.runs {
+            for field in [&mut run.id, &mut run.runtime, &mut run.session_id, &mut run.agent_id] {
+                key(field);
+            }
+        }
+        for event in &mut batch.events {
+            for field in
+                [&mut event.run_id, &mut event.id, &mut event.session_id, &mut event.agent_id, &mut event.model]
+            {
+                key(field);
+            }
+        }
+        self.cuts.truncated_keys += cut;
     }
 
     /// An attribute value, at any depth. Bytes are stored as hex, so they are cut at half

@@ -93,7 +93,8 @@ impl Telemetry {
     pub async fn export_traces(&self, mut request: ExportTraceServiceRequest) -> Result<Stored, ApiError> {
         let mut bounds = Bounds::new(&self.limits);
         bounds.traces(&mut request);
-        let (batch, rejected) = otlp::traces::convert(&request, &self.prices);
+        let (mut batch, rejected) = otlp::traces::convert(&request, &self.prices);
+        bounds.keys(&mut batch);
         self.ingest(batch, "otlp_traces", &request).await?;
         self.stats().reject(stats::Counts { spans: rejected.count as u64, ..stats::Counts::default() });
         Ok(Stored { rejected, cuts: bounds.cuts() })
@@ -103,7 +104,8 @@ impl Telemetry {
     pub async fn export_logs(&self, mut request: ExportLogsServiceRequest) -> Result<Stored, ApiError> {
         let mut bounds = Bounds::new(&self.limits);
         bounds.logs(&mut request);
-        let (batch, rejected) = otlp::logs::convert(&request, &self.prices);
+        let (mut batch, rejected) = otlp::logs::convert(&request, &self.prices);
+        bounds.keys(&mut batch);
         self.ingest(batch, "otlp_logs", &request).await?;
         self.stats().reject(stats::Counts { logs: rejected.count as u64, ..stats::Counts::default() });
         Ok(Stored { rejected, cuts: bounds.cuts() })
@@ -113,7 +115,8 @@ impl Telemetry {
     pub async fn export_metrics(&self, mut request: ExportMetricsServiceRequest) -> Result<Stored, ApiError> {
         let mut bounds = Bounds::new(&self.limits);
         bounds.metrics(&mut request);
-        let (batch, rejected) = otlp::metrics::convert(&request, &self.prices);
+        let (mut batch, rejected) = otlp::metrics::convert(&request, &self.prices);
+        bounds.keys(&mut batch);
         self.ingest(batch, "otlp_metrics", &request).await?;
         self.stats().reject(stats::Counts { metric_points: rejected.count as u64, ..stats::Counts::default() });
         Ok(Stored { rejected, cuts: bounds.cuts() })

@@ -126,14 +126,24 @@ pub fn run_row(run: &Run) -> RunRow {
 }
 
 /// Events as their node stored them (ids, times, sessions and agents filled in): the rows
-/// they become, priced with `prices`.
+/// they become, priced with `prices`. A node checked their times; one out of range (from a
+/// node that did not) is dropped, not stored for ever as the year 2262.
 pub fn event_rows(req: &AddRunEventsRequest, prices: &PriceBook) -> Vec<EventRow> {
+    let now_ns = crate::time::now_ms().saturating_mul(1_000_000);
     req.events
         .iter()
-        .map(|e| EventRow {
+        .filter_map(|e| {
+            let ts_ns = e.ts.parse().unwrap_or_default();
+            let kept = super::limits::time_in_range(ts_ns, now_ns);
+            if !kept {
+                tracing::warn!(run = %req.run_id, event = %e.id, ts = %e.ts, "pushed event out of time range dropped");
+            }
+            kept.then_some((e, ts_ns))
+        })
+        .map(|(e, ts_ns)| EventRow {
             run_id: req.run_id.clone(),
             id: e.id.clone(),
-            ts_ns: e.ts.parse().unwrap_or_default(),
+            ts_ns,
             event_type: e.event_type.clone(),
             session_id: e.session_id.clone(),
             agent_id: e.agent_id.clone(),
@@ -277,7 +287,14 @@ fn normalize(mut e: RunEvent, run: &RunRecord, now_ns: i64) -> Result<RunEvent, 
     if e.input_tokens < 0 || e.output_tokens < 0 {
         return Err(ApiError::invalid_argument("token counts cannot be negative"));
     }
-    e.ts = parse_ts(&e.ts, now_ns)?.to_string();
+    let ts = parse_ts(&e.ts, now_ns)?;
+    if !super::limits::time_in_range(ts, now_ns) {
+        return Err(ApiError::invalid_argument(format!(
+            "ts {:?} is before 1970 or more than a day ahead of roost's clock",
+            e.ts.trim()
+        )));
+    }
+    e.ts = ts.to_string();
     if e.id.is_empty() {
         e.id = new_id("evt");
     }
@@ -306,5 +323,17 @@ mod tests {
         assert_eq!(parse_ts("2023-11-14T22:13:20Z", now).unwrap(), 1_700_000_000_000_000_000);
         assert!(parse_ts("yesterday", now).is_err());
         assert!(parse_ts("-5", now).is_err());
+        assert_eq!(parse_ts("1969-12-31T23:59:59Z", now).unwrap(), -1_000_000_000, "refused by the range check");
+    }
+
+    #[test]
+    fn times_out_of_range_are_refused() {
+        let now = 1_700_000_000_000_000_000;
+        for bad in ["1e30", "9223372036854775807", "9999-01-01T00:00:00Z", "1969-12-31T23:59:59Z"] {
+            let ts = parse_ts(bad, now).unwrap();
+            assert!(!crate::telemetry::limits::time_in_range(ts, now), "{bad}");
+        }
+        assert!(crate::telemetry::limits::time_in_range(now + 3_600_000_000_000, now), "an hour ahead is a clock");
+        assert!(crate::telemetry::limits::time_in_range(0, now));
     }
 }

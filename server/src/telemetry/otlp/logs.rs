@@ -9,6 +9,7 @@ use crate::{
     billing::metering::PriceBook,
     telemetry::{
         attributes::{any_to_text, gen_ai, string, to_json_text},
+        limits::time_in_range,
         messages,
         rows::{Batch, LogRow},
     },
@@ -36,6 +37,10 @@ pub fn convert(request: &ExportLogsServiceRequest, prices: &PriceBook) -> (Batch
                 let observed_ns =
                     if record.observed_time_unix_nano > 0 { ns(record.observed_time_unix_nano) } else { now_ns };
                 let time_ns = if record.time_unix_nano > 0 { ns(record.time_unix_nano) } else { observed_ns };
+                if let Some(bad) = [time_ns, observed_ns].into_iter().find(|t| !time_in_range(*t, now_ns)) {
+                    rejected.add(|| format!("log record: time {bad} ns is more than a day ahead"));
+                    continue;
+                }
                 let event_name = event_name(record);
                 let log_messages = messages::from_log(event_name.as_deref(), record.body.as_ref(), &record.attributes);
                 batch.logs.push(LogRow {

@@ -12,6 +12,7 @@ use crate::{
     billing::metering::PriceBook,
     telemetry::{
         attributes::{string, to_json_text},
+        limits::time_in_range,
         rows::{Batch, MetricRow, MetricUsage, UsageKind},
     },
 };
@@ -121,6 +122,14 @@ pub fn convert(request: &ExportMetricsServiceRequest, prices: &PriceBook) -> (Ba
             }
         }
     }
+    let now_ns = crate::time::now_ms().saturating_mul(1_000_000);
+    batch.metrics.retain(|point| {
+        let kept = time_in_range(point.time_ns, now_ns) && time_in_range(point.start_ns, now_ns);
+        if !kept {
+            rejected.add(|| format!("metric {:?}: a data point's time is more than a day ahead", point.name));
+        }
+        kept
+    });
     (batch, rejected)
 }
 

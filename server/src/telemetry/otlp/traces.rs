@@ -7,6 +7,7 @@ use crate::{
     billing::metering::PriceBook,
     telemetry::{
         attributes::{gen_ai, to_json_text},
+        limits::time_in_range,
         messages,
         rows::{Batch, SpanEventRow, SpanRow},
     },
@@ -18,6 +19,7 @@ pub fn convert(request: &ExportTraceServiceRequest, prices: &PriceBook) -> (Batc
     let mut batch = Batch::default();
     let mut rejected = Rejected::default();
     let mut resources = Resources::default();
+    let now_ns = crate::time::now_ms().saturating_mul(1_000_000);
     for resource_spans in &request.resource_spans {
         let resource = resource_spans.resource.as_ref().map(|r| r.attributes.as_slice()).unwrap_or_default();
         let resource_index = resources.intern(&mut batch, resource);
@@ -37,6 +39,13 @@ pub fn convert(request: &ExportTraceServiceRequest, prices: &PriceBook) -> (Batc
                     rejected.add(|| format!("span {:?}: parent_span_id must be 8 bytes", span.name));
                     continue;
                 };
+                let times = [span.start_time_unix_nano, span.end_time_unix_nano]
+                    .into_iter()
+                    .chain(span.events.iter().map(|e| e.time_unix_nano));
+                if let Some(bad) = times.map(ns).find(|t| !time_in_range(*t, now_ns)) {
+                    rejected.add(|| format!("span {:?}: time {bad} ns is more than a day ahead", span.name));
+                    continue;
+                }
                 let status = span.status.as_ref();
                 let gen_ai = gen_ai(&span.attributes, resource, prices);
                 let mut span_messages = messages::from_span(&span.attributes, gen_ai.aggregate);

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use super::start;
 
 each_backend!(
+    destroying_an_agent_mid_turn_cancels_the_turn,
     fifty_concurrent_provisions_create_exactly_one,
     provisions_until_the_credits_run_out_end_in_402,
     concurrent_messages_run_one_at_a_time_in_arrival_order,
@@ -198,4 +199,30 @@ where
         out.push(handle.await.expect("task"));
     }
     out
+}
+
+/// Destroy, like pause and config, ends the turn in flight: its caller gets 409
+/// `wrong_state` and the turn stays in the agent's activity as `cancelled` (it was lost with
+/// a 503 "moved to another replica" before, on one process too).
+async fn destroying_an_agent_mid_turn_cancels_the_turn(backend: Backend) {
+    let server = start(backend, |_| {}).await;
+    let account = server.account(10_000).await;
+    let api = server.api(Some(&account));
+    let id = api.provision("example", "slow").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+    let turn = tokio::spawn({
+        let (api, id) = (api.clone(), id.clone());
+        async move { api.message(&id, "sleep:5000 never answered").await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    api.post(&format!("/api/instances/{id}/destroy"), json!({})).await.ok();
+    let reply = turn.await.unwrap();
+    reply.err(409, "wrong_state");
+    assert!(reply.body["error"].as_str().unwrap().contains("destroyed"), "{}", reply.body);
+    let activity = api.get(&format!("/api/instances/{id}/activity")).await.ok();
+    let turns = activity["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 1, "{activity}");
+    assert_eq!(turns[0]["status"], "cancelled");
+    assert_eq!(turns[0]["text"], "sleep:5000 never answered");
+    assert_eq!(api.get(&format!("/api/instances/{id}")).await.status, 404);
 }

@@ -31,6 +31,7 @@ const TABLES: &[&str] = &[
     "guard_policies",
     "guard_incidents",
     "skill_usage",
+    "replicas",
 ];
 
 async fn rename_tables(server: &TestServer, from: &str, to: &str) {
@@ -76,6 +77,9 @@ async fn reads_answer_empty_with_a_warning_when_the_store_cannot(backend: Backen
     assert_empty_with_warning(&api.get("/api/alerts").await.ok(), "rules");
     assert_empty_with_warning(&api.get("/api/guard").await.ok(), "policies");
     assert!(api.get("/api/usage").await.ok()["warning"].as_str().is_some_and(|w| !w.is_empty()));
+    let replicas = api.get("/api/replicas").await.ok();
+    assert_empty_with_warning(&replicas, "replicas");
+    assert!(replicas["self"].as_str().is_some_and(|s| !s.is_empty()), "it still names itself: {replicas}");
     let status = api.get("/api/status").await.ok();
     assert_eq!(status["handler_verdict"], "broken", "{status}");
 

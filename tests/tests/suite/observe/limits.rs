@@ -32,6 +32,8 @@ use super::{post_otlp, q1};
 each_backend!(
     nul_in_telemetry_strings_is_replaced_over_every_wire,
     one_bad_span_does_not_fail_its_batch,
+    times_out_of_range_are_refused_item_by_item,
+    long_indexed_values_are_cut_alike_on_both_backends,
     oversized_values_attributes_and_events_are_cut_and_counted,
     the_attribute_limit_is_configurable,
     without_content_capture_messages_are_dropped_and_usage_kept,
@@ -330,6 +332,123 @@ async fn one_bad_span_does_not_fail_its_batch(backend: Backend) {
     assert_eq!(names, ["clean", &*format!("nul{R}")]);
 }
 
+/// Times before 1970 or more than a day ahead (1e30, 2^63, the year 9999) are refused:
+/// a run event with 400 naming `ts`, an OTLP span, log record or data point one by one in
+/// `partial_success`; the rest of the request is stored. (They were stored, clamped to 2262,
+/// and counted in every "last 30 days".)
+async fn times_out_of_range_are_refused_item_by_item(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let api = server.api(None);
+    let run = api.post("/api/v1/runs", json!({"runtime": "r", "session_id": "times"})).await.ok();
+    let events = format!("/api/v1/runs/{}/events", run["run_id"].as_str().unwrap());
+    for ts in
+        [json!("1e30"), json!("9223372036854775807"), json!("9999-01-01T00:00:00Z"), json!("1969-07-20T20:17:00Z")]
+    {
+        let refused =
+            api.post(&events, json!({"events": [{"id": "ok", "event_type": "x"}, {"id": "bad", "ts": ts}]})).await;
+        refused.err(400, "invalid_argument");
+        assert!(refused.body["error"].as_str().unwrap().contains("ts"), "{}", refused.body);
+    }
+    assert_eq!(q1(&api, "events", json!({"session_id": "times"})).await.len(), 0, "nothing of a refused request");
+    api.post(&events, json!({"event": {"id": "now", "event_type": "x"}})).await.ok();
+
+    let year_2500 = 16_725_225_600_000_000_000_u64;
+    let mut request = traces(
+        vec![span(61, 1, "fine", vec![]), span(61, 2, "future", vec![]), span(61, 3, "late end", vec![])],
+        vec![string("service.name", "times")],
+    );
+    request.resource_spans[0].scope_spans[0].spans[1].start_time_unix_nano = u64::MAX;
+    request.resource_spans[0].scope_spans[0].spans[2].end_time_unix_nano = year_2500;
+    let (rejected, message) = export(&server, Wire::Protobuf, request).await.unwrap();
+    assert_eq!(rejected, 2, "{message}");
+    assert!(message.contains("more than a day ahead"), "{message}");
+    let spans = q1(&api, "spans", json!({"service": "times"})).await;
+    assert_eq!(spans.iter().map(|s| s["name"].as_str().unwrap()).collect::<Vec<_>>(), ["fine"]);
+
+    let mut logs = nul_logs("times");
+    let records = &mut logs.resource_logs[0].scope_logs[0].log_records;
+    records.push(LogRecord { time_unix_nano: year_2500, ..records[0].clone() });
+    assert_eq!(export(&server, Wire::Json, logs).await.unwrap().0, 1);
+    assert_eq!(q1(&api, "logs", json!({"session_id": "times"})).await.len(), 1);
+
+    let mut metrics = nul_metrics("times");
+    if let Some(metric::Data::Gauge(gauge)) = &mut metrics.resource_metrics[0].scope_metrics[0].metrics[0].data {
+        gauge.data_points.push(NumberDataPoint { time_unix_nano: u64::MAX, ..gauge.data_points[0].clone() });
+    }
+    assert_eq!(export(&server, Wire::Grpc, metrics).await.unwrap().0, 1);
+    assert_eq!(q1(&api, "metrics", json!({"session_id": "times"})).await.len(), 1);
+    // The default 30-day usage holds no day past tomorrow.
+    let usage = api.get("/api/usage").await.ok();
+    assert!(usage["days"].as_array().unwrap().iter().all(|d| d["day"].as_str().unwrap() < "2100"), "{usage}");
+}
+
+/// `n` characters no compressor shrinks (PostgreSQL compresses index entries first).
+fn incompressible(n: usize, seed: u64) -> String {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            char::from(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"[(x % 62) as usize])
+        })
+        .collect()
+}
+
+/// Strings far past PostgreSQL's index row limit in every indexed telemetry field (the
+/// session, models, service, a log's session, a metric's name and model): stored, cut to
+/// 1,024 bytes with the marker, on both backends (PostgreSQL failed the whole request with
+/// a 500, "index row requires 60024 bytes").
+async fn long_indexed_values_are_cut_alike_on_both_backends(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let api = server.api(None);
+    let long = |seed| incompressible(60_000, seed);
+    let (session, model, service) = (long(1), long(2), long(3));
+    let attributes = vec![
+        string("gen_ai.conversation.id", &session),
+        string("gen_ai.request.model", &model),
+        string("gen_ai.response.model", &long(4)),
+        kv("gen_ai.usage.input_tokens", Some(AnyValue { value: Some(Any::IntValue(5)) })),
+    ];
+    let request = traces(
+        vec![span(62, 1, "long", attributes), span(62, 2, "short", vec![])],
+        vec![string("service.name", &service)],
+    );
+    let (rejected, message) = export(&server, Wire::Protobuf, request).await.unwrap();
+    assert_eq!(rejected, 0, "{message}");
+    assert!(message.contains("indexed values (ids, names, models) to 1024 bytes"), "{message}");
+    let spans = q1(&api, "spans", json!({"trace_id": hex::encode([62u8; 16])})).await;
+    assert_eq!(spans.len(), 2, "the whole request is stored");
+    let long_span = spans.iter().find(|s| s["name"] == "long").unwrap();
+    let cut = |value: &Value, full: &str| {
+        let text = value.as_str().unwrap();
+        assert!(
+            text.starts_with(&full[..1024]) && text.ends_with(&format!("…[truncated {} bytes]", full.len() - 1024)),
+            "{}",
+            &text[..40]
+        );
+    };
+    cut(&long_span["session_id"], &session);
+    cut(&long_span["request_model"], &model);
+    cut(&long_span["service"], &service);
+
+    let mut logs = nul_logs(&long(5));
+    logs.resource_logs[0].resource = resource(vec![string("service.name", &service)]);
+    assert_eq!(export(&server, Wire::Json, logs).await.unwrap().0, 0);
+    let mut metrics = nul_metrics("m");
+    let metric = &mut metrics.resource_metrics[0].scope_metrics[0].metrics[0];
+    metric.name = long(6);
+    if let Some(metric::Data::Gauge(gauge)) = &mut metric.data {
+        gauge.data_points[0].attributes.push(string("gen_ai.request.model", &long(7)));
+    }
+    assert_eq!(export(&server, Wire::Grpc, metrics).await.unwrap().0, 0);
+    assert_eq!(scalar(&server, "SELECT COUNT(*) FROM logs WHERE LENGTH(session_id) < 1100").await, 1);
+    assert_eq!(scalar(&server, "SELECT COUNT(*) FROM metric_points WHERE LENGTH(name) < 1100").await, 1);
+    // The session and the service are listed, with the cut names.
+    assert_eq!(q1(&api, "sessions", json!({})).await.len(), 2);
+    assert!(q1(&api, "health", json!({})).await.iter().all(|s| s["service"].as_str().unwrap().len() < 1100));
+}
+
 /// A row count (or any integer) read straight from the server's database.
 pub async fn scalar(server: &TestServer, sql: &str) -> i64 {
     let sql = sqlx::AssertSqlSafe(sql.to_owned());
@@ -505,4 +624,41 @@ async fn q1_answers_stop_at_the_byte_budget(backend: Backend) {
         .await
         .ok();
     assert_eq!((small["count"].as_i64(), small["truncated"].as_bool()), (Some(5), Some(false)));
+}
+
+/// While the ingest budget is taken (here by an export that said it is 2 MiB of protobuf,
+/// 16 MiB decoded, and is still arriving), other exports wait a second for room, then get
+/// 429 with `Retry-After` over HTTP and RESOURCE_EXHAUSTED with RetryInfo over gRPC; once
+/// it is gone they are stored. The budget never reads the store: SQLite only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_ingest_budget_answers_retry_later() {
+    use tokio::io::AsyncWriteExt as _;
+    let server =
+        TestServer::start_with(Backend::Sqlite, |c| c.gateway.max_ingest_inflight_bytes = 16 * 1024 * 1024).await;
+    let mut slow = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    slow.write_all(
+        format!(
+            "POST /v1/traces HTTP/1.1\r\nHost: {}\r\nContent-Type: application/x-protobuf\r\nContent-Length: 2097152\r\n\r\n",
+            server.addr
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    slow.write_all(&[0u8; 1024]).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+
+    let request = traces(vec![span(63, 1, "waits", vec![])], vec![string("service.name", "budget")]);
+    let refused = post_otlp(&server, "/v1/traces", "application/x-protobuf", request.encode_to_vec()).await;
+    assert_eq!(refused.status(), 429);
+    assert_eq!(refused.headers()["retry-after"], "1");
+    let status = TraceServiceClient::new(server.channel().await).export(request.clone()).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    let details = tonic_types::StatusExt::get_details_retry_info(&status);
+    assert_eq!(details.and_then(|r| r.retry_delay), Some(std::time::Duration::from_secs(1)));
+
+    drop(slow);
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(export(&server, Wire::Grpc, request.clone()).await, None);
+    assert_eq!(q1(&server.api(None), "spans", json!({"service": "budget"})).await.len(), 1);
 }

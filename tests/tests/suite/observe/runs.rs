@@ -25,8 +25,8 @@ async fn runs_and_events_round_trip(backend: Backend) {
         .post(
             &format!("/api/v1/runs/{run_id}/events"),
             json!({"events": [
-                {"id": "e2", "event_type": "llm_call", "model": "gpt-4o", "input_tokens": 2000, "output_tokens": 100, "ts": 1795860001000_i64},
-                {"event_type": "tool_call", "tool_name": "search", "ts": 1795860002},
+                {"id": "e2", "event_type": "llm_call", "model": "gpt-4o", "input_tokens": 2000, "output_tokens": 100, "ts": 1795400001000_i64},
+                {"event_type": "tool_call", "tool_name": "search", "ts": 1795400002},
             ]}),
         )
         .await
