@@ -23,8 +23,10 @@
 //! the host the request was sent to: a page on another site cannot drive roost through a
 //! browser that happens to be on the same machine.
 //!
-//! Hosted process runtimes send their OTLP telemetry back to roost; they get an internal
-//! ingest token (never a dashboard token), accepted on the OTLP paths only.
+//! Hosted process runtimes send their OTLP telemetry back to roost with their own agent
+//! token (`rat_…`, never a dashboard token): on the OTLP paths a bearer of that form is let
+//! through to the core, which checks it and attributes what it carries to that agent
+//! (an unknown one is 401 there).
 //!
 //! `Host` is checked before anything else ([`crate::hosts`]): on every route but `/healthz`
 //! while loopback callers are trusted (no `SERVICE_API_TOKENS`), and on `/mcp` always (as
@@ -47,6 +49,10 @@ use crate::{HttpError, hosts::HostAllowList};
 /// The dashboard's sign-in form (open: it is where refused page visitors are sent).
 pub const SIGN_IN_PATH: &str = "/dashboard/signin";
 
+/// What every agent token starts with: a hosted runtime's credential for what it sends
+/// roost (its telemetry), checked by the core.
+pub const AGENT_TOKEN_PREFIX: &str = "rat_";
+
 /// The SSE paths, where a token may also come as `?token=`.
 pub const STREAM_PATHS: [&str; 3] = ["/api/brain-stream", "/api/health-stream", "/api/logs"];
 
@@ -55,8 +61,6 @@ pub const STREAM_PATHS: [&str; 3] = ["/api/brain-stream", "/api/health-stream", 
 pub struct AccessPolicy {
     /// `SERVICE_API_TOKENS`: when non-empty, dashboard calls need one of them.
     pub api_tokens: Vec<String>,
-    /// Accepted on the OTLP ingest paths only: what hosted runtimes present.
-    pub ingest_token: Option<String>,
     /// The `Host` names roost answers to (the DNS-rebinding guard).
     pub hosts: HostAllowList,
 }
@@ -142,6 +146,12 @@ fn is_otlp(path: &str) -> bool {
     matches!(path, "/v1/traces" | "/v1/metrics" | "/v1/logs") || path.starts_with("/opentelemetry.proto.collector.")
 }
 
+/// An OTLP export presenting an agent token: the core checks the token (401 if it is no
+/// live agent's) and attributes what it carries to that agent.
+fn is_agent_ingest(path: &str, presented: Option<&str>) -> bool {
+    is_otlp(path) && presented.is_some_and(|token| token.starts_with(AGENT_TOKEN_PREFIX))
+}
+
 impl AccessPolicy {
     /// Checks a request; `Err` is the refusal to send.
     pub fn check(
@@ -172,15 +182,13 @@ impl AccessPolicy {
             .or(cookie);
         if self.api_tokens.is_empty() {
             let loopback = peer.is_some_and(|p| p.ip().to_canonical().is_loopback());
-            let runtime = is_otlp(path) && presented.is_some() && matches(presented, self.ingest_token.iter());
-            if !loopback && !runtime {
+            if !loopback && !is_agent_ingest(path, presented) {
                 return Err(ApiError::unauthenticated(
                     "the dashboard API answers loopback clients only; set SERVICE_API_TOKENS to allow others",
                 ));
             }
         } else {
-            let ingest = is_otlp(path).then_some(self.ingest_token.iter()).into_iter().flatten();
-            if !matches(presented, self.api_tokens.iter().chain(ingest)) {
+            if !is_agent_ingest(path, presented) && !matches(presented, self.api_tokens.iter()) {
                 let why = if presented.is_some() { "wrong token" } else { "missing token" };
                 let how = if STREAM_PATHS.contains(&path) {
                     "Authorization: Bearer <token> or ?token=<token>"
@@ -332,11 +340,7 @@ mod tests {
     use super::*;
 
     fn policy(tokens: &[&str]) -> AccessPolicy {
-        AccessPolicy {
-            api_tokens: tokens.iter().map(|t| (*t).to_owned()).collect(),
-            ingest_token: Some("rt".into()),
-            hosts: HostAllowList::default(),
-        }
+        AccessPolicy { api_tokens: tokens.iter().map(|t| (*t).to_owned()).collect(), hosts: HostAllowList::default() }
     }
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
@@ -367,8 +371,8 @@ mod tests {
         let err = p.check(&Method::GET, "/api/usage", None, &HeaderMap::new(), REMOTE).unwrap_err();
         assert_eq!(err.reason(), ErrorReason::Unauthenticated);
         assert!(p.check(&Method::GET, "/api/instances", None, &HeaderMap::new(), REMOTE).is_ok());
-        // The runtime's ingest token works on OTLP paths only.
-        let rt = headers(&[("authorization", "Bearer rt")]);
+        // An agent token passes on OTLP paths only (the core checks it).
+        let rt = headers(&[("authorization", "Bearer rat_x")]);
         assert!(p.check(&Method::POST, "/v1/traces", None, &rt, REMOTE).is_ok());
         assert!(p.check(&Method::POST, "/api/local/query", None, &rt, REMOTE).is_err());
     }
@@ -383,7 +387,12 @@ mod tests {
         assert!(p.check(&Method::GET, "/api/usage", None, &bad, LOCAL).is_err());
         assert!(p.check(&Method::GET, "/api/logs", Some("level=warn&token=a"), &HeaderMap::new(), REMOTE).is_ok());
         assert!(p.check(&Method::GET, "/api/usage", Some("token=a"), &HeaderMap::new(), REMOTE).is_err());
-        assert!(p.check(&Method::POST, "/v1/logs", None, &headers(&[("authorization", "Bearer rt")]), REMOTE).is_ok());
+        assert!(
+            p.check(&Method::POST, "/v1/logs", None, &headers(&[("authorization", "Bearer rat_x")]), REMOTE).is_ok()
+        );
+        assert!(
+            p.check(&Method::GET, "/api/usage", None, &headers(&[("authorization", "Bearer rat_x")]), REMOTE).is_err()
+        );
     }
 
     #[test]

@@ -78,17 +78,14 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         live.clone(),
     );
     let turn_events = TurnEvents::new(telemetry.clone());
-    // Process runtimes send their telemetry back here.
+    // Process runtimes send their telemetry back here, each with its own agent token.
     let mut access = config.access.clone();
-    access.ingest_token = Some(crate::ids::random_base32(32));
+    let agent_tokens = crate::runtimes::tokens::AgentTokens::default();
     let advertised = config.advertise_addr.clone().unwrap_or_else(|| reachable(addr).to_string());
     // Other replicas call this one by its advertised name.
     access.hosts.add(&advertised);
     let access = Arc::new(access);
-    let otlp = OtlpExport {
-        endpoint: format!("http://{}", reachable(addr)),
-        token: access.ingest_token.clone().unwrap_or_default(),
-    };
+    let otlp = OtlpExport { endpoint: format!("http://{}", reachable(addr)), tokens: agent_tokens.clone() };
     let replica = Replica::start(&config.data_dir, advertised, config.lease_ttl, config.agent_capacity)
         .context("recording the replica id in the data directory")?;
     let peers = Peers::load(&store).await.context("reading the cluster's internal token")?;
@@ -193,7 +190,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         system: Arc::new(SystemCore::new(store.clone(), config.data_dir.clone(), metrics)),
         agents: Arc::new(AgentCore::new(hosting.clone(), auth.clone())),
         accounts: Arc::new(AccountCore::new(auth.clone())),
-        otlp: Arc::new(OtlpCore::new(telemetry.clone())),
+        otlp: Arc::new(OtlpCore::new(telemetry.clone(), agent_tokens)),
         ingest: Arc::new(IngestCore::new(telemetry.clone(), auth.clone())),
         query: Arc::new(QueryCore::new(store.clone(), failures.clone())),
         streams: Arc::new(StreamCore::new(live.clone())),

@@ -72,6 +72,8 @@ impl Hosting {
                 .lookup(&turn.model)
                 .map_or(0, |p| turn.input_tokens * p.input + turn.output_tokens * p.output),
             data: data.to_string(),
+            // roost wrote it: the one kind of event the guard counts for the agent.
+            agent_instance: turn.instance_id.clone(),
         }
     }
 

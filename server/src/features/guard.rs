@@ -5,6 +5,11 @@
 //!   rest of the day, so an operator who resumes it on purpose is not overruled.
 //! - `tool_loop`: the agent's last `limit` tool calls were the same tool with the same
 //!   input. It acts again only on a loop that formed after its last incident.
+//!
+//! Both count only what roost attributed to the agent (`agent_instance`): its turns, and
+//! the spans its runtime sent with its own agent token (`crate::runtimes::tokens`).
+//! Telemetry that merely names the agent (a `session.id`, an agent id), whoever sends it
+//! (another account's node push, a dashboard caller), never makes the guard pause it.
 
 use std::{sync::Arc, time::Duration};
 
@@ -50,6 +55,16 @@ fn check_limit(kind: &str, limit: f64) -> Result<(), ApiError> {
         }));
     }
     Ok(())
+}
+
+/// A tool call span's input: its arguments attribute (GenAI semconv, OpenInference,
+/// Vercel AI SDK), else all its attributes.
+fn span_tool_input(attributes: &str) -> String {
+    let parsed: serde_json::Value = serde_json::from_str(attributes).unwrap_or_default();
+    ["gen_ai.tool.call.arguments", "input.value", "ai.toolCall.args"]
+        .iter()
+        .find_map(|key| parsed.get(*key))
+        .map_or_else(|| attributes.to_owned(), |value| value.as_str().map_or_else(|| value.to_string(), str::to_owned))
 }
 
 /// The guard of one store and hosting.
@@ -185,8 +200,10 @@ impl Guard {
                 let since_ns = day_start_ms * 1_000_000;
                 let nanocents: i64 = on_reader!(self.store, |pool| {
                     sqlx::query_scalar(
-                        "SELECT CAST(COALESCE((SELECT SUM(cost_nanocents) FROM events WHERE session_id = $1 AND ts_ns >= $2), 0) \
-                              + COALESCE((SELECT SUM(cost_nanocents) FROM spans WHERE session_id = $1 AND start_ns >= $2), 0) AS BIGINT)",
+                        "SELECT CAST(COALESCE((SELECT SUM(cost_nanocents) FROM events \
+                                                   WHERE agent_instance = $1 AND ts_ns >= $2), 0) \
+                              + COALESCE((SELECT SUM(cost_nanocents) FROM spans \
+                                          WHERE agent_instance = $1 AND start_ns >= $2), 0) AS BIGINT)",
                     )
                     .bind(instance)
                     .bind(since_ns)
@@ -198,16 +215,24 @@ impl Guard {
             }
             _ => {
                 let n = policy.3 as i64;
-                let calls: Vec<(String, String, i64)> = on_reader!(self.store, |pool| {
+                // (tool, input, time, whether the input is a span's attributes)
+                let rows: Vec<(String, String, i64, bool)> = on_reader!(self.store, |pool| {
                     sqlx::query_as(
-                        "SELECT tool_name, data, ts_ns FROM events WHERE session_id = $1 AND tool_name <> '' \
-                         ORDER BY ts_ns DESC LIMIT $2",
+                        "SELECT tool_name, data, ts_ns, FALSE FROM events WHERE agent_instance = $1 AND tool_name <> '' \
+                         UNION ALL \
+                         SELECT tool_name, attributes, start_ns, TRUE FROM spans \
+                         WHERE agent_instance = $1 AND tool_name IS NOT NULL AND tool_name <> '' \
+                         ORDER BY 3 DESC LIMIT $2",
                     )
                     .bind(instance)
                     .bind(n)
                     .fetch_all(pool)
                     .await
                 })?;
+                let calls: Vec<(String, String, i64)> = rows
+                    .into_iter()
+                    .map(|(tool, input, at, span)| (tool, if span { span_tool_input(&input) } else { input }, at))
+                    .collect();
                 let looping = calls.len() as i64 == n && calls.windows(2).all(|w| w[0].0 == w[1].0 && w[0].1 == w[1].1);
                 // Only a loop that formed after the last incident counts.
                 let fresh = calls.last().is_some_and(|oldest| last.is_none_or(|at| oldest.2 / 1_000_000 > at));

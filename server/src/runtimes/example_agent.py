@@ -21,6 +21,10 @@ handling by hand and in its tests:
   env                 reply with the settings this process started with, as JSON (the
                       secrets only as set or not and their SHA-256, never themselves)
   stats               reply with this process's turn order and peak concurrency, as JSON
+  tool:<name> <args>  report a call of tool <name> with arguments <args> as a GenAI span,
+                      over OTLP/JSON to roost with this process's own credentials
+                      (OTEL_EXPORTER_OTLP_HEADERS), then reply with the status roost gave
+  spend:<usd>         report a model call that cost <usd> the same way
 
 EXAMPLE_BOOT_DELAY_MS delays readiness, to see a slow boot.
 """
@@ -30,6 +34,9 @@ import json
 import os
 import threading
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 BRIEF = os.environ.get("AGENT_BRIEF", "")
@@ -61,7 +68,52 @@ def settings():
     }
 
 
+def report_span(name, attributes):
+    """Sends one span to roost as an instrumented agent would; the HTTP status."""
+    endpoint = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").rstrip("/")
+    headers = {"Content-Type": "application/json"}
+    for pair in os.environ.get("OTEL_EXPORTER_OTLP_HEADERS", "").split(","):
+        key, _, value = pair.partition("=")
+        if key:
+            headers[key.strip()] = urllib.parse.unquote(value.strip())
+    now = time.time_ns()
+    span = {
+        "traceId": os.urandom(16).hex(),
+        "spanId": os.urandom(8).hex(),
+        "name": name,
+        "startTimeUnixNano": str(now),
+        "endTimeUnixNano": str(now + 1000),
+        "attributes": [{"key": k, "value": v} for k, v in attributes.items()],
+    }
+    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": os.environ.get("OTEL_SERVICE_NAME", "example")}}]}
+    body = json.dumps({"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": [span]}]}]}).encode()
+    request = urllib.request.Request(endpoint + "/v1/traces", data=body, headers=headers, method="POST")
+    # roost is on loopback: never through a proxy from the environment.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as err:
+        return err.code
+
+
 def answer(text):
+    if text.startswith("tool:"):
+        tool, _, arguments = text[len("tool:"):].partition(" ")
+        status = report_span("execute_tool " + tool, {
+            "gen_ai.operation.name": {"stringValue": "execute_tool"},
+            "gen_ai.tool.name": {"stringValue": tool},
+            "gen_ai.tool.call.arguments": {"stringValue": arguments},
+        })
+        return "[%s] reported %s: %d" % (BRIEF, tool, status)
+    if text.startswith("spend:"):
+        status = report_span("chat " + MODEL, {
+            "gen_ai.operation.name": {"stringValue": "chat"},
+            "gen_ai.request.model": {"stringValue": MODEL},
+            "gen_ai.usage.input_tokens": {"intValue": "1"},
+            "gen_ai.usage.cost": {"doubleValue": float(text[len("spend:"):])},
+        })
+        return "[%s] reported spend: %d" % (BRIEF, status)
     if text == "env":
         return json.dumps(settings(), sort_keys=True)
     if text == "stats":

@@ -14,6 +14,7 @@ pub mod process;
 pub mod procfs;
 mod slots;
 mod spawner;
+pub mod tokens;
 
 use std::sync::Arc;
 

@@ -43,6 +43,7 @@ use super::{
     orphans::{ChildRecords, Reaped},
     slots::{Slot, Slots},
     spawner,
+    tokens::{AgentToken, AgentTokens},
 };
 use crate::store::ChildRecord;
 
@@ -56,14 +57,15 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 /// How many of a child's last stderr lines a boot failure quotes.
 const STDERR_TAIL: usize = 8;
 
-/// Where process runtimes send their OTLP telemetry: roost itself.
+/// Where process runtimes send their OTLP telemetry: roost itself, each with its own
+/// agent token (`OTEL_EXPORTER_OTLP_HEADERS`), so what it sends is attributed to it and
+/// reaches roost whatever `SERVICE_API_TOKENS` says, with no dashboard token in hand.
 #[derive(Debug, Clone)]
 pub struct OtlpExport {
     /// roost's base URL (`OTEL_EXPORTER_OTLP_ENDPOINT`).
     pub endpoint: String,
-    /// The ingest token the access policy accepts on the OTLP paths only, so the children
-    /// can send telemetry when `SERVICE_API_TOKENS` is set without holding a dashboard token.
-    pub token: String,
+    /// Issues the runtimes' agent tokens (one per boot).
+    pub tokens: AgentTokens,
 }
 
 /// Starts process machines.
@@ -122,7 +124,9 @@ impl ProcessDriver {
                 cmd.env_remove(name.as_ref());
             }
         }
-        cmd.envs(extra_env).envs(self.environment(spec, port));
+        // This boot's agent token, forgotten when the process ends.
+        let token = self.otlp.tokens.issue(&spec.instance_id);
+        cmd.envs(extra_env).envs(self.environment(spec, port, token.secret()));
 
         // The agent's previous process, if any, must be gone first: never two at once.
         let slot = tokio::time::timeout(self.boot_timeout, self.slots.take(&spec.instance_id))
@@ -150,7 +154,7 @@ impl ProcessDriver {
         if let Some(err) = child.stderr.take() {
             tokio::spawn(forward_lines(err, spec.instance_id.clone(), Some(stderr_tail.clone())));
         }
-        let ended = Ended { records: self.records.clone(), record, slot };
+        let ended = Ended { records: self.records.clone(), record, slot, token };
         let machine = Arc::new(ProcessMachine::spawn_reaper(child, port, self.client.clone(), ended));
         if let Err(why) = machine.wait_ready(self.boot_timeout).await {
             machine.stop().await;
@@ -162,7 +166,7 @@ impl ProcessDriver {
     }
 
     /// The child's environment: roost's contract with process runtimes.
-    fn environment(&self, spec: &MachineSpec, port: u16) -> Vec<(&'static str, String)> {
+    fn environment(&self, spec: &MachineSpec, port: u16, token: &str) -> Vec<(&'static str, String)> {
         let mut env = vec![
             ("PORT", port.to_string()),
             ("AGENT_BRIEF", spec.brief.clone()),
@@ -171,7 +175,7 @@ impl ProcessDriver {
             ("ROOST_INSTANCE_ID", spec.instance_id.clone()),
             ("OTEL_EXPORTER_OTLP_ENDPOINT", self.otlp.endpoint.clone()),
             // The OTLP exporter header syntax: key=value, the value percent-encoded.
-            ("OTEL_EXPORTER_OTLP_HEADERS", format!("authorization=Bearer%20{}", self.otlp.token)),
+            ("OTEL_EXPORTER_OTLP_HEADERS", format!("authorization=Bearer%20{token}")),
             ("OTEL_SERVICE_NAME", spec.runtime.id.clone()),
             (
                 "OTEL_RESOURCE_ATTRIBUTES",
@@ -238,11 +242,13 @@ struct TurnUsage {
     output_tokens: i64,
 }
 
-/// What is left to do once a child has ended: forget its record, free its agent's slot.
+/// What is left to do once a child has ended: forget its record, free its agent's slot,
+/// revoke its agent token.
 struct Ended {
     records: ChildRecords,
     record: Option<ChildRecord>,
     slot: Slot,
+    token: AgentToken,
 }
 
 impl ProcessMachine {
@@ -273,6 +279,9 @@ impl ProcessMachine {
                 ended.records.forget(record).await;
             }
             drop(ended.slot);
+            // Named here, so the task owns it until now (a field it did not use would be
+            // left behind, and dropped, when the task was made).
+            drop(ended.token);
             died_tx.send_replace(Some(why));
         });
         Self { base_url: format!("http://127.0.0.1:{port}"), client, stop, died }

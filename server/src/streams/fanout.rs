@@ -408,6 +408,7 @@ fn event_item(row: &PgRow) -> roost_proto::v1::BrainEvent {
         output_tokens: row.get("output_tokens"),
         cost_nanocents: row.get("cost_nanocents"),
         data: row.get("data"),
+        agent_instance: String::new(),
     };
     super::live::run_event(&event)
 }

@@ -90,11 +90,20 @@ impl Telemetry {
     }
 
     /// Stores an OTLP traces request (bounded first); the spans it rejected and what it cut.
-    pub async fn export_traces(&self, mut request: ExportTraceServiceRequest) -> Result<Stored, ApiError> {
+    /// `sender` is the hosted agent that sent it with its own token: its spans are
+    /// attributed to that agent (and only then).
+    pub async fn export_traces(
+        &self,
+        mut request: ExportTraceServiceRequest,
+        sender: Option<String>,
+    ) -> Result<Stored, ApiError> {
         let mut bounds = Bounds::new(&self.limits);
         bounds.traces(&mut request);
         let (mut batch, rejected) = otlp::traces::convert(&request, &self.prices);
         bounds.keys(&mut batch);
+        if let Some(agent) = sender {
+            batch.spans.iter_mut().for_each(|span| span.agent_instance.clone_from(&agent));
+        }
         self.ingest(batch, "otlp_traces", &request).await?;
         self.stats().reject(stats::Counts { spans: rejected.count as u64, ..stats::Counts::default() });
         Ok(Stored { rejected, cuts: bounds.cuts() })

@@ -101,6 +101,9 @@ pub struct SpanRow {
     pub events: Vec<SpanEventRow>,
     /// The conversation messages it carries (attributes, then events).
     pub messages: Vec<Message>,
+    /// The hosted agent roost attributed the span to ('' when none): set only for spans a
+    /// runtime sent with its own agent token, never from what the span claims.
+    pub agent_instance: String,
 }
 
 /// An event of a span.
@@ -252,6 +255,8 @@ pub struct EventRow {
     pub cost_nanocents: i64,
     /// Anything else, as JSON.
     pub data: String,
+    /// The hosted agent roost attributed the event to ('' when none): its turn events.
+    pub agent_instance: String,
 }
 
 /// The end of a custom run.

@@ -158,6 +158,7 @@ pub fn event_rows(req: &AddRunEventsRequest, prices: &PriceBook) -> Vec<EventRow
                 prices.lookup(&e.model).map_or(0, |p| e.input_tokens * p.input + e.output_tokens * p.output)
             },
             data: e.data.as_ref().map_or_else(|| "null".to_owned(), |d| to_json(d).to_string()),
+            agent_instance: String::new(),
         })
         .collect()
 }

@@ -23,18 +23,43 @@ use roost_proto::v1::{
 };
 use tonic::{Request, Response, Status};
 
+use roost_gateway::access::AGENT_TOKEN_PREFIX;
+use roost_proto::ApiError;
+
 use super::Telemetry;
-use crate::auth::Authenticator;
+use crate::{
+    auth::{Authenticator, bearer_token},
+    runtimes::tokens::AgentTokens,
+};
 
 /// The OTLP collector services over the ingest core.
+///
+/// An export whose bearer is an agent token (`crate::runtimes::tokens`) comes from that
+/// hosted agent's runtime: its spans are attributed to the agent. A token that is no live
+/// agent's is 401. Anything else was already let in by the access policy (a dashboard
+/// caller) and is attributed to no agent, whatever it says about itself.
 pub struct OtlpCore {
     telemetry: Arc<Telemetry>,
+    tokens: AgentTokens,
 }
 
 impl OtlpCore {
-    /// The collector services for `telemetry`.
-    pub fn new(telemetry: Arc<Telemetry>) -> Self {
-        Self { telemetry }
+    /// The collector services for `telemetry`, knowing the runtimes' `tokens`.
+    pub fn new(telemetry: Arc<Telemetry>, tokens: AgentTokens) -> Self {
+        Self { telemetry, tokens }
+    }
+
+    /// The agent an export comes from, by its agent token; `None` for other callers.
+    fn sender<T>(&self, req: &Request<T>) -> Result<Option<String>, Status> {
+        match bearer_token(req).filter(|t| t.starts_with(AGENT_TOKEN_PREFIX)) {
+            None => Ok(None),
+            Some(token) => match self.tokens.agent_of(token) {
+                Some(agent) => Ok(Some(agent)),
+                None => {
+                    Err(ApiError::unauthenticated("this agent token is not (or no longer) a running agent's").into())
+                }
+            },
+        }
     }
 }
 
@@ -44,7 +69,8 @@ impl TraceService for OtlpCore {
         &self,
         req: Request<ExportTraceServiceRequest>,
     ) -> Result<Response<ExportTraceServiceResponse>, Status> {
-        let stored = self.telemetry.export_traces(req.into_inner()).await?;
+        let sender = self.sender(&req)?;
+        let stored = self.telemetry.export_traces(req.into_inner(), sender).await?;
         let partial_success = stored
             .partial_success()
             .map(|(rejected_spans, error_message)| ExportTracePartialSuccess { rejected_spans, error_message });
@@ -58,6 +84,7 @@ impl LogsService for OtlpCore {
         &self,
         req: Request<ExportLogsServiceRequest>,
     ) -> Result<Response<ExportLogsServiceResponse>, Status> {
+        self.sender(&req)?;
         let stored = self.telemetry.export_logs(req.into_inner()).await?;
         let partial_success = stored.partial_success().map(|(rejected_log_records, error_message)| {
             ExportLogsPartialSuccess { rejected_log_records, error_message }
@@ -72,6 +99,7 @@ impl MetricsService for OtlpCore {
         &self,
         req: Request<ExportMetricsServiceRequest>,
     ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
+        self.sender(&req)?;
         let stored = self.telemetry.export_metrics(req.into_inner()).await?;
         let partial_success = stored.partial_success().map(|(rejected_data_points, error_message)| {
             ExportMetricsPartialSuccess { rejected_data_points, error_message }

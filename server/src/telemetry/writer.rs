@@ -50,7 +50,7 @@ struct MessageOrigin<'a> {
     service: &'a str,
 }
 
-/// Rows per INSERT statement (up to 26 parameters each stays under SQLite's 32,766).
+/// Rows per INSERT statement (up to 27 parameters each stays under SQLite's 32,766).
 const ROWS_PER_INSERT: usize = 1_000;
 /// Requests waiting for the writer before ingest calls wait too (backpressure).
 const QUEUE: usize = 256;
@@ -522,7 +522,7 @@ impl_for_connections! {
                     "INSERT INTO spans (trace_id, span_id, parent_span_id, name, kind, start_ns, end_ns, status_code, \
                      status_message, service, resource_id, scope, session_id, agent_id, operation, gen_ai_system, \
                      request_model, response_model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, \
-                     tool_name, cost_nanocents, attributes, node_id) ",
+                     tool_name, cost_nanocents, attributes, node_id, agent_instance) ",
                 );
                 q.push_values(spans, |mut row, span| {
                     let g = &span.gen_ai;
@@ -532,7 +532,8 @@ impl_for_connections! {
                         .push_bind(&span.scope).push_bind(&g.session_id).push_bind(&g.agent_id).push_bind(&g.operation)
                         .push_bind(&g.system).push_bind(&g.request_model).push_bind(&g.response_model).push_bind(g.input_tokens)
                         .push_bind(g.output_tokens).push_bind(g.cache_read_tokens).push_bind(g.cache_write_tokens)
-                        .push_bind(&g.tool_name).push_bind(g.cost_nanocents).push_bind(&span.attributes).push_bind(&batch.node_id);
+                        .push_bind(&g.tool_name).push_bind(g.cost_nanocents).push_bind(&span.attributes).push_bind(&batch.node_id)
+                        .push_bind(&span.agent_instance);
                 });
                 q.push(" ON CONFLICT (trace_id, span_id) DO NOTHING");
                 q
@@ -566,13 +567,13 @@ impl_for_connections! {
         async fn insert_events(&mut self, events: &[EventRow], node_id: &str) -> Result<HashMap<(String, String), i64>> {
             let mut q = sqlx::QueryBuilder::new(
                 "INSERT INTO events (run_id, id, ts_ns, event_type, session_id, agent_id, tool_name, model, role, \
-                 input_tokens, output_tokens, cost_nanocents, data, node_id) ",
+                 input_tokens, output_tokens, cost_nanocents, data, node_id, agent_instance) ",
             );
             q.push_values(events, |mut row, e| {
                 row.push_bind(&e.run_id).push_bind(&e.id).push_bind(e.ts_ns).push_bind(&e.event_type).push_bind(&e.session_id)
                     .push_bind(&e.agent_id).push_bind(&e.tool_name).push_bind(&e.model).push_bind(&e.role)
                     .push_bind(e.input_tokens).push_bind(e.output_tokens).push_bind(e.cost_nanocents).push_bind(&e.data)
-                    .push_bind(node_id);
+                    .push_bind(node_id).push_bind(&e.agent_instance);
             });
             q.push(" ON CONFLICT (run_id, id) DO NOTHING RETURNING run_id, id, seq");
             let rows: Vec<(String, String, i64)> = q.build_query_as().fetch_all(&mut *self).await?;

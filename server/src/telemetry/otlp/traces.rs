@@ -76,6 +76,7 @@ pub fn convert(request: &ExportTraceServiceRequest, prices: &PriceBook) -> (Batc
                         })
                         .collect(),
                     messages: span_messages,
+                    agent_instance: String::new(),
                 });
             }
         }

@@ -13,6 +13,7 @@ each_backend!(
     a_cron_messages_a_hosted_agent_on_time,
     an_alert_fires_to_a_webhook_is_acknowledged_and_resolves,
     guard_policies_pause_an_agent_and_record_incidents,
+    telemetry_that_only_names_an_agent_never_trips_its_guard,
     channels_show_each_agents_ways_in_and_traffic
 );
 
@@ -212,15 +213,22 @@ async fn an_alert_fires_to_a_webhook_is_acknowledged_and_resolves(backend: Backe
     assert_eq!(api.get("/api/alerts").await.ok()["history"], json!([]));
 }
 
+/// echo's model at a cent a token: an echo agent's turns cost money.
+const PRICED_ECHO: &str = "[models.echo]\ninput_usd_per_mtok = 10000\noutput_usd_per_mtok = 10000\n";
+
 async fn guard_policies_pause_an_agent_and_record_incidents(backend: Backend) {
-    let server = TestServer::start_with(backend, |c| c.guard_every = Duration::from_millis(200)).await;
+    let server = TestServer::start_with(backend, |c| {
+        c.guard_every = Duration::from_millis(200);
+        c.hosting.prices = roost_server::billing::metering::PriceBook::from_toml(PRICED_ECHO).unwrap();
+    })
+    .await;
     let account = server.account(10_000).await;
     let owner = server.api(Some(&account));
     let api = server.api(None);
     // One deploy at a time per account (the seed's settling rule).
     let spender = owner.provision("echo", "spends").await["id"].as_str().unwrap().to_owned();
     owner.wait_status(&spender, "running").await;
-    let looper = owner.provision("echo", "loops").await["id"].as_str().unwrap().to_owned();
+    let looper = owner.provision("example", "loops").await["id"].as_str().unwrap().to_owned();
     owner.wait_status(&looper, "running").await;
 
     api.post("/api/guard", json!({"kind": "spend_per_day", "limit": 0})).await.err(400, "invalid_argument");
@@ -232,20 +240,27 @@ async fn guard_policies_pause_an_agent_and_record_incidents(backend: Backend) {
         api.post("/api/guard", json!({"kind": "spend_per_day", "limit": 0.000001, "instance_id": spender})).await.ok();
     api.post("/api/guard", json!({"kind": "tool_loop", "limit": 3})).await.ok();
 
-    // The spender's own spans cost money today.
-    ingest_now(&server, 9, 2, &spender).await;
+    // The spender's own turn costs money today.
+    owner.message(&spender, "hi").await.ok();
     owner.wait_status(&spender, "paused").await;
-    // The looper calls the same tool with the same input three times.
-    let run = api.post("/api/v1/runs", json!({"runtime": "t", "session_id": looper})).await.ok();
-    let run_id = run["run_id"].as_str().unwrap();
-    let call = |n: usize| json!({"id": format!("c{n}"), "event_type": "tool_call", "tool_name": "search", "data": {"q": "same"}});
-    api.post(&format!("/api/v1/runs/{run_id}/events"), json!({"events": [call(1), call(2)]})).await.ok();
+    // The looper's runtime reports the same tool call with the same input three times, with
+    // its own agent token.
+    let call = r#"tool:search {"q":"same"}"#;
+    for _ in 0..2 {
+        assert_eq!(owner.message(&looper, call).await.ok()["reply"], "[loops] reported search: 200");
+    }
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(owner.get(&format!("/api/instances/{looper}")).await.ok()["status"], "running", "two calls are no loop");
-    api.post(&format!("/api/v1/runs/{run_id}/events"), json!({"event": call(3)})).await.ok();
+    // The guard may pause it before this turn ends (409 for the turn): either way, paused.
+    owner.message(&looper, call).await;
     owner.wait_status(&looper, "paused").await;
 
-    let page = api.get("/api/guard").await.ok();
+    // The incident is written once the pause is done.
+    let page = eventually("both incidents", async || {
+        let page = api.get("/api/guard").await.ok();
+        (page["incidents"].as_array().unwrap().len() == 2).then_some(page)
+    })
+    .await;
     let incidents = page["incidents"].as_array().unwrap();
     assert_eq!(incidents.len(), 2, "{page}");
     assert!(incidents.iter().all(|i| i["action"] == "paused"), "{page}");
@@ -259,6 +274,98 @@ async fn guard_policies_pause_an_agent_and_record_incidents(backend: Backend) {
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(owner.get(&format!("/api/instances/{spender}")).await.ok()["status"], "running");
     assert_eq!(api.get("/api/guard").await.ok()["incidents"].as_array().unwrap().len(), 2);
+}
+
+/// Issue 29: another account's key pushed a span naming a victim's agent as its session with
+/// a $500 cost, and the guard paused the victim within two seconds. Telemetry that merely
+/// names an agent, from a node push, the dashboard's OTLP or a custom run, is never
+/// counted for it; only the agent's own token is, and a token that is no live agent's is
+/// 401.
+async fn telemetry_that_only_names_an_agent_never_trips_its_guard(backend: Backend) {
+    use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value as Any};
+    use roost_proto::v1::{PushBatchRequest, PushItem};
+    let server = TestServer::start_with(backend, |c| c.guard_every = Duration::from_millis(100)).await;
+    let victim_account = server.account(10_000).await;
+    let victim_api = server.api(Some(&victim_account));
+    let victim = victim_api.provision("example", "victim").await["id"].as_str().unwrap().to_owned();
+    victim_api.wait_status(&victim, "running").await;
+    let api = server.api(None);
+    api.post("/api/guard", json!({"kind": "spend_per_day", "limit": 1.0, "instance_id": victim})).await.ok();
+    api.post("/api/guard", json!({"kind": "tool_loop", "limit": 3, "instance_id": victim})).await.ok();
+
+    // Spans claiming the victim: session, agent and instance ids, $500 each, a tool loop.
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64;
+    let mut request = traces_request(90, 4, &victim);
+    for span in &mut request.resource_spans[0].scope_spans[0].spans {
+        span.start_time_unix_nano = now;
+        span.end_time_unix_nano = now + 1;
+        for (key, value) in [
+            ("gen_ai.usage.cost", Any::DoubleValue(500.0)),
+            ("gen_ai.agent.id", Any::StringValue(victim.clone())),
+            ("roost.instance.id", Any::StringValue(victim.clone())),
+            ("gen_ai.tool.name", Any::StringValue("search".into())),
+            ("gen_ai.tool.call.arguments", Any::StringValue("same".into())),
+        ] {
+            span.attributes.push(KeyValue {
+                key: key.into(),
+                value: Some(AnyValue { value: Some(value) }),
+                ..Default::default()
+            });
+        }
+    }
+    // Through another account's node push...
+    let stranger = server.account(0).await;
+    let batch = PushBatchRequest {
+        node_id: "stranger-node".into(),
+        items: vec![PushItem { seq: 1, kind: "otlp_traces".into(), payload: request.encode_to_vec() }],
+    };
+    let pushed = server
+        .http
+        .post(server.url("/ingest/batch"))
+        .bearer_auth(&stranger.key)
+        .header("content-type", "application/x-protobuf")
+        .body(batch.encode_to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(pushed.status(), 200);
+    // ...the dashboard's own OTLP endpoint, and a custom run's tool events.
+    for span in &mut request.resource_spans[0].scope_spans[0].spans {
+        span.trace_id = vec![91; 16];
+    }
+    assert_eq!(post_otlp(&server, "/v1/traces", "application/x-protobuf", request.encode_to_vec()).await.status(), 200);
+    let run = api.post("/api/v1/runs", json!({"runtime": "t", "session_id": victim, "agent_id": victim})).await.ok();
+    let call = |n: usize| json!({"id": format!("c{n}"), "event_type": "tool_call", "tool_name": "search", "data": {"q": "same"}});
+    api.post(
+        &format!("/api/v1/runs/{}/events", run["run_id"].as_str().unwrap()),
+        json!({"events": [call(1), call(2), call(3)]}),
+    )
+    .await
+    .ok();
+    // A guessed agent token is refused, not taken for a dashboard caller's.
+    let guessed = server
+        .http
+        .post(server.url("/v1/traces"))
+        .bearer_auth("rat_GUESSEDGUESSEDGUESSEDGUESSEDGUESSEDGUESS")
+        .header("content-type", "application/x-protobuf")
+        .body(request.encode_to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(guessed.status(), 401);
+
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(victim_api.get(&format!("/api/instances/{victim}")).await.ok()["status"], "running");
+    assert_eq!(api.get("/api/guard").await.ok()["incidents"], json!([]));
+    // The claims are still observed (the session shows them), just not held against it.
+    let sessions =
+        api.post("/api/local/query", json!({"shape": "sessions", "args": {"session_id": victim}})).await.ok();
+    assert!(sessions["rows"][0]["cost_usd"].as_f64().unwrap() >= 500.0, "{sessions}");
+
+    // What the victim's own runtime sends with its token does count.
+    let reply = victim_api.message(&victim, "spend:2").await;
+    assert!(reply.status == 200 || reply.status == 409, "paused before the turn ended, or not yet: {reply:?}");
+    victim_api.wait_status(&victim, "paused").await;
 }
 
 async fn channels_show_each_agents_ways_in_and_traffic(backend: Backend) {

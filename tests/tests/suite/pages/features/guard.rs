@@ -7,7 +7,7 @@ use reqwest::StatusCode;
 use roost_tests::{Backend, TestServer, each_backend, pages::Visitor};
 use serde_json::{Value, json};
 
-use super::{agent, follow, notice, post_without_csrf, refused, row, rows};
+use super::{agent, eventually, follow, notice, post_without_csrf, refused, row, rows};
 
 each_backend!(guard_policies_are_made_changed_and_deleted_and_incidents_shown);
 
@@ -19,7 +19,7 @@ async fn guard_policies_are_made_changed_and_deleted_and_incidents_shown(backend
     let server = TestServer::start_with(backend, |c| c.guard_every = Duration::from_millis(200)).await;
     let api = server.api(None);
     let mut visitor = Visitor::new(&server);
-    let (looper, owner) = agent(&server, "echo").await;
+    let (looper, owner) = agent(&server, "example").await;
 
     let empty = visitor.get("/dashboard/guard").await;
     assert_eq!(empty.status, StatusCode::OK, "{}", empty.body);
@@ -52,15 +52,21 @@ async fn guard_policies_are_made_changed_and_deleted_and_incidents_shown(backend
         ["Spend per day", "every agent", "$2.50 a day", "enforced"]
     );
 
-    // The agent calls the same tool with the same input three times: paused, an incident.
-    let run = api.post("/api/v1/runs", json!({"runtime": "t", "session_id": looper})).await.ok();
-    let run_id = run["run_id"].as_str().unwrap();
-    let call = |n: usize| json!({"id": format!("c{n}"), "event_type": "tool_call", "tool_name": "search", "data": {"q": "same"}});
-    api.post(&format!("/api/v1/runs/{run_id}/events"), json!({"events": [call(1), call(2), call(3)]})).await.ok();
+    // The agent's runtime reports the same tool call with the same input three times (with
+    // its own agent token: what only names it would not count): paused, an incident.
+    for _ in 0..2 {
+        owner.message(&looper, r#"tool:search {"q":"same"}"#).await.ok();
+    }
+    // The guard may pause the agent before this turn ends (409 for it): either way, paused.
+    owner.message(&looper, r#"tool:search {"q":"same"}"#).await;
     owner.wait_status(&looper, "paused").await;
-    let page = visitor.get("/dashboard/guard").await;
+    // The incident is written once the pause is done.
+    let page = eventually("the incident", async || {
+        let page = visitor.get("/dashboard/guard").await;
+        (rows(&page, "table.incidents").len() == 1).then_some(page)
+    })
+    .await;
     let incidents = rows(&page, "table.incidents");
-    assert_eq!(incidents.len(), 1, "{incidents:?}");
     assert_eq!(
         (incidents[0][2].as_str(), incidents[0][3].as_str(), incidents[0][5].as_str()),
         (looper.as_str(), loop_id.as_str(), "paused")
