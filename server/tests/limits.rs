@@ -31,9 +31,22 @@ impl std::ops::Deref for Roost {
     }
 }
 
-/// `roost serve` on an ephemeral port with `extra` flags: the child and its address.
-fn serve(data_dir: &std::path::Path, extra: &[&str]) -> (Roost, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_roost"))
+/// A running `roost serve`: the child (killed when dropped), its address, and the log
+/// lines that say `accept` failed.
+struct Served {
+    roost: Roost,
+    addr: String,
+    accept_failures: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+/// `roost serve` on an ephemeral port with `extra` flags, started by `sh` after
+/// `ulimit -Sn {soft}` when a soft descriptor limit is given (the hard limit stays).
+fn serve_with(data_dir: &std::path::Path, soft: Option<u64>, extra: &[&str]) -> Served {
+    let ulimit = soft.map_or_else(String::new, |soft| format!("ulimit -Sn {soft} && "));
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{ulimit}exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_roost"))
         .env_remove("ROOST_DATABASE_URL")
         .env_remove("ROOST_ADDR")
         .env("RUST_LOG", "info")
@@ -46,18 +59,59 @@ fn serve(data_dir: &std::path::Path, extra: &[&str]) -> (Roost, String) {
         .unwrap();
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
+    let accept_failures = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = accept_failures.clone();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            match serde_json::from_str::<Value>(&line) {
-                Ok(event) if event["fields"]["message"] == "listening" => {
-                    let _ = tx.send(event["fields"]["addr"].as_str().unwrap_or_default().to_owned());
-                }
-                _ => {}
+            if line.contains("accept failed") || line.contains("Too many open files") {
+                seen.lock().unwrap().push(line.clone());
+            }
+            if let Ok(event) = serde_json::from_str::<Value>(&line)
+                && event["fields"]["message"] == "listening"
+            {
+                let _ = tx.send(event["fields"]["addr"].as_str().unwrap_or_default().to_owned());
             }
         }
     });
     let addr = rx.recv_timeout(Duration::from_secs(30)).expect("roost listens");
-    (Roost(child), addr)
+    Served { roost: Roost(child), addr, accept_failures }
+}
+
+/// `roost serve` with `extra` flags: the child and its address.
+fn serve(data_dir: &std::path::Path, extra: &[&str]) -> (Roost, String) {
+    let served = serve_with(data_dir, None, extra);
+    (served.roost, served.addr)
+}
+
+/// The highest resident memory (MiB) a process reaches while it is watched.
+struct PeakRss {
+    peak: std::sync::Arc<std::sync::Mutex<f64>>,
+    sampler: tokio::task::JoinHandle<()>,
+}
+
+impl PeakRss {
+    /// Samples process `pid` every 20 ms from now on.
+    fn watch(pid: u32) -> Self {
+        let peak = std::sync::Arc::new(std::sync::Mutex::new(rss_mib(pid)));
+        let seen = peak.clone();
+        let sampler = tokio::spawn(async move {
+            loop {
+                let now = rss_mib(pid);
+                {
+                    let mut peak = seen.lock().unwrap();
+                    *peak = peak.max(now);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+        Self { peak, sampler }
+    }
+
+    /// Stops watching: the peak.
+    fn stop(self) -> f64 {
+        self.sampler.abort();
+        *self.peak.lock().unwrap()
+    }
 }
 
 /// The resident memory of process `pid`, in MiB.
@@ -101,20 +155,7 @@ async fn a_hundred_concurrent_sign_ins_leave_memory_where_it_was() {
         assert_eq!(sign_in(&addr, Ipv4Addr::new(127, 0, 1, n), "warm@example.com", "not the password").await, 401);
     }
     let idle = rss_mib(child.id());
-    let peak = std::sync::Arc::new(std::sync::Mutex::new(idle));
-    let sampler = {
-        let (peak, pid) = (peak.clone(), child.id());
-        tokio::spawn(async move {
-            loop {
-                let now = rss_mib(pid);
-                {
-                    let mut peak = peak.lock().unwrap();
-                    *peak = peak.max(now);
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
-    };
+    let watch = PeakRss::watch(child.id());
     let attempts = (0..100u8).map(|n| {
         let addr = addr.clone();
         tokio::spawn(async move {
@@ -122,56 +163,14 @@ async fn a_hundred_concurrent_sign_ins_leave_memory_where_it_was() {
         })
     });
     let statuses: Vec<u16> = futures::future::join_all(attempts).await.into_iter().map(Result::unwrap).collect();
-    sampler.abort();
+    let peak = watch.stop();
     let after = rss_mib(child.id());
-    let peak = *peak.lock().unwrap();
     eprintln!("RSS: idle {idle:.1} MiB, peak {peak:.1} MiB, after {after:.1} MiB; statuses {statuses:?}");
     assert!(statuses.iter().all(|s| *s == 401 || *s == 429), "{statuses:?}");
     assert!(statuses.iter().filter(|s| **s == 401).count() >= 50, "most waited for a worker: {statuses:?}");
     assert!(after - idle < 150.0, "RSS grew from {idle:.1} to {after:.1} MiB");
     assert!(peak - idle < 150.0, "RSS peaked at {peak:.1} MiB from {idle:.1}");
     drop(child);
-}
-
-/// `roost serve` started by `sh` after `ulimit -Sn {soft}` (the hard limit stays).
-/// Also returns the log lines that say `accept` failed.
-fn serve_with_soft_limit(
-    data_dir: &std::path::Path,
-    soft: u64,
-    extra: &[&str],
-) -> (Roost, String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(format!("ulimit -Sn {soft} && exec \"$0\" \"$@\""))
-        .arg(env!("CARGO_BIN_EXE_roost"))
-        .env_remove("ROOST_DATABASE_URL")
-        .env_remove("ROOST_ADDR")
-        .env("RUST_LOG", "info")
-        .args(["serve", "--addr", "127.0.0.1:0", "--log-format", "json", "--update-index-url", ""])
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args(extra)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let failures = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let seen = failures.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.contains("accept failed") || line.contains("Too many open files") {
-                seen.lock().unwrap().push(line.clone());
-            }
-            if let Ok(event) = serde_json::from_str::<Value>(&line)
-                && event["fields"]["message"] == "listening"
-            {
-                let _ = tx.send(event["fields"]["addr"].as_str().unwrap_or_default().to_owned());
-            }
-        }
-    });
-    let addr = rx.recv_timeout(Duration::from_secs(30)).expect("roost listens");
-    (Roost(child), addr, failures)
 }
 
 /// The soft and hard "Max open files" of process `pid`.
@@ -215,7 +214,7 @@ async fn slow_and_idle_connections_are_closed_and_healthz_answers() {
 
     let dir = tempfile::tempdir().unwrap();
     let flags = ["--header-read-timeout-secs", "2", "--idle-timeout-secs", "4"];
-    let (child, addr, accept_failures) = serve_with_soft_limit(dir.path(), 256, &flags);
+    let Served { roost: child, addr, accept_failures } = serve_with(dir.path(), Some(256), &flags);
     let (soft, hard) = open_file_limits(child.id());
     assert_eq!(soft, hard, "roost raised its open-file limit to the hard limit");
 
@@ -261,7 +260,7 @@ async fn slow_and_idle_connections_are_closed_and_healthz_answers() {
     // sockets wait in the backlog past the cap, and /healthz is answered once idle ones go.
     assert_eq!(*accept_failures.lock().unwrap(), Vec::<String>::new());
     let capped = [&flags[..], &["--max-connections", "100"]].concat();
-    let (child, addr, accept_failures) = serve_with_soft_limit(dir.path(), 256, &capped);
+    let Served { roost: child, addr, accept_failures } = serve_with(dir.path(), Some(256), &capped);
     let mut sockets = Vec::new();
     for _ in 0..300 {
         sockets.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
@@ -328,20 +327,7 @@ async fn concurrent_large_exports_stay_within_the_ingest_budget() {
     let (child, addr) = serve(dir.path(), &[]);
     let bodies: Vec<Vec<u8>> = (0..8).map(|n| tiny_attribute_spans(30, n + 1)).collect();
     let idle = rss_mib(child.id());
-    let peak = std::sync::Arc::new(std::sync::Mutex::new(idle));
-    let sampler = {
-        let (peak, pid) = (peak.clone(), child.id());
-        tokio::spawn(async move {
-            loop {
-                let now = rss_mib(pid);
-                {
-                    let mut peak = peak.lock().unwrap();
-                    *peak = peak.max(now);
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
-    };
+    let watch = PeakRss::watch(child.id());
     let started = std::time::Instant::now();
     let exports = bodies.into_iter().map(|body| {
         let addr = addr.clone();
@@ -369,8 +355,7 @@ async fn concurrent_large_exports_stay_within_the_ingest_budget() {
         })
     });
     let refusals: Vec<u32> = futures::future::join_all(exports).await.into_iter().map(Result::unwrap).collect();
-    sampler.abort();
-    let peak = *peak.lock().unwrap();
+    let peak = watch.stop();
     eprintln!(
         "8 × 30 MB exports: RSS idle {idle:.1} MiB, peak {peak:.1} MiB; 429s per export {refusals:?}; all stored in {:?}",
         started.elapsed()
