@@ -181,7 +181,14 @@ impl Endpoint {
     pub fn all_errors(&self) -> Vec<ErrorReason> {
         let mut errors: Vec<ErrorReason> = self.errors.to_vec();
         match self.body {
-            Body::Json(_) | Body::JsonText(_) | Body::Otlp | Body::ProtobufOrJson(_) => errors.extend([
+            // Telemetry bodies are decoded within the ingest budget (`crate::budget`).
+            Body::Otlp | Body::ProtobufOrJson(_) => errors.extend([
+                ErrorReason::InvalidArgument,
+                ErrorReason::PayloadTooLarge,
+                ErrorReason::UnsupportedMediaType,
+                ErrorReason::Overloaded,
+            ]),
+            Body::Json(_) | Body::JsonText(_) => errors.extend([
                 ErrorReason::InvalidArgument,
                 ErrorReason::PayloadTooLarge,
                 ErrorReason::UnsupportedMediaType,
@@ -190,6 +197,11 @@ impl Endpoint {
                 errors.push(ErrorReason::InvalidArgument)
             }
             Body::None => {}
+        }
+        // Every route but /healthz checks `Host` while loopback callers are trusted
+        // (`crate::hosts`).
+        if self.path != "/healthz" {
+            errors.push(ErrorReason::BadHost);
         }
         match self.guard() {
             Guard::Open => {}

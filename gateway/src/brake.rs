@@ -104,6 +104,12 @@ impl Attempt {
     pub fn failed(mut self) {
         self.settled = true;
     }
+
+    /// The attempt was not judged (roost was too busy to check it): its slots are given
+    /// back, and it counts neither way.
+    pub fn withdrawn(self) {
+        self.succeeded(None);
+    }
 }
 
 impl Drop for Attempt {

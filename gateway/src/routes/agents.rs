@@ -71,6 +71,7 @@ pub(crate) const MESSAGES: Endpoint = Endpoint::post(
     ErrorReason::QueueFull,
     ErrorReason::RuntimeFailed,
     ErrorReason::TurnTimeout,
+    ErrorReason::UnpricedModel,
 ]);
 
 pub(crate) const CONFIG: Endpoint = Endpoint::post(
@@ -80,7 +81,7 @@ pub(crate) const CONFIG: Endpoint = Endpoint::post(
 )
 .body("ConfigureRequest")
 .answers("ConfigureResponse")
-.errors(&[ErrorReason::NotFound, ErrorReason::WrongState]);
+.errors(&[ErrorReason::NotFound, ErrorReason::WrongState, ErrorReason::UnpricedModel]);
 
 pub(crate) const PAUSE: Endpoint =
     Endpoint::post("/api/instances/{instance_id}/pause", "Stops a running agent's machine.")

@@ -137,6 +137,9 @@ impl_for_connections! {
                 .bind(epoch)
                 .execute(&mut *self)
                 .await?;
+            // Credits held for the agent's turns belong to runners that are gone (the new
+            // owner has run none yet): they count no more (`crate::billing::holds`).
+            sqlx::query("DELETE FROM credit_holds WHERE instance_id = $1").bind(id).execute(&mut *self).await?;
             Ok(interrupted)
         }
 

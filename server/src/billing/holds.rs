@@ -11,7 +11,8 @@
 //! The bound: the last call admitted saw the balance above every hold before its own, so
 //! when each call costs at most its estimate the balance ends no lower than minus one
 //! call's estimate, whatever the concurrency. A hold whose runner died (a replica killed
-//! mid-call) stops counting at `expires_at` (the turn cap plus a minute).
+//! mid-call) stops counting at `expires_at` (the turn cap plus a minute), or as soon as
+//! another replica takes the agent over (`crate::agents::in_flight`).
 //!
 //! Every metered call goes through here: the `assistant` runtime's turns today, the model
 //! gateway's calls next.
@@ -64,6 +65,9 @@ impl Store {
             let mut tx = pool.begin_write().await?;
             let account = tx.lock_account(call.account_id, now).await?;
             let balance = account.map_or(0, |a| a.balance_cents);
+            // A turn admitted again (a Telegram update run again after a restart) replaces
+            // its own hold rather than counting it twice.
+            tx.release_holds(&[call.turn_id]).await?;
             let held = tx.held_cents(call.account_id, now).await?;
             if balance.saturating_sub(held) <= 0 {
                 return Err(ApiError::new(

@@ -82,7 +82,13 @@ impl WebAppService for WebAppCore {
         // sign-in; the slot is taken before the password is hashed.
         let attempt = self.brake.attempt(keys)?;
         let store = self.auth.store();
-        let hash = passwords::hash(&password).await?;
+        let hash = match passwords::hash(&password).await {
+            Ok(hash) => hash,
+            Err(busy) => {
+                attempt.withdrawn();
+                return Err(busy.into());
+            }
+        };
         let (user, account) = store.sign_up(&email, &hash, &account_name).await?;
         attempt.succeeded(None);
         let session_token = store.create_session(&user.id).await?;
@@ -99,7 +105,16 @@ impl WebAppService for WebAppCore {
         let user = store.user_by_email(&email).await?;
         // Unknown email, no password yet, wrong password: one answer, one argon2 verify.
         let stored = user.as_ref().and_then(|u| u.password_hash.clone());
-        let password_ok = password.len() <= passwords::MAX_LEN && passwords::verify(&password, stored).await?;
+        let checked =
+            if password.len() > passwords::MAX_LEN { Ok(false) } else { passwords::verify(&password, stored).await };
+        let password_ok = match checked {
+            Ok(ok) => ok,
+            // Not checked (every hashing worker busy): no guess was judged.
+            Err(busy) => {
+                attempt.withdrawn();
+                return Err(busy.into());
+            }
+        };
         let Some(user) = user.filter(|_| password_ok) else {
             attempt.failed();
             return Err(ApiError::unauthenticated(SIGN_IN_REFUSED).into());
