@@ -16,10 +16,14 @@
 //!   noticed.
 //! - **Stalled readers**: a write that cannot proceed for `idle_timeout` (a client that
 //!   stopped reading its SSE stream) ends the connection.
-//! - **Count**: at most `max_connections` are open; past that, new ones wait in the
-//!   kernel's backlog instead of failing `accept`. The default is sized from the
-//!   descriptor limit, which roost first raises to its hard limit
-//!   ([`raise_descriptor_limit`]), leaving room for the store, runtimes and files.
+//! - **Count**: at most `max_connections` are open. A connection that arrives at the cap
+//!   takes the place of the one that has been idle longest (nothing in flight): under a
+//!   flood of idle sockets, a real request (`/healthz`, a turn) still gets in at once.
+//!   With every connection busy, it waits for one to end (the rest wait in the kernel's
+//!   backlog), so `accept` never fails for want of descriptors. The default is sized from
+//!   the descriptor limit, which roost first raises to its hard limit
+//!   ([`raise_descriptor_limit`]), leaving room for the store, runtimes and files (and the
+//!   one connection accepted past the cap while it waits).
 
 use std::{
     convert::Infallible,
@@ -118,16 +122,9 @@ pub async fn serve(
     // `closing`: finish what is in flight; `closed`: the grace period is over.
     let (closing, closed) = (CancellationToken::new(), CancellationToken::new());
     let builder = builder(&limits);
+    let open = OpenConnections::default();
     let mut accept_errors = 0u32;
     loop {
-        // A permit first: at the cap, new connections wait in the backlog.
-        let permit = tokio::select! {
-            () = shutdown.cancelled() => break,
-            permit = permits.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break,
-            },
-        };
         let (stream, peer) = tokio::select! {
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
@@ -144,13 +141,31 @@ pub async fn serve(
                 }
             },
         };
+        // At the cap: the connection idle longest makes room; with none idle, wait for one
+        // to end (meanwhile new ones wait in the backlog).
+        let permit = match permits.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                open.evict_idlest();
+                tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    permit = permits.clone().acquire_owned() => match permit {
+                        Ok(permit) => permit,
+                        Err(_) => break,
+                    },
+                }
+            }
+        };
         if let Err(err) = stream.set_nodelay(true) {
             debug!(error = %err, "could not set TCP_NODELAY");
         }
-        let ends = Ends { idle: limits.idle_timeout, closing: closing.clone(), closed: closed.clone() };
-        let (app, builder) = (app.clone(), builder.clone());
+        let (activity, evicted) = open.add();
+        let ends = Ends { idle: limits.idle_timeout, closing: closing.clone(), closed: closed.clone(), evicted };
+        let (app, builder, open) = (app.clone(), builder.clone(), open.clone());
         tokio::spawn(async move {
-            serve_connection(stream, peer, app, builder, ends).await;
+            let id = activity.id;
+            serve_connection(stream, peer, app, builder, activity, ends).await;
+            open.remove(id);
             drop(permit);
         });
     }
@@ -172,6 +187,46 @@ struct Ends {
     closing: CancellationToken,
     /// The grace period is over: close now.
     closed: CancellationToken,
+    /// Its place was given to a new connection (it was the one idle longest): close now.
+    evicted: CancellationToken,
+}
+
+/// An open connection: its activity, and what closes it when it is evicted.
+type OpenConnection = (Arc<Activity>, CancellationToken);
+
+/// The open connections of a listener, to pick the one idle longest when at the cap.
+#[derive(Clone, Default)]
+struct OpenConnections {
+    next_id: Arc<AtomicUsize>,
+    by_id: Arc<Mutex<std::collections::HashMap<usize, OpenConnection>>>,
+}
+
+impl OpenConnections {
+    /// Registers a new connection: its activity, and what closes it when evicted.
+    fn add(&self) -> (Arc<Activity>, CancellationToken) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let activity = Arc::new(Activity::new(id));
+        let evicted = CancellationToken::new();
+        self.by_id.lock().unwrap_or_else(|p| p.into_inner()).insert(id, (activity.clone(), evicted.clone()));
+        (activity, evicted)
+    }
+
+    fn remove(&self, id: usize) {
+        self.by_id.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+    }
+
+    /// Closes the connection with nothing in flight for the longest time, if there is one.
+    fn evict_idlest(&self) {
+        let by_id = self.by_id.lock().unwrap_or_else(|p| p.into_inner());
+        let idlest = by_id
+            .values()
+            .filter(|(activity, evicted)| activity.in_flight.load(Ordering::Acquire) == 0 && !evicted.is_cancelled())
+            .min_by_key(|(activity, _)| activity.idle_since());
+        if let Some((_, evicted)) = idlest {
+            debug!("at the connection cap: closing the connection idle longest");
+            evicted.cancel();
+        }
+    }
 }
 
 fn builder(limits: &ConnectionLimits) -> Builder<TokioExecutor> {
@@ -193,9 +248,9 @@ async fn serve_connection(
     peer: SocketAddr,
     app: Router,
     builder: Builder<TokioExecutor>,
+    activity: Arc<Activity>,
     ends: Ends,
 ) {
-    let activity = Arc::new(Activity::new());
     let service = {
         let activity = activity.clone();
         tower::service_fn(move |mut request: http::Request<Incoming>| {
@@ -226,6 +281,7 @@ async fn serve_connection(
                 return;
             }
             () = ends.closed.cancelled() => return,
+            () = ends.evicted.cancelled() => return,
             () = &mut idle_close, if closing_idle => return,
             () = ends.closing.cancelled(), if !ending => {
                 ending = true;
@@ -244,14 +300,19 @@ async fn serve_connection(
 
 /// Requests in flight on one connection, and since when it has had none.
 struct Activity {
+    id: usize,
     in_flight: AtomicUsize,
     idle_since: Mutex<Instant>,
     changed: Notify,
 }
 
 impl Activity {
-    fn new() -> Self {
-        Self { in_flight: AtomicUsize::new(0), idle_since: Mutex::new(Instant::now()), changed: Notify::new() }
+    fn new(id: usize) -> Self {
+        Self { id, in_flight: AtomicUsize::new(0), idle_since: Mutex::new(Instant::now()), changed: Notify::new() }
+    }
+
+    fn idle_since(&self) -> Instant {
+        *self.idle_since.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Resolves once the connection has had nothing in flight for `timeout`.
@@ -261,7 +322,7 @@ impl Activity {
             tokio::pin!(changed);
             changed.as_mut().enable();
             if self.in_flight.load(Ordering::Acquire) == 0 {
-                let deadline = *self.idle_since.lock().unwrap_or_else(|p| p.into_inner()) + timeout;
+                let deadline = self.idle_since() + timeout;
                 if Instant::now() >= deadline {
                     return;
                 }
@@ -399,7 +460,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_connection_is_idle_only_with_nothing_in_flight() {
-        let activity = Arc::new(Activity::new());
+        let activity = Arc::new(Activity::new(0));
         let request = InFlight::start(&activity);
         let idle = activity.idle_for(Duration::from_millis(50));
         tokio::pin!(idle);

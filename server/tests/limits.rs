@@ -256,8 +256,10 @@ async fn slow_and_idle_connections_are_closed_and_healthz_answers() {
     assert!(tokio::time::timeout(Duration::from_millis(500), stream.chunk()).await.is_err(), "the SSE stream is open");
     drop(child);
 
-    // Under a low hard limit, the connection cap keeps roost from running out: 300 silent
-    // sockets wait in the backlog past the cap, and /healthz is answered once idle ones go.
+    // At the connection cap (as under a low descriptor limit), an arriving connection takes
+    // the place of the one idle longest: behind 300 silent sockets and a cap of 100,
+    // /healthz is answered at once, accept never runs out, and the oldest sockets are the
+    // ones closed.
     assert_eq!(*accept_failures.lock().unwrap(), Vec::<String>::new());
     let capped = [&flags[..], &["--max-connections", "100"]].concat();
     let Served { roost: child, addr, accept_failures } = serve_with(dir.path(), Some(256), &capped);
@@ -266,8 +268,9 @@ async fn slow_and_idle_connections_are_closed_and_healthz_answers() {
         sockets.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
     }
     let started = std::time::Instant::now();
-    assert_eq!(healthz(&addr, Duration::from_secs(20)).await, 200);
+    assert_eq!(healthz(&addr, Duration::from_secs(2)).await, 200);
     eprintln!("/healthz behind 300 silent sockets and a cap of 100: {:?}", started.elapsed());
+    assert!(closed_by_server(&mut sockets[0]).await, "the oldest idle socket made room");
     assert_eq!(*accept_failures.lock().unwrap(), Vec::<String>::new(), "the cap kept accept from failing");
     drop(child);
 }
