@@ -53,6 +53,13 @@ pub const SIGN_IN_PATH: &str = "/dashboard/signin";
 /// roost (its telemetry), checked by the core.
 pub const AGENT_TOKEN_PREFIX: &str = "rat_";
 
+/// Whether a bearer is a live agent token. The core holds them; the policy asks, so an
+/// export carrying a made-up one is refused before its body is read.
+pub trait AgentTokenCheck: Send + Sync + std::fmt::Debug {
+    /// True while `token` is a running agent's.
+    fn is_live(&self, token: &str) -> bool;
+}
+
 /// The SSE paths, where a token may also come as `?token=`.
 pub const STREAM_PATHS: [&str; 3] = ["/api/brain-stream", "/api/health-stream", "/api/logs"];
 
@@ -63,6 +70,8 @@ pub struct AccessPolicy {
     pub api_tokens: Vec<String>,
     /// The `Host` names roost answers to (the DNS-rebinding guard).
     pub hosts: HostAllowList,
+    /// The runtimes' agent tokens, accepted on the OTLP paths (none: no agent token is).
+    pub agent_tokens: Option<Arc<dyn AgentTokenCheck>>,
 }
 
 /// How a path is guarded.
@@ -146,13 +155,16 @@ fn is_otlp(path: &str) -> bool {
     matches!(path, "/v1/traces" | "/v1/metrics" | "/v1/logs") || path.starts_with("/opentelemetry.proto.collector.")
 }
 
-/// An OTLP export presenting an agent token: the core checks the token (401 if it is no
-/// live agent's) and attributes what it carries to that agent.
-fn is_agent_ingest(path: &str, presented: Option<&str>) -> bool {
-    is_otlp(path) && presented.is_some_and(|token| token.starts_with(AGENT_TOKEN_PREFIX))
-}
-
 impl AccessPolicy {
+    /// An OTLP export presenting a live agent token: the core attributes what it carries to
+    /// that agent.
+    fn is_agent_ingest(&self, path: &str, presented: Option<&str>) -> bool {
+        is_otlp(path)
+            && presented.is_some_and(|token| {
+                token.starts_with(AGENT_TOKEN_PREFIX) && self.agent_tokens.as_ref().is_some_and(|t| t.is_live(token))
+            })
+    }
+
     /// Checks a request; `Err` is the refusal to send.
     pub fn check(
         &self,
@@ -182,13 +194,13 @@ impl AccessPolicy {
             .or(cookie);
         if self.api_tokens.is_empty() {
             let loopback = peer.is_some_and(|p| p.ip().to_canonical().is_loopback());
-            if !loopback && !is_agent_ingest(path, presented) {
+            if !loopback && !self.is_agent_ingest(path, presented) {
                 return Err(ApiError::unauthenticated(
                     "the dashboard API answers loopback clients only; set SERVICE_API_TOKENS to allow others",
                 ));
             }
         } else {
-            if !is_agent_ingest(path, presented) && !matches(presented, self.api_tokens.iter()) {
+            if !self.is_agent_ingest(path, presented) && !matches(presented, self.api_tokens.iter()) {
                 let why = if presented.is_some() { "wrong token" } else { "missing token" };
                 let how = if STREAM_PATHS.contains(&path) {
                     "Authorization: Bearer <token> or ?token=<token>"
@@ -339,8 +351,22 @@ fn is_grpc(headers: &HeaderMap) -> bool {
 mod tests {
     use super::*;
 
+    /// The one live agent token of these tests.
+    #[derive(Debug)]
+    struct OneToken;
+
+    impl AgentTokenCheck for OneToken {
+        fn is_live(&self, token: &str) -> bool {
+            token == "rat_x"
+        }
+    }
+
     fn policy(tokens: &[&str]) -> AccessPolicy {
-        AccessPolicy { api_tokens: tokens.iter().map(|t| (*t).to_owned()).collect(), hosts: HostAllowList::default() }
+        AccessPolicy {
+            api_tokens: tokens.iter().map(|t| (*t).to_owned()).collect(),
+            hosts: HostAllowList::default(),
+            agent_tokens: Some(Arc::new(OneToken)),
+        }
     }
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
@@ -375,6 +401,9 @@ mod tests {
         let rt = headers(&[("authorization", "Bearer rat_x")]);
         assert!(p.check(&Method::POST, "/v1/traces", None, &rt, REMOTE).is_ok());
         assert!(p.check(&Method::POST, "/api/local/query", None, &rt, REMOTE).is_err());
+        // A made-up one is refused before the body is read.
+        let made_up = headers(&[("authorization", "Bearer rat_made_up")]);
+        assert!(p.check(&Method::POST, "/v1/traces", None, &made_up, REMOTE).is_err());
     }
 
     #[test]

@@ -13,15 +13,28 @@ use std::{
     sync::{Arc, RwLock},
 };
 
-use roost_gateway::access::AGENT_TOKEN_PREFIX;
+use roost_gateway::access::{AGENT_TOKEN_PREFIX, AgentTokenCheck};
 use sha2::{Digest as _, Sha256};
 
 use crate::ids::random_base32;
 
 /// The live agent tokens of this process.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct AgentTokens {
     by_hash: Arc<RwLock<HashMap<[u8; 32], String>>>,
+}
+
+impl std::fmt::Debug for AgentTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let live = self.by_hash.read().map_or(0, |m| m.len());
+        f.debug_struct("AgentTokens").field("live", &live).finish()
+    }
+}
+
+impl AgentTokenCheck for AgentTokens {
+    fn is_live(&self, token: &str) -> bool {
+        self.agent_of(token).is_some()
+    }
 }
 
 /// One live token; revoked when dropped.
