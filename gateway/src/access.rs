@@ -111,7 +111,9 @@ pub fn guard(path: &str) -> Guard {
     // agent's webhook secret.
     const OPEN_PREFIXES: [&str; 4] = ["/grpc.health.v1.", "/grpc.reflection.", "/static/", "/telegram/"];
     const OWN_KEYS: [&str; 2] = ["/api/provision", "/mcp"];
-    const OWN_KEYS_PREFIXES: [&str; 10] = [
+    // `/llm/`: the model gateway checks hosted agents' own tokens.
+    const OWN_KEYS_PREFIXES: [&str; 11] = [
+        "/llm/",
         "/api/instances",
         "/api/account",
         "/mcp/",

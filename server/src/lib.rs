@@ -18,6 +18,7 @@ pub mod error;
 pub mod features;
 pub mod grpc;
 pub mod ids;
+pub mod llm;
 pub mod logging;
 pub mod metrics;
 pub mod node;

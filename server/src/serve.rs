@@ -87,6 +87,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     access.hosts.add(&advertised);
     let access = Arc::new(access);
     let otlp = OtlpExport { endpoint: format!("http://{}", reachable(addr)), tokens: agent_tokens.clone() };
+    let model_tokens = agent_tokens.clone();
     let replica = Replica::start(&config.data_dir, advertised, config.lease_ttl, config.agent_capacity)
         .context("recording the replica id in the data directory")?;
     let peers = Peers::load(&store).await.context("reading the cluster's internal token")?;
@@ -191,7 +192,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         system: Arc::new(SystemCore::new(store.clone(), config.data_dir.clone(), metrics)),
         agents: Arc::new(AgentCore::new(hosting.clone(), auth.clone())),
         accounts: Arc::new(AccountCore::new(auth.clone())),
-        otlp: Arc::new(OtlpCore::new(telemetry.clone(), agent_tokens)),
+        otlp: Arc::new(OtlpCore::new(telemetry.clone(), agent_tokens.clone())),
         ingest: Arc::new(IngestCore::new(telemetry.clone(), auth.clone())),
         query: Arc::new(QueryCore::new(store.clone(), failures.clone())),
         streams: Arc::new(StreamCore::new(live.clone())),
@@ -236,7 +237,17 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         token_brake: Default::default(),
         ingest_budget: ingest_budget.clone(),
     };
-    let (router, _health) = grpc::add_services(roost_gateway::router(core), &services, &ingest_budget).await?;
+    // Hosted agents' model calls (`/llm`): an adapter of another protocol (OpenAI's,
+    // Anthropic's), not of roost's API, so it is served beside the gateway's routes.
+    let models = crate::llm::ModelGateway::new(
+        config.hosting.models.clone(),
+        model_tokens,
+        store.clone(),
+        config.hosting.prices.clone(),
+        telemetry.clone(),
+    );
+    let (router, _health) =
+        grpc::add_services(roost_gateway::router(core).merge(models.router()), &services, &ingest_budget).await?;
     // Outside the access check, so refused requests are counted too.
     let app = router
         .layer(axum::middleware::from_fn_with_state(access, roost_gateway::access::enforce))

@@ -92,6 +92,8 @@ pub struct Agent {
     pub turns: Arc<tokio::sync::Mutex<()>>,
     /// Bounds the queue: a permit per caller waiting or running.
     pub queue: Arc<Semaphore>,
+    /// The turn running now, which the agent's model calls through the gateway join.
+    pub model_turn: crate::llm::TurnSlot,
     /// The epoch of this replica's lease of the agent: its writes go in only while the
     /// lease is still held at it. A lease taken again later makes a new `Agent`.
     pub epoch: i64,
@@ -127,6 +129,7 @@ impl Agent {
             lifecycle: tokio::sync::Mutex::new(()),
             turns: Arc::new(tokio::sync::Mutex::new(())),
             queue: Arc::new(Semaphore::new(queue_depth)),
+            model_turn: crate::llm::TurnSlot::default(),
             epoch,
             next_seq: AtomicI64::new(1),
         }
@@ -205,6 +208,8 @@ impl Agent {
         };
         Ok(MachineSpec {
             instance_id: self.id.clone(),
+            account_id: self.account_id.clone(),
+            turn: self.model_turn.clone(),
             runtime: self.runtime.clone(),
             brief: settings.brief,
             model_mode: settings.model_mode,

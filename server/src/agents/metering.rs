@@ -6,8 +6,11 @@
 //!   its entry or family, else the operator's `[default]`). A model the book does not price
 //!   is refused before the upstream is called: 400 `unpriced_model`, naming it. A name that
 //!   only starts like one of roost's own runtimes (`echo-gpt-4o`) prices nothing.
-//! - Other runtimes with an included model (echo, process) are metered when the book
-//!   prices their model above zero; they call no model of roost's.
+//! - A `process` runtime's turns are not metered themselves: its model calls go through
+//!   the model gateway ([`crate::llm`]), which meters each one, and the turn reports their
+//!   sum. A managed turn on a priced model is refused (402) up front at a spent balance.
+//! - `echo`, with an included model and no model call of roost's, is metered when the book
+//!   prices its model above zero.
 //! - byok turns are never metered: the agent's own key pays.
 //!
 //! A metered turn is admitted through the account's credit holds ([`crate::billing::holds`])
@@ -40,7 +43,8 @@ impl Hosting {
         mode: ModelMode,
         model: &str,
     ) -> Result<Option<ModelPrice>> {
-        if mode != ModelMode::Managed || !runtime.included_model {
+        if mode != ModelMode::Managed || !runtime.included_model || matches!(runtime.driver, DriverSpec::Process { .. })
+        {
             return Ok(None);
         }
         let price = self.config.prices.metered_price(model);
@@ -56,6 +60,14 @@ impl Hosting {
             .into());
         }
         Ok(price.filter(|p| p.is_paid()))
+    }
+
+    /// Whether a turn's model calls will be metered by the model gateway: a managed process
+    /// runtime on a model the book prices above zero. Such a turn needs credits to start.
+    pub(super) fn calls_metered(&self, runtime: &RuntimeSpec, mode: ModelMode, model: &str) -> bool {
+        mode == ModelMode::Managed
+            && matches!(runtime.driver, DriverSpec::Process { .. })
+            && self.config.prices.metered_price(model).is_some_and(ModelPrice::is_paid)
     }
 
     /// Admits a metered turn: holds the most it may cost against the account's credits,

@@ -57,10 +57,9 @@ pub struct HostingConfig {
     pub queue_depth: usize,
     /// How long a boot may take before the agent is failed (`--boot-timeout-secs`).
     pub boot_timeout: Duration,
-    /// The upstream of managed assistant agents, if any.
-    pub model_upstream: Option<assistant::Upstream>,
-    /// Where byok assistant agents send their own key.
-    pub byok_upstream_url: String,
+    /// Where agents' models are: the model gateway's upstreams and limits (the assistant
+    /// runtime calls the same upstreams).
+    pub models: crate::llm::GatewayConfig,
     /// The Telegram Bot API (`--telegram-api-base`): bot tokens are checked there.
     pub telegram_api_base: String,
     /// How agents' Telegram channels run.
@@ -76,8 +75,7 @@ impl Default for HostingConfig {
             turn_timeout: Duration::from_secs(900),
             queue_depth: 64,
             boot_timeout: Duration::from_secs(120),
-            model_upstream: None,
-            byok_upstream_url: "https://api.openai.com/v1".to_owned(),
+            models: crate::llm::GatewayConfig::default(),
             telegram_api_base: crate::telegram::client::DEFAULT_API_BASE.to_owned(),
             channels: channel::ChannelConfig::default(),
         }
@@ -90,6 +88,9 @@ pub struct Hosting {
     config: HostingConfig,
     /// Whether turns are recorded as observed activity too (a recorder with turn events).
     observes_turns: bool,
+    /// Where a turn's span goes when its runtime called the model (the parent of those
+    /// calls' spans); none when turns are not observed.
+    telemetry: Option<Arc<crate::telemetry::Telemetry>>,
     drivers: Drivers,
     registry: Registry,
     recorder: Recorder,
@@ -140,15 +141,17 @@ impl Hosting {
             ),
             assistant: assistant::AssistantDriver::new(
                 store.clone(),
-                config.model_upstream.clone(),
-                config.byok_upstream_url.clone(),
+                config.models.openai.clone(),
+                config.models.byok_openai_url.clone(),
             ),
         };
         let observes_turns = turn_events.is_some();
+        let telemetry = turn_events.as_ref().map(|events| events.telemetry().clone());
         let (recorder, task) = Recorder::start(store.clone(), turn_events, replica.id.clone());
         Ok(Arc::new(Self {
             store,
             observes_turns,
+            telemetry,
             drivers,
             registry: Registry::default(),
             recorder,

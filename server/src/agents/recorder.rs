@@ -74,6 +74,9 @@ pub struct TurnRecord {
     pub model: String,
     /// Metered cost in nanocents (0 = free, no charge).
     pub cost_nanocents: i64,
+    /// What the model gateway charged for the turn's calls, each already on the ledger
+    /// (`crate::llm`): the turn reports it, and is not charged again.
+    pub calls_charged_cents: i64,
     /// The Telegram chat it came from, for source "telegram".
     pub chat_id: Option<i64>,
     /// The agent lease's epoch the turn ran under: the record goes in only while this
@@ -300,7 +303,11 @@ async fn write_batch(
         tx.insert_in_flight(&still_running).await?;
         let mut charged = Vec::with_capacity(records.len());
         for record in &records {
-            charged.push(if record.cost_nanocents > 0 { tx.charge_usage(record).await? } else { 0 });
+            charged.push(if record.cost_nanocents > 0 {
+                tx.charge_usage(record).await?
+            } else {
+                record.calls_charged_cents
+            });
         }
         for (rows, cents) in records.chunks(ROWS_PER_INSERT).zip(charged.chunks(ROWS_PER_INSERT)) {
             tx.insert_turns(rows, cents).await?;

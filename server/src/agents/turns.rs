@@ -5,7 +5,10 @@
 //! drops both, so it leaves the queue. Once its turn starts, the turn runs in its own task
 //! to the end and is recorded whether or not the caller is still there.
 
-use std::{sync::Arc, time::Instant};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use roost_proto::{
     ApiError, ErrorReason,
@@ -16,7 +19,8 @@ use super::{Hosting, limits, live::Agent, recorder::TurnRecord, routing::Route};
 use crate::{
     Result,
     ids::new_sortable_id,
-    runtimes::{TurnInput, TurnOutput},
+    llm::TurnTotals,
+    runtimes::{DriverSpec, TurnInput, TurnOutput},
     telemetry::{rows::EventRow, turns::detail},
     time::{now_ms, timestamp_ms},
 };
@@ -33,6 +37,10 @@ pub(crate) struct Origin {
     pub turn_id: Option<String>,
 }
 
+/// How long a finished turn waits for its model calls to be charged (a streamed call is
+/// charged just after its last chunk; the runtime may answer first).
+const CALLS_SETTLE: Duration = Duration::from_secs(10);
+
 /// How a turn ended.
 enum Outcome {
     Completed(TurnOutput),
@@ -42,8 +50,10 @@ enum Outcome {
 }
 
 impl Hosting {
-    /// A turn as observed activity, written with it.
-    fn event_of(&self, turn: &TurnRecord, runtime: &str) -> EventRow {
+    /// A turn as observed activity, written with it. When its runtime called the model
+    /// through the gateway, those calls' spans carry the tokens and cost: the event names
+    /// them in its data but counts none itself, so nothing is counted twice.
+    fn event_of(&self, turn: &TurnRecord, runtime: &str, calls: TurnTotals) -> EventRow {
         let data = serde_json::json!({
             "status": turn.status,
             "source": turn.source,
@@ -53,7 +63,20 @@ impl Hosting {
             "error": turn.error,
             "duration_ms": turn.duration_ms,
             "chat_id": turn.chat_id,
+            "model_calls": calls.calls,
+            "input_tokens": turn.input_tokens,
+            "output_tokens": turn.output_tokens,
         });
+        let (input_tokens, output_tokens, cost_nanocents) = if calls.calls > 0 {
+            (0, 0, 0)
+        } else {
+            let cost = self
+                .config
+                .prices
+                .lookup(&turn.model)
+                .map_or(0, |p| turn.input_tokens * p.input + turn.output_tokens * p.output);
+            (turn.input_tokens, turn.output_tokens, cost)
+        };
         EventRow {
             run_id: String::new(),
             id: turn.id.clone(),
@@ -64,17 +87,25 @@ impl Hosting {
             tool_name: String::new(),
             model: turn.model.clone(),
             role: "assistant".to_owned(),
-            input_tokens: turn.input_tokens,
-            output_tokens: turn.output_tokens,
-            cost_nanocents: self
-                .config
-                .prices
-                .lookup(&turn.model)
-                .map_or(0, |p| turn.input_tokens * p.input + turn.output_tokens * p.output),
+            input_tokens,
+            output_tokens,
+            cost_nanocents,
             data: data.to_string(),
             // roost wrote it: the one kind of event the guard counts for the agent.
             agent_instance: turn.instance_id.clone(),
         }
+    }
+
+    /// Writes the span of a turn whose runtime called the model: the parent of those calls'
+    /// spans, in the turn's trace.
+    fn trace_turn(&self, record: &TurnRecord, agent: &Agent, error: Option<&str>) {
+        let Some(telemetry) = self.telemetry.clone() else { return };
+        let (instance, runtime, turn) = (agent.id.clone(), agent.runtime.id.clone(), record.id.clone());
+        let times = (record.started_at, record.started_at.saturating_add(record.duration_ms));
+        let error = error.map(str::to_owned);
+        tokio::spawn(async move {
+            crate::llm::record_turn_span(&telemetry, (&instance, &runtime), &turn, times, error.as_deref()).await;
+        });
     }
 
     /// Runs one turn for the caller's agent; `source` says where the message came from.
@@ -146,6 +177,8 @@ impl Hosting {
         let metered = self.metered_price(&agent.runtime, running.settings.model_mode, &model)?;
         if let Some(price) = metered {
             self.admit_turn(agent, running.machine.as_ref(), price, &input).await?;
+        } else if self.calls_metered(&agent.runtime, running.settings.model_mode, &model) {
+            self.store.check_credits(&agent.account_id).await?;
         }
 
         let started_at = now_ms();
@@ -167,6 +200,7 @@ impl Hosting {
             output_tokens: 0,
             model: model.clone(),
             cost_nanocents: 0,
+            calls_charged_cents: 0,
             chat_id: origin.chat_id,
             lease_epoch: agent.epoch,
             marked_in_flight: false,
@@ -174,6 +208,8 @@ impl Hosting {
         };
         // A turn that outlives its replica is found by the next owner (`super::in_flight`).
         let mark = self.recorder.mark_in_flight(&record);
+        // The runtime's model calls through the gateway from now on are this turn's.
+        let calls = agent.model_turn.begin(&turn_id);
         let outcome = tokio::select! {
             biased;
             () = running.generation.cancelled() => Outcome::Cancelled,
@@ -183,14 +219,23 @@ impl Hosting {
                 Ok(Err(err)) => Outcome::Failed(err),
             },
         };
+        agent.model_turn.end();
+        let calls = calls.settled(CALLS_SETTLE).await;
         let duration_ms = clock.elapsed().as_millis() as i64;
         record.duration_ms = duration_ms;
         record.marked_in_flight = mark.finish().await;
         let failure = match &outcome {
             Outcome::Completed(out) => {
                 record.reply.clone_from(&out.reply);
-                record.input_tokens = out.input_tokens;
-                record.output_tokens = out.output_tokens;
+                // A process runtime's usage is what its calls through the gateway add up
+                // to, not what it says about itself.
+                let (input, output) = if matches!(agent.runtime.driver, DriverSpec::Process { .. }) {
+                    (calls.input_tokens, calls.output_tokens)
+                } else {
+                    (out.input_tokens, out.output_tokens)
+                };
+                record.input_tokens = input;
+                record.output_tokens = output;
                 if !out.model.is_empty() {
                     record.model.clone_from(&out.model);
                 }
@@ -219,9 +264,13 @@ impl Hosting {
             record.status = status;
             record.error = err.message().to_owned();
         }
+        if calls.calls > 0 {
+            record.calls_charged_cents = calls.charged_cents;
+            self.trace_turn(&record, agent, failure.as_ref().map(|(_, err)| err.message()));
+        }
         record.make_storable();
         self.turn_metrics.record(record.status, &record.source, clock.elapsed().as_secs_f64());
-        let event = self.observes_turns.then(|| self.event_of(&record, &agent.runtime.id));
+        let event = self.observes_turns.then(|| self.event_of(&record, &agent.runtime.id, calls));
         let charged = self.recorder.record(record.clone(), event).await?;
         if let Some((_, err)) = failure {
             return Err(err.into());

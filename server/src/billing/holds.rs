@@ -96,6 +96,31 @@ impl Store {
         })
     }
 
+    /// 402 `insufficient_credits` unless the account's balance less its live holds is above
+    /// zero: a managed turn whose model calls will be metered is refused up front, before
+    /// its runtime is asked (each call is then admitted on its own).
+    pub async fn check_credits(&self, account_id: &str) -> Result<()> {
+        let now = now_ms();
+        on_writer!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            let account = tx.lock_account(account_id, now).await?;
+            let balance = account.map_or(0, |a| a.balance_cents);
+            let held = tx.held_cents(account_id, now).await?;
+            tx.commit().await?;
+            if balance.saturating_sub(held) <= 0 {
+                return Err(ApiError::new(
+                    ErrorReason::InsufficientCredits,
+                    format!(
+                        "the included model is metered and the balance is {balance} cents ({held} held for calls in \
+                         flight); top up to message this agent"
+                    ),
+                )
+                .into());
+            }
+            Ok(())
+        })
+    }
+
     /// The live holds of an account, in cents (for tests and the account's view).
     pub async fn held_cents(&self, account_id: &str) -> Result<i64> {
         let now = now_ms();

@@ -73,6 +73,9 @@ pub struct LedgerEntry {
     pub turn_id: Option<String>,
     /// The top-up a top-up credit is for: the store refuses a second credit of one.
     pub top_up_id: Option<String>,
+    /// The model-gateway call a usage charge is for: the store refuses a second charge of
+    /// one (`crate::llm`).
+    pub call_id: Option<String>,
 }
 
 impl LedgerEntry {
@@ -98,6 +101,7 @@ impl LedgerEntry {
             period_start: None,
             turn_id: None,
             top_up_id: None,
+            call_id: None,
         }
     }
 
@@ -110,6 +114,12 @@ impl LedgerEntry {
     /// The entry, as the charge of metered turn `turn_id`.
     pub fn for_turn(mut self, turn_id: &str) -> Self {
         self.turn_id = Some(turn_id.to_owned());
+        self
+    }
+
+    /// The entry, as the charge of model-gateway call `call_id`.
+    pub fn for_call(mut self, call_id: &str) -> Self {
+        self.call_id = Some(call_id.to_owned());
         self
     }
 

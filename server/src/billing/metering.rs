@@ -143,6 +143,11 @@ impl PriceBook {
             .map(|(_, p)| *p)
     }
 
+    /// The models the book lists by name (a managed agent may call each).
+    pub fn model_names(&self) -> impl Iterator<Item = &str> {
+        self.models.keys().map(String::as_str)
+    }
+
     /// The price a metered call of `model` is charged at: its entry ([`PriceBook::lookup`]),
     /// else the book's `[default]`, else `None`: the model is unpriced, and a metered call
     /// on it is refused.

@@ -96,7 +96,8 @@ impl_for_connections! {
         async fn insert_ledger(&mut self, entry: &LedgerEntry) -> Result<()> {
             sqlx::query(
                 "INSERT INTO ledger (id, account_id, instance_id, kind, amount_cents, balance_after_cents, description, \
-                 created_at, period_start, turn_id, top_up_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                 created_at, period_start, turn_id, top_up_id, call_id) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
             )
             .bind(&entry.id)
             .bind(&entry.account_id)
@@ -109,6 +110,7 @@ impl_for_connections! {
             .bind(entry.period_start)
             .bind(&entry.turn_id)
             .bind(&entry.top_up_id)
+            .bind(&entry.call_id)
             .execute(&mut *self)
             .await
             .map_err(|err| already_moved(err, entry))?;

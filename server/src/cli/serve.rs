@@ -69,13 +69,33 @@ pub struct ServeArgs {
     /// Length of a paid period in seconds (30 days; shorter only for demos and tests).
     #[arg(long, env = "ROOST_BILLING_PERIOD_SECS", default_value_t = 30 * 24 * 3600, value_parser = clap::value_parser!(u64).range(1..))]
     billing_period_secs: u64,
-    /// OpenAI-compatible base URL of the managed model for assistant agents
-    /// (e.g. https://api.openai.com/v1). Without it, managed assistant turns fail.
+    /// OpenAI-compatible base URL of the managed (included, metered) model: managed agents'
+    /// OpenAI-style calls through the model gateway, and assistant turns
+    /// (e.g. https://api.openai.com/v1). Without it, those calls fail.
     #[arg(long, env = "ROOST_MODEL_UPSTREAM_URL", value_name = "URL")]
     model_upstream_url: Option<String>,
     /// API key for the managed model upstream.
     #[arg(long, env = "ROOST_MODEL_UPSTREAM_KEY", value_name = "KEY", hide_env_values = true)]
     model_upstream_key: Option<String>,
+    /// Anthropic Messages base URL of the managed model, for managed agents' Anthropic-style
+    /// calls through the model gateway (e.g. https://api.anthropic.com).
+    #[arg(long, env = "ROOST_ANTHROPIC_UPSTREAM_URL", value_name = "URL")]
+    anthropic_upstream_url: Option<String>,
+    /// API key for the managed Anthropic upstream.
+    #[arg(long, env = "ROOST_ANTHROPIC_UPSTREAM_KEY", value_name = "KEY", hide_env_values = true)]
+    anthropic_upstream_key: Option<String>,
+    /// Where byok agents' Anthropic-style calls go, with their own key.
+    #[arg(long, env = "ROOST_BYOK_ANTHROPIC_URL", value_name = "URL", default_value = "https://api.anthropic.com")]
+    byok_anthropic_url: String,
+    /// Largest model-call body the model gateway takes, in MiB.
+    #[arg(long, env = "ROOST_LLM_MAX_BODY_MB", default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    llm_max_body_mb: u64,
+    /// Model calls one agent may have in flight at once; more get 429.
+    #[arg(long, env = "ROOST_LLM_MAX_CALLS_PER_AGENT", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    llm_max_calls_per_agent: u32,
+    /// Seconds a model upstream may take to start answering, and then between streamed chunks.
+    #[arg(long, env = "ROOST_LLM_UPSTREAM_TIMEOUT_SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
+    llm_upstream_timeout_secs: u64,
     /// Also serve on this address, for OTLP exporters' default gRPC port (e.g. 127.0.0.1:4317).
     #[arg(long, env = "ROOST_OTLP_GRPC_ADDR", value_name = "ADDR")]
     otlp_grpc_addr: Option<String>,
@@ -100,7 +120,7 @@ pub struct ServeArgs {
     /// telemetry: `on`, or `off` to drop it at ingest (tokens, models and costs are kept).
     #[arg(long, env = "ROOST_CAPTURE_CONTENT", value_name = "on|off", default_value = "on", value_parser = on_off)]
     capture_content: bool,
-    /// OpenAI-compatible base URL byok assistant agents call with their own key.
+    /// Where byok agents' OpenAI-style calls (and byok assistant turns) go, with their own key.
     #[arg(long, env = "ROOST_BYOK_UPSTREAM_URL", value_name = "URL", default_value = "https://api.openai.com/v1")]
     byok_upstream_url: String,
     /// The Telegram Bot API: agents' `MESSAGING_BOT_TOKEN`s are checked there (getMe).
@@ -256,14 +276,26 @@ impl ServeArgs {
             hosting.prices = PriceBook::load(path)?;
         }
         hosting.turn_timeout = Duration::from_secs(self.turn_timeout_secs);
+        // A model call's hold stops counting this long after it started if nothing settles it
+        // (its replica died): a call outlives its turn by little.
+        hosting.models.hold_ttl = hosting.turn_timeout + Duration::from_secs(60);
         hosting.queue_depth = self.turn_queue_depth as usize;
         hosting.boot_timeout = Duration::from_secs(self.boot_timeout_secs);
         hosting.billing.period = Duration::from_secs(self.billing_period_secs);
-        hosting.model_upstream = self
+        let models = &mut hosting.models;
+        models.openai = self
             .model_upstream_url
             .clone()
             .map(|base_url| Upstream { base_url, api_key: self.model_upstream_key.clone() });
-        hosting.byok_upstream_url.clone_from(&self.byok_upstream_url);
+        models.anthropic = self
+            .anthropic_upstream_url
+            .clone()
+            .map(|base_url| Upstream { base_url, api_key: self.anthropic_upstream_key.clone() });
+        models.byok_openai_url.clone_from(&self.byok_upstream_url);
+        models.byok_anthropic_url.clone_from(&self.byok_anthropic_url);
+        models.max_body_bytes = (self.llm_max_body_mb as usize) << 20;
+        models.max_calls_per_agent = self.llm_max_calls_per_agent as usize;
+        models.upstream_timeout = Duration::from_secs(self.llm_upstream_timeout_secs);
         hosting.telegram_api_base.clone_from(&self.telegram_api_base);
         if self.telegram_mode == "webhook" {
             let base = self.public_url.clone().filter(|u| !u.trim().is_empty());

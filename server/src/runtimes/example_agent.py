@@ -9,8 +9,10 @@ roost starts it with the agent's settings in the environment and talks to it ove
                -> 200 {"reply": "...", "usage": {"input_tokens": N, "output_tokens": N},
                        "model": "..."}
 
-Environment: PORT, AGENT_BRIEF, MODEL_MODE (managed|byok), MODEL, PROVIDER_API_KEY,
-MESSAGING_BOT_TOKEN, OTEL_EXPORTER_OTLP_ENDPOINT, ROOST_INSTANCE_ID.
+Environment: PORT, AGENT_BRIEF, MODEL_MODE (managed|byok), MODEL, ROOST_INSTANCE_ID,
+OTEL_EXPORTER_OTLP_ENDPOINT and _HEADERS, and roost's model gateway as the OpenAI and
+Anthropic SDKs read it: OPENAI_BASE_URL, OPENAI_API_KEY, ANTHROPIC_BASE_URL,
+ANTHROPIC_API_KEY. The agent's own provider key and bot token stay in roost.
 
 The reply is "[<brief>] <text>". A few messages are directives, for trying roost's turn
 handling by hand and in its tests:
@@ -25,6 +27,8 @@ handling by hand and in its tests:
                       over OTLP/JSON to roost with this process's own credentials
                       (OTEL_EXPORTER_OTLP_HEADERS), then reply with the status roost gave
   spend:<usd>         report a model call that cost <usd> the same way
+  model <text>        ask the model (through roost's model gateway, OpenAI-style) and
+                      reply with its answer, or with the gateway's error
 
 EXAMPLE_BOOT_DELAY_MS delays readiness, to see a slow boot.
 """
@@ -63,6 +67,10 @@ def settings():
         "provider_api_key_sha256": digest("PROVIDER_API_KEY"),
         "messaging_bot_token_sha256": digest("MESSAGING_BOT_TOKEN"),
         "otlp_endpoint": os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", ""),
+        "openai_base_url": os.environ.get("OPENAI_BASE_URL", ""),
+        "anthropic_base_url": os.environ.get("ANTHROPIC_BASE_URL", ""),
+        "gateway_token_set": os.environ.get("OPENAI_API_KEY", "").startswith("rat_")
+        and os.environ.get("ANTHROPIC_API_KEY") == os.environ.get("OPENAI_API_KEY"),
         "instance_id": os.environ.get("ROOST_INSTANCE_ID", ""),
         "pid": os.getpid(),
     }
@@ -97,7 +105,26 @@ def report_span(name, attributes):
         return err.code
 
 
+def ask_model(prompt):
+    """One chat completion through roost's model gateway; the answer, or the error."""
+    base = os.environ.get("OPENAI_BASE_URL", "").rstrip("/")
+    body = json.dumps({"model": MODEL, "messages": [
+        {"role": "system", "content": BRIEF},
+        {"role": "user", "content": prompt},
+    ]}).encode()
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer " + os.environ.get("OPENAI_API_KEY", "")}
+    request = urllib.request.Request(base + "/chat/completions", data=body, headers=headers, method="POST")
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=60) as response:
+            return json.load(response)["choices"][0]["message"]["content"] or ""
+    except urllib.error.HTTPError as err:
+        return "model error %d: %s" % (err.code, err.read().decode(errors="replace"))
+
+
 def answer(text):
+    if text.startswith("model "):
+        return ask_model(text[len("model "):])
     if text.startswith("tool:"):
         tool, _, arguments = text[len("tool:"):].partition(" ")
         status = report_span("execute_tool " + tool, {

@@ -53,6 +53,10 @@ impl ModelMode {
 pub struct MachineSpec {
     /// The agent.
     pub instance_id: String,
+    /// Its owner, who pays for its managed model calls.
+    pub account_id: String,
+    /// The turn it is running (its model calls belong to it).
+    pub turn: crate::llm::TurnSlot,
     /// Its catalogue entry.
     pub runtime: Arc<RuntimeSpec>,
     /// The standing brief.

@@ -17,7 +17,13 @@
 //!   SIGKILL reaps any survivor at its next start ([`super::orphans`]).
 //!
 //! The child inherits roost's environment minus roost's own settings (`ROOST_*`,
-//! `SERVICE_API_TOKENS`): an agent must not see the database URL or dashboard tokens.
+//! `SERVICE_API_TOKENS`) and any provider key roost itself was given (`OPENAI_*`,
+//! `ANTHROPIC_*`): an agent must not see the database URL, dashboard tokens or keys. Its
+//! model comes through roost's model gateway ([`crate::llm`]): the variables the official
+//! SDKs read (`OPENAI_BASE_URL`, `OPENAI_API_KEY`, `ANTHROPIC_BASE_URL`,
+//! `ANTHROPIC_API_KEY`) name the gateway and this boot's agent token. The agent's own
+//! `PROVIDER_API_KEY` and `MESSAGING_BOT_TOKEN` stay in roost: the gateway puts the key on
+//! the agent's calls upstream, and roost runs the Telegram channel itself.
 
 use std::{
     collections::{BTreeMap, VecDeque},
@@ -43,7 +49,7 @@ use super::{
     orphans::{ChildRecords, Reaped},
     slots::{Slot, Slots},
     spawner,
-    tokens::{AgentToken, AgentTokens},
+    tokens::{AgentIdentity, AgentToken, AgentTokens},
 };
 use crate::store::ChildRecord;
 
@@ -57,9 +63,10 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 /// How many of a child's last stderr lines a boot failure quotes.
 const STDERR_TAIL: usize = 8;
 
-/// Where process runtimes send their OTLP telemetry: roost itself, each with its own
-/// agent token (`OTEL_EXPORTER_OTLP_HEADERS`), so what it sends is attributed to it and
-/// reaches roost whatever `SERVICE_API_TOKENS` says, with no dashboard token in hand.
+/// Where process runtimes send their OTLP telemetry and model calls: roost itself, each with
+/// its own agent token (`OTEL_EXPORTER_OTLP_HEADERS`, the SDKs' API keys), so what it sends
+/// is attributed to it and reaches roost whatever `SERVICE_API_TOKENS` says, with no
+/// dashboard token in hand.
 #[derive(Debug, Clone)]
 pub struct OtlpExport {
     /// roost's base URL (`OTEL_EXPORTER_OTLP_ENDPOINT`).
@@ -120,12 +127,23 @@ impl ProcessDriver {
         cmd.process_group(0);
         for (name, _) in std::env::vars_os() {
             let name = name.to_string_lossy();
-            if name.starts_with("ROOST_") || name == "SERVICE_API_TOKENS" {
+            if name.starts_with("ROOST_")
+                || name.starts_with("OPENAI_")
+                || name.starts_with("ANTHROPIC_")
+                || name == "SERVICE_API_TOKENS"
+            {
                 cmd.env_remove(name.as_ref());
             }
         }
         // This boot's agent token, forgotten when the process ends.
-        let token = self.otlp.tokens.issue(&spec.instance_id);
+        let token = self.otlp.tokens.issue(AgentIdentity {
+            instance_id: spec.instance_id.clone(),
+            account_id: spec.account_id.clone(),
+            runtime_id: spec.runtime.id.clone(),
+            model_mode: spec.model_mode,
+            provider_api_key: spec.provider_api_key.clone(),
+            turn: spec.turn.clone(),
+        });
         cmd.envs(extra_env).envs(self.environment(spec, port, token.secret()));
 
         // The agent's previous process, if any, must be gone first: never two at once.
@@ -167,7 +185,8 @@ impl ProcessDriver {
 
     /// The child's environment: roost's contract with process runtimes.
     fn environment(&self, spec: &MachineSpec, port: u16, token: &str) -> Vec<(&'static str, String)> {
-        let mut env = vec![
+        let gateway = format!("{}{}", self.otlp.endpoint, crate::llm::PREFIX);
+        vec![
             ("PORT", port.to_string()),
             ("AGENT_BRIEF", spec.brief.clone()),
             ("MODEL_MODE", spec.model_mode.as_str().to_owned()),
@@ -181,14 +200,12 @@ impl ProcessDriver {
                 "OTEL_RESOURCE_ATTRIBUTES",
                 format!("roost.instance.id={},roost.runtime={}", spec.instance_id, spec.runtime.id),
             ),
-        ];
-        if let Some(key) = &spec.provider_api_key {
-            env.push(("PROVIDER_API_KEY", key.clone()));
-        }
-        if let Some(token) = &spec.messaging_bot_token {
-            env.push(("MESSAGING_BOT_TOKEN", token.clone()));
-        }
-        env
+            // The model gateway, as the official OpenAI and Anthropic SDKs find it.
+            ("OPENAI_BASE_URL", format!("{gateway}/v1")),
+            ("OPENAI_API_KEY", token.to_owned()),
+            ("ANTHROPIC_BASE_URL", format!("{gateway}/anthropic")),
+            ("ANTHROPIC_API_KEY", token.to_owned()),
+        ]
     }
 }
 

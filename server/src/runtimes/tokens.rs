@@ -1,12 +1,15 @@
 //! Agent tokens: the credential a hosted runtime presents for what it sends roost itself,
-//! so roost knows which agent sent it (its OTLP telemetry today; its model calls through
-//! the model gateway next).
+//! so roost knows which agent sent it: its OTLP telemetry, and its model calls through the
+//! model gateway ([`crate::llm`]), where the token is the runtime's `OPENAI_API_KEY` and
+//! `ANTHROPIC_API_KEY`.
 //!
 //! Each boot of a process runtime gets a fresh random token (`rat_` and 40 base32
 //! characters) in its environment; roost keeps only its SHA-256, in memory, and forgets it
-//! when that process ends (stop, pause, config restart, destroy, crash). Telemetry sent
-//! with it is *attributed* to the agent (`agent_instance` on the rows); telemetry that only
-//! names an agent (a `session.id`, a `roost.instance.id`) is not, whoever sends it.
+//! when that process ends (stop, pause, config restart, suspension, destroy, crash). A
+//! token is good only on the replica that booted the runtime, which is the one the runtime
+//! calls. Telemetry sent with it is *attributed* to the agent (`agent_instance` on the
+//! rows); telemetry that only names an agent (a `session.id`, a `roost.instance.id`) is
+//! not, whoever sends it.
 
 use std::{
     collections::HashMap,
@@ -16,12 +19,42 @@ use std::{
 use roost_gateway::access::{AGENT_TOKEN_PREFIX, AgentTokenCheck};
 use sha2::{Digest as _, Sha256};
 
-use crate::ids::random_base32;
+use super::ModelMode;
+use crate::{ids::random_base32, llm::TurnSlot};
+
+/// Who holds a token: the agent as its model calls need it. It holds the byok key opened,
+/// so its `Debug` leaves the key out.
+#[derive(Clone)]
+pub struct AgentIdentity {
+    /// The agent.
+    pub instance_id: String,
+    /// Who pays for its managed model calls.
+    pub account_id: String,
+    /// Its runtime (the `service.name` of its spans).
+    pub runtime_id: String,
+    /// Managed or byok, for this boot.
+    pub model_mode: ModelMode,
+    /// The byok key roost puts on the agent's calls upstream (never in its environment).
+    pub provider_api_key: Option<String>,
+    /// The turn the agent is running, which its calls belong to.
+    pub turn: TurnSlot,
+}
+
+impl std::fmt::Debug for AgentIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentIdentity")
+            .field("instance_id", &self.instance_id)
+            .field("account_id", &self.account_id)
+            .field("model_mode", &self.model_mode)
+            .field("provider_api_key", &self.provider_api_key.as_ref().map(|_| "<hidden>"))
+            .finish_non_exhaustive()
+    }
+}
 
 /// The live agent tokens of this process.
 #[derive(Clone, Default)]
 pub struct AgentTokens {
-    by_hash: Arc<RwLock<HashMap<[u8; 32], String>>>,
+    by_hash: Arc<RwLock<HashMap<[u8; 32], Arc<AgentIdentity>>>>,
 }
 
 impl std::fmt::Debug for AgentTokens {
@@ -50,16 +83,22 @@ fn hash(token: &str) -> [u8; 32] {
 }
 
 impl AgentTokens {
-    /// A new token for `instance_id`, live until the returned handle is dropped.
-    pub fn issue(&self, instance_id: &str) -> AgentToken {
+    /// A new token for the agent `identity` names, live until the returned handle is
+    /// dropped.
+    pub fn issue(&self, identity: AgentIdentity) -> AgentToken {
         let secret = format!("{AGENT_TOKEN_PREFIX}{}", random_base32(40));
         let hash = hash(&secret);
-        self.by_hash.write().unwrap_or_else(|p| p.into_inner()).insert(hash, instance_id.to_owned());
+        self.by_hash.write().unwrap_or_else(|p| p.into_inner()).insert(hash, Arc::new(identity));
         AgentToken { secret, hash, tokens: self.clone() }
     }
 
     /// The agent a token belongs to, while it is live.
     pub fn agent_of(&self, token: &str) -> Option<String> {
+        self.identity(token).map(|agent| agent.instance_id.clone())
+    }
+
+    /// Everything about the agent a token belongs to, while it is live.
+    pub fn identity(&self, token: &str) -> Option<Arc<AgentIdentity>> {
         self.by_hash.read().unwrap_or_else(|p| p.into_inner()).get(&hash(token)).cloned()
     }
 }
@@ -81,12 +120,24 @@ impl Drop for AgentToken {
 mod tests {
     use super::*;
 
+    fn agent(id: &str) -> AgentIdentity {
+        AgentIdentity {
+            instance_id: id.to_owned(),
+            account_id: "acc_a".to_owned(),
+            runtime_id: "example".to_owned(),
+            model_mode: ModelMode::Managed,
+            provider_api_key: Some("sk-secret".to_owned()),
+            turn: TurnSlot::default(),
+        }
+    }
+
     #[test]
     fn a_token_names_its_agent_until_it_is_dropped() {
         let tokens = AgentTokens::default();
-        let token = tokens.issue("ins_a");
+        let token = tokens.issue(agent("ins_a"));
         assert!(token.secret().starts_with(AGENT_TOKEN_PREFIX));
-        let other = tokens.issue("ins_a");
+        assert!(!format!("{:?}", tokens.identity(token.secret())).contains("sk-secret"));
+        let other = tokens.issue(agent("ins_a"));
         assert_ne!(token.secret(), other.secret(), "a fresh token per boot");
         assert_eq!(tokens.agent_of(token.secret()).as_deref(), Some("ins_a"));
         let secret = token.secret().to_owned();

@@ -47,6 +47,11 @@ impl TurnEvents {
         Self { telemetry }
     }
 
+    /// The telemetry they are written into.
+    pub fn telemetry(&self) -> &Arc<Telemetry> {
+        &self.telemetry
+    }
+
     /// The rows (and outbox item) of `events`.
     pub fn batch(&self, events: Vec<EventRow>) -> TurnEventBatch {
         let outbox = self.telemetry.outbox.then(|| {

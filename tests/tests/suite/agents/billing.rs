@@ -111,7 +111,7 @@ async fn metered_turns_are_charged_by_the_price_book(backend: Backend) {
     // gpt-4o: $2.50 in, $10 out per Mtok. 1000 in + 500 out = 0.25 + 0.5 = 0.75 cents a turn.
     let (upstream, seen) = fake_upstream(Answer::usage(1_000, 500)).await;
     let server = start(backend, |config| {
-        config.hosting.model_upstream = Some(Upstream { base_url: upstream, api_key: Some("managed-key".into()) });
+        config.hosting.models.openai = Some(Upstream { base_url: upstream, api_key: Some("managed-key".into()) });
     })
     .await;
     let account = server.account(2).await;
@@ -158,7 +158,7 @@ async fn metered_turns_are_charged_by_the_price_book(backend: Backend) {
 
 async fn byok_agents_use_their_own_key(backend: Backend) {
     let (upstream, seen) = fake_upstream(Answer::usage(10, 10)).await;
-    let server = start(backend, |config| config.hosting.byok_upstream_url = upstream).await;
+    let server = start(backend, |config| config.hosting.models.byok_openai_url = upstream).await;
     let account = server.account(0).await;
     let api = server.api(Some(&account));
     let created =
@@ -189,7 +189,7 @@ async fn managed_models_are_priced_by_the_book_and_the_model_that_answered(backe
     // 1M in + 330k out tokens: $5.80 at gpt-4o's $2.50 / $10, $0.348 at gpt-4o-mini's.
     let (upstream, seen) = fake_upstream(Answer::usage(1_000_000, 330_000)).await;
     let server = start(backend, |config| {
-        config.hosting.model_upstream = Some(Upstream { base_url: upstream, api_key: None });
+        config.hosting.models.openai = Some(Upstream { base_url: upstream, api_key: None });
     })
     .await;
     let account = server.account(100_000).await;
@@ -220,7 +220,7 @@ async fn managed_models_are_priced_by_the_book_and_the_model_that_answered(backe
     let (upstream, _) =
         fake_upstream(Answer { model: Some("gpt-4o-2024-08-06".into()), ..Answer::usage(1_000_000, 330_000) }).await;
     let server = start(backend, |config| {
-        config.hosting.model_upstream = Some(Upstream { base_url: upstream, api_key: None });
+        config.hosting.models.openai = Some(Upstream { base_url: upstream, api_key: None });
     })
     .await;
     let account = server.account(100_000).await;
@@ -240,7 +240,7 @@ async fn managed_models_are_priced_by_the_book_and_the_model_that_answered(backe
     let (upstream, seen) = fake_upstream(Answer::usage(10, 10)).await;
     let prices = "[models.\"gpt-4o-mini\"]\ninput_usd_per_mtok = 0.15\noutput_usd_per_mtok = 0.6\n";
     let server = start(backend, |config| {
-        config.hosting.model_upstream = Some(Upstream { base_url: upstream, api_key: None });
+        config.hosting.models.openai = Some(Upstream { base_url: upstream, api_key: None });
         config.hosting.prices = PriceBook::from_toml(prices).unwrap();
     })
     .await;
@@ -261,7 +261,7 @@ async fn a_reply_with_nul_is_kept_and_store_errors_stay_out_of_answers(backend: 
     let (upstream, seen) =
         fake_upstream(Answer { reply: Some("zero\0byte".into()), ..Answer::usage(1_000, 500) }).await;
     let server = start(backend, |config| {
-        config.hosting.model_upstream = Some(Upstream { base_url: upstream, api_key: None });
+        config.hosting.models.openai = Some(Upstream { base_url: upstream, api_key: None });
     })
     .await;
     let account = server.account(10_000).await;

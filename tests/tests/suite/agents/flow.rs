@@ -43,7 +43,9 @@ async fn seed_flow_over_rest(backend: Backend) {
     let turn = api.message(&id, "hello").await.ok();
     assert_eq!(turn["reply"], "[Be kind.] hello");
     assert!(turn["turn_id"].as_str().unwrap().starts_with("turn_"));
-    assert_eq!(turn["usage"], json!({"input_tokens": 1, "output_tokens": 3}));
+    // A process runtime's usage is what its model calls through roost's gateway add up
+    // to (none here), not what it reports about itself.
+    assert_eq!(turn["usage"], json!({"input_tokens": 0, "output_tokens": 0}));
 
     // Config restarts the agent; the new brief is in effect afterwards.
     let configured = api

@@ -5,6 +5,7 @@ mod billing;
 mod concurrency;
 mod errors;
 mod flow;
+mod gateway;
 mod money;
 mod process;
 mod recording;

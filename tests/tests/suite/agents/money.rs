@@ -76,7 +76,7 @@ async fn grpc_destroy(server: &TestServer, key: &str, id: String) -> Reply {
 
 /// The books of `account`: the ledger's sum equals the balance, and nothing was moved
 /// twice for one reason. Returns the balance.
-async fn assert_books_balance(server: &TestServer, account: &TestAccount) -> i64 {
+pub(super) async fn assert_books_balance(server: &TestServer, account: &TestAccount) -> i64 {
     let api = server.api(Some(account));
     let balance = api.get("/api/account").await.ok()["balance_cents"].as_i64().unwrap();
     let ledger = api.get("/api/account/ledger?limit=500").await.ok();
@@ -86,9 +86,9 @@ async fn assert_books_balance(server: &TestServer, account: &TestAccount) -> i64
     assert_eq!(sum, balance, "the ledger adds up to the balance: {ledger}");
     let twice = server
         .sql(&format!(
-            "SELECT COUNT(*) FROM (SELECT instance_id, kind, period_start, turn_id FROM ledger \
+            "SELECT COUNT(*) FROM (SELECT instance_id, kind, period_start, turn_id, call_id FROM ledger \
              WHERE account_id = '{}' AND kind IN ('provision', 'refund', 'renewal', 'usage') \
-             GROUP BY instance_id, kind, period_start, turn_id HAVING COUNT(*) > 1) AS repeated",
+             GROUP BY instance_id, kind, period_start, turn_id, call_id HAVING COUNT(*) > 1) AS repeated",
             account.id
         ))
         .await
@@ -355,7 +355,7 @@ async fn twenty_agents_messaged_at_once_overdraw_by_at_most_one_turn(backend: Ba
     let prices = "[models.\"gpt-4o\"]\ninput_usd_per_mtok = 1000\noutput_usd_per_mtok = 1000\n";
     let server = start(backend, |config| {
         config.hosting.prices = PriceBook::from_toml(prices).expect("price book");
-        config.hosting.model_upstream =
+        config.hosting.models.openai =
             Some(roost_server::runtimes::assistant::Upstream { base_url: upstream, api_key: None });
     })
     .await;

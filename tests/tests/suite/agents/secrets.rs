@@ -1,10 +1,14 @@
 //! Agents' secrets at rest: sealed in the store (and, on SQLite, nowhere in the database
-//! files), plain only in the runtime's environment; sealed at start when an older roost
-//! left them plain; bound to their agent. Exit statuses of refused keys are tested with
+//! files), never in the runtime's environment (the model gateway puts the agent's key on
+//! its calls upstream, and roost runs its Telegram channel); sealed at start when an older
+//! roost left them plain; bound to their agent. Exit statuses of refused keys are tested with
 //! the real binary in `server/tests/secrets.rs`.
 
 use roost_server::store::DatabaseUrl;
-use roost_tests::{Api, Backend, each_backend};
+use roost_tests::{
+    Api, Backend, TestServer, each_backend,
+    fake_models::{self, FakeModels},
+};
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 use sqlx::{Connection as _, PgConnection, SqliteConnection};
@@ -12,13 +16,45 @@ use sqlx::{Connection as _, PgConnection, SqliteConnection};
 use super::start;
 
 each_backend!(
-    secrets_are_sealed_in_the_store_and_plain_in_the_runtime,
+    secrets_are_sealed_in_the_store_and_used_only_by_roost,
     plain_secrets_from_an_older_roost_are_sealed_at_start,
     a_secret_copied_to_another_agent_does_not_open
 );
 
 fn sha256(text: &str) -> String {
     hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+/// roost with `fake` as the provider byok agents' calls go to.
+async fn start_with_provider(backend: Backend, fake: &FakeModels) -> TestServer {
+    let url = fake.openai_base_url();
+    start(backend, move |config| config.hosting.models.byok_openai_url = url).await
+}
+
+/// A running byok example agent.
+async fn byok_agent(api: &Api, brief: &str) -> String {
+    let created = api.post("/api/provision", json!({"runtime": "example", "brief": brief, "model_mode": "byok"})).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let id = created.body["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+    id
+}
+
+/// The agent's runtime holds neither secret, and its model call reaches the provider with
+/// `key`, which roost opened and put on the call.
+async fn assert_used_by_roost_only(api: &Api, id: &str, fake: &FakeModels, key: &str, token: Option<&str>) {
+    let seen = env(api, id).await;
+    assert_eq!((&seen["provider_api_key_set"], &seen["messaging_bot_token_set"]), (&json!(false), &json!(false)));
+    assert_eq!(seen["provider_api_key_sha256"], "");
+    assert_eq!(seen["gateway_token_set"], true, "{seen}");
+    let reply = api.message(id, "model hello").await.ok();
+    assert_eq!(reply["reply"], fake_models::REPLY, "{reply}");
+    let last = fake.requests().into_iter().rev().find(|r| r.api == "openai").expect("a call upstream");
+    assert_eq!(last.authorization.as_deref(), Some(&*format!("Bearer {key}")));
+    if let Some(token) = token {
+        assert!(!format!("{last:?}").contains(token), "the bot token went upstream");
+    }
+    assert_ne!(sha256(key), "");
 }
 
 /// Distinct values per test, so a leftover of one test cannot satisfy another.
@@ -106,12 +142,12 @@ fn assert_sealed(stored: Option<String>, plain: &str) {
     assert!(!stored.contains(plain));
 }
 
-async fn secrets_are_sealed_in_the_store_and_plain_in_the_runtime(backend: Backend) {
-    let server = start(backend, |_| {}).await;
+async fn secrets_are_sealed_in_the_store_and_used_only_by_roost(backend: Backend) {
+    let fake = FakeModels::start().await;
+    let server = start_with_provider(backend, &fake).await;
     let account = server.account(1_000).await;
     let api = server.api(Some(&account));
-    let id = api.provision("example", "brief").await["id"].as_str().unwrap().to_owned();
-    api.wait_status(&id, "running").await;
+    let id = byok_agent(&api, "brief").await;
     let (key, token) = (secret("sk-live"), secret("123456:bot"));
 
     let configured = api
@@ -123,10 +159,8 @@ async fn secrets_are_sealed_in_the_store_and_plain_in_the_runtime(backend: Backe
     assert_eq!(view["config"]["provider_api_key_set"], true);
     assert!(!view.to_string().contains(&key) && !view.to_string().contains(&token), "{view}");
 
-    // The runtime gets the plain values in its environment.
-    let seen = env(&api, &id).await;
-    assert_eq!(seen["provider_api_key_sha256"], sha256(&key));
-    assert_eq!(seen["messaging_bot_token_sha256"], sha256(&token));
+    // roost uses them; the runtime never sees them.
+    assert_used_by_roost_only(&api, &id, &fake, &key, Some(&token)).await;
 
     // The store holds them sealed, and no byte of the database files holds them plain.
     let url = server.config.database_url.clone();
@@ -150,9 +184,7 @@ async fn secrets_are_sealed_in_the_store_and_plain_in_the_runtime(backend: Backe
     let server = server.restart().await;
     let api = server.api(Some(&account));
     api.wait_status(&id, "running").await;
-    let seen = env(&api, &id).await;
-    assert_eq!(seen["provider_api_key_sha256"], sha256(&key));
-    assert_eq!(seen["messaging_bot_token_sha256"], sha256(&token));
+    assert_used_by_roost_only(&api, &id, &fake, &key, Some(&token)).await;
     assert!(key_file.exists());
 
     // Destroying the agent drops its secrets.
@@ -163,11 +195,11 @@ async fn secrets_are_sealed_in_the_store_and_plain_in_the_runtime(backend: Backe
 }
 
 async fn plain_secrets_from_an_older_roost_are_sealed_at_start(backend: Backend) {
-    let server = start(backend, |_| {}).await;
+    let fake = FakeModels::start().await;
+    let server = start_with_provider(backend, &fake).await;
     let account = server.account(1_000).await;
     let api = server.api(Some(&account));
-    let id = api.provision("example", "brief").await["id"].as_str().unwrap().to_owned();
-    api.wait_status(&id, "running").await;
+    let id = byok_agent(&api, "brief").await;
     let other = api.provision("echo", "other").await["id"].as_str().unwrap().to_owned();
     api.wait_status(&other, "running").await;
     let (key, token) = (secret("sk-old"), secret("654321:old"));
@@ -187,9 +219,7 @@ async fn plain_secrets_from_an_older_roost_are_sealed_at_start(backend: Backend)
     let api = server.api(Some(&account));
     let view = api.wait_status(&id, "running").await;
     assert_eq!(view["config"]["messaging_bot_token_set"], true);
-    let seen = env(&api, &id).await;
-    assert_eq!(seen["provider_api_key_sha256"], sha256(&key));
-    assert_eq!(seen["messaging_bot_token_sha256"], sha256(&token));
+    assert_used_by_roost_only(&api, &id, &fake, &key, Some(&token)).await;
 
     let mut raw = Raw::open(&url).await;
     let (stored_key, stored_token) = raw.secrets(&id).await;
@@ -212,13 +242,12 @@ async fn plain_secrets_from_an_older_roost_are_sealed_at_start(backend: Backend)
 }
 
 async fn a_secret_copied_to_another_agent_does_not_open(backend: Backend) {
-    let server = start(backend, |_| {}).await;
+    let fake = FakeModels::start().await;
+    let server = start_with_provider(backend, &fake).await;
     let account = server.account(2_000).await;
     let api = server.api(Some(&account));
-    let first = api.provision("example", "first").await["id"].as_str().unwrap().to_owned();
-    api.wait_status(&first, "running").await;
-    let second = api.provision("example", "second").await["id"].as_str().unwrap().to_owned();
-    api.wait_status(&second, "running").await;
+    let first = byok_agent(&api, "first").await;
+    let second = byok_agent(&api, "second").await;
     let (first_key, second_key) = (secret("sk-first"), secret("sk-second"));
     for (id, key) in [(&first, &first_key), (&second, &second_key)] {
         api.post(&format!("/api/instances/{id}/config"), json!({"PROVIDER_API_KEY": key})).await.ok();
@@ -242,5 +271,5 @@ async fn a_secret_copied_to_another_agent_does_not_open(backend: Backend) {
     assert!(detail.contains("PROVIDER_API_KEY cannot be opened"), "{detail}");
     assert!(!detail.contains(&first_key), "{detail}");
     api.wait_status(&first, "running").await;
-    assert_eq!(env(&api, &first).await["provider_api_key_sha256"], sha256(&first_key));
+    assert_used_by_roost_only(&api, &first, &fake, &first_key, None).await;
 }

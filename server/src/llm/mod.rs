@@ -1,0 +1,783 @@
+//! The model gateway: every model call of a hosted agent goes through roost, which routes
+//! it, meters it and records it, and the provider keys never leave roost.
+//!
+//! - **Endpoints** (roost's own listener): `POST /llm/v1/chat/completions` and
+//!   `GET /llm/v1/models` (OpenAI Chat Completions), `POST /llm/anthropic/v1/messages`
+//!   (Anthropic Messages); streamed and not, tool calls passed through untouched. The
+//!   OpenAI Responses API is not served yet.
+//! - **Callers** are hosted agents only: each boot's agent token ([`crate::runtimes::tokens`])
+//!   is its runtime's `OPENAI_API_KEY` and `ANTHROPIC_API_KEY`, presented as
+//!   `Authorization: Bearer` (OpenAI; current Anthropic SDKs too) or `x-api-key` (Anthropic
+//!   only). Anything else is 401.
+//! - **Routing:** a managed agent's calls go to the operator's upstreams
+//!   (`--model-upstream-url`, `--anthropic-upstream-url`, with their keys); a byok agent's
+//!   to the provider (`--byok-upstream-url`, `--byok-anthropic-url`) with its own
+//!   `PROVIDER_API_KEY`, which roost puts on the call. The runtime never holds either key.
+//! - **Metering:** a managed call is admitted through the account's credit holds (402 at a
+//!   spent balance, before any upstream call; 400 `unpriced_model` for a model the price
+//!   book does not price), then charged from the usage the upstream reports, at the price
+//!   book's price, cache reads and writes included: one usage ledger row per call. A
+//!   streamed OpenAI call is asked for its usage chunk (`stream_options.include_usage`),
+//!   which is not forwarded to a client that did not ask. byok calls are recorded and
+//!   costed, never charged.
+//! - **Observed:** each call is a `model_calls` row and a GenAI span in the agent's session,
+//!   under the running turn's trace ([`TurnSlot`]) or in a trace of its own between turns.
+//! - **Limits:** a request body cap (413), a per-agent cap on calls at once (429 with
+//!   `Retry-After`), an upstream timeout (to the answer's headers, then between streamed
+//!   chunks); upstream errors pass through with their status and body. A client that
+//!   hangs up cancels the upstream call; whatever usage the upstream had reported by then
+//!   is still charged.
+
+mod answer;
+mod anthropic;
+mod openai;
+mod record;
+mod spans;
+mod sse;
+mod turn_meter;
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use axum::{
+    Router,
+    body::Body,
+    extract::State,
+    http::{HeaderMap, HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+    routing::{get, post},
+};
+use bytes::Bytes;
+use futures::StreamExt as _;
+use roost_gateway::HttpError;
+use roost_proto::{ApiError, ErrorReason};
+use serde_json::{Value, json};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tracing::warn;
+
+pub use answer::{Answer, CallUsage};
+pub use record::CallRecord;
+pub use turn_meter::{TurnCall, TurnMeter, TurnSlot, TurnTotals, turn_trace};
+
+use crate::{
+    billing::{
+        holds::{DEFAULT_MAX_OUTPUT_TOKENS, MeteredCall, estimate_cents},
+        metering::{ModelPrice, PriceBook},
+    },
+    ids::new_sortable_id,
+    runtimes::{
+        ModelMode,
+        assistant::Upstream,
+        tokens::{AgentIdentity, AgentTokens},
+    },
+    store::Store,
+    telemetry::Telemetry,
+    time::now_ms,
+};
+
+/// The gateway's paths, below roost's root.
+pub const PREFIX: &str = "/llm";
+
+/// Which protocol a call speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// OpenAI Chat Completions.
+    OpenAi,
+    /// Anthropic Messages.
+    Anthropic,
+}
+
+impl Api {
+    /// The stored name, and the GenAI provider name.
+    pub fn provider(self) -> &'static str {
+        match self {
+            Self::OpenAi => "openai",
+            Self::Anthropic => "anthropic",
+        }
+    }
+}
+
+/// How the gateway is set up.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// Managed agents' OpenAI-compatible upstream (`--model-upstream-url`, `…-key`).
+    pub openai: Option<Upstream>,
+    /// Managed agents' Anthropic upstream (`--anthropic-upstream-url`, `…-key`).
+    pub anthropic: Option<Upstream>,
+    /// Where byok agents' OpenAI-style calls go, with their own key.
+    pub byok_openai_url: String,
+    /// Where byok agents' Anthropic-style calls go, with their own key.
+    pub byok_anthropic_url: String,
+    /// Largest request body (`--llm-max-body-mb`).
+    pub max_body_bytes: usize,
+    /// Calls one agent may have in flight at once (`--llm-max-calls-per-agent`).
+    pub max_calls_per_agent: usize,
+    /// How long the upstream may take to answer, and then between streamed chunks
+    /// (`--llm-upstream-timeout-secs`).
+    pub upstream_timeout: Duration,
+    /// How long a hold outlives a call that never settles (its runner died).
+    pub hold_ttl: Duration,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        Self {
+            openai: None,
+            anthropic: None,
+            byok_openai_url: "https://api.openai.com/v1".to_owned(),
+            byok_anthropic_url: "https://api.anthropic.com".to_owned(),
+            max_body_bytes: 32 << 20,
+            max_calls_per_agent: 16,
+            upstream_timeout: Duration::from_secs(600),
+            hold_ttl: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// The gateway; clones share it.
+#[derive(Clone)]
+pub struct ModelGateway {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: GatewayConfig,
+    client: reqwest::Client,
+    tokens: AgentTokens,
+    store: Store,
+    prices: PriceBook,
+    telemetry: Arc<Telemetry>,
+    /// Each agent's calls in flight (the per-agent cap).
+    in_flight: Mutex<HashMap<String, Arc<Semaphore>>>,
+}
+
+/// Largest upstream answer the gateway reads whole (a non-streamed answer, an error).
+const MAX_ANSWER_BYTES: usize = 64 << 20;
+/// Streamed events waiting for a slow client before the gateway stops reading upstream.
+const STREAM_BUFFER: usize = 32;
+/// Request headers passed on to the upstream (auth is the gateway's own).
+const FORWARDED: [&str; 4] = ["accept", "anthropic-version", "anthropic-beta", "openai-beta"];
+/// Response headers passed back to the agent.
+const RETURNED: [&str; 5] = ["content-type", "retry-after", "x-request-id", "request-id", "openai-processing-ms"];
+
+impl ModelGateway {
+    /// A gateway for the agents holding `tokens`, metering into `store` at `prices` and
+    /// recording spans into `telemetry`.
+    pub fn new(
+        config: GatewayConfig,
+        tokens: AgentTokens,
+        store: Store,
+        prices: PriceBook,
+        telemetry: Arc<Telemetry>,
+    ) -> Self {
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .pool_max_idle_per_host(256)
+            .build()
+            .unwrap_or_default();
+        Self {
+            inner: Arc::new(Inner { config, client, tokens, store, prices, telemetry, in_flight: Mutex::default() }),
+        }
+    }
+
+    /// The routes, under [`PREFIX`].
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route("/llm/v1/chat/completions", post(chat_completions))
+            .route("/llm/v1/models", get(models))
+            .route("/llm/anthropic/v1/messages", post(messages))
+            .with_state(self.clone())
+    }
+}
+
+async fn chat_completions(State(gateway): State<ModelGateway>, headers: HeaderMap, body: Body) -> Response {
+    gateway.call(Api::OpenAi, &headers, body).await.unwrap_or_else(|err| HttpError(err).into_response())
+}
+
+async fn messages(State(gateway): State<ModelGateway>, headers: HeaderMap, body: Body) -> Response {
+    gateway.call(Api::Anthropic, &headers, body).await.unwrap_or_else(|err| HttpError(err).into_response())
+}
+
+async fn models(State(gateway): State<ModelGateway>, headers: HeaderMap) -> Response {
+    gateway.models(&headers).await.unwrap_or_else(|err| HttpError(err).into_response())
+}
+
+fn invalid(why: impl Into<String>) -> ApiError {
+    ApiError::new(ErrorReason::InvalidArgument, why)
+}
+
+fn upstream_failed(why: impl Into<String>) -> ApiError {
+    ApiError::new(ErrorReason::Unavailable, why)
+}
+
+/// Where a call goes, and with which key.
+struct Route {
+    url: String,
+    key: Option<String>,
+}
+
+impl ModelGateway {
+    /// The agent presenting its token the way `api` sends keys; 401 otherwise.
+    fn caller(&self, api: Api, headers: &HeaderMap) -> Result<Arc<AgentIdentity>, ApiError> {
+        let bearer = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim());
+        // The Anthropic SDKs send the key as `x-api-key`, current ones as a bearer token.
+        let presented = match api {
+            Api::OpenAi => bearer,
+            Api::Anthropic => headers.get("x-api-key").and_then(|v| v.to_str().ok()).map(str::trim).or(bearer),
+        };
+        let how = match api {
+            Api::OpenAi => "Authorization: Bearer <OPENAI_API_KEY>",
+            Api::Anthropic => "x-api-key: <ANTHROPIC_API_KEY> (or as a bearer token)",
+        };
+        let Some(token) = presented else {
+            return Err(ApiError::unauthenticated(format!(
+                "the model gateway serves hosted agents only: send the agent's gateway token as {how}"
+            )));
+        };
+        self.inner
+            .tokens
+            .identity(token)
+            .ok_or_else(|| ApiError::unauthenticated("this gateway token is not (or no longer) a running agent's"))
+    }
+
+    /// Where `agent`'s `api` calls go.
+    fn route(&self, api: Api, agent: &AgentIdentity) -> Result<Route, ApiError> {
+        let config = &self.inner.config;
+        match agent.model_mode {
+            ModelMode::Managed => {
+                let upstream = match api {
+                    Api::OpenAi => config.openai.as_ref(),
+                    Api::Anthropic => config.anthropic.as_ref(),
+                };
+                let upstream = upstream.ok_or_else(|| {
+                    let flag = match api {
+                        Api::OpenAi => "--model-upstream-url",
+                        Api::Anthropic => "--anthropic-upstream-url",
+                    };
+                    upstream_failed(format!(
+                        "this roost has no managed {} upstream (the operator starts it with {flag})",
+                        api.provider()
+                    ))
+                })?;
+                Ok(Route { url: upstream.base_url.clone(), key: upstream.api_key.clone() })
+            }
+            ModelMode::Byok => {
+                let key = agent.provider_api_key.clone().ok_or_else(|| {
+                    ApiError::new(
+                        ErrorReason::WrongState,
+                        "this byok agent has no PROVIDER_API_KEY yet: set it with the config call",
+                    )
+                })?;
+                let url = match api {
+                    Api::OpenAi => config.byok_openai_url.clone(),
+                    Api::Anthropic => config.byok_anthropic_url.clone(),
+                };
+                Ok(Route { url, key: Some(key) })
+            }
+        }
+    }
+
+    /// A place among the agent's calls in flight; 429 when it has the most it may.
+    fn slot(&self, instance_id: &str) -> Result<OwnedSemaphorePermit, ApiError> {
+        let cap = self.inner.config.max_calls_per_agent;
+        let semaphore = {
+            let mut in_flight = self.inner.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+            in_flight.entry(instance_id.to_owned()).or_insert_with(|| Arc::new(Semaphore::new(cap))).clone()
+        };
+        semaphore.try_acquire_owned().map_err(|_| {
+            ApiError::new(
+                ErrorReason::Overloaded,
+                format!("this agent already has {cap} model calls in flight; retry when one has finished"),
+            )
+        })
+    }
+
+    /// `GET /llm/v1/models`: a managed agent may use every model the price book prices; a
+    /// byok agent sees its provider's list.
+    async fn models(&self, headers: &HeaderMap) -> Result<Response, ApiError> {
+        let agent = self.caller(Api::OpenAi, headers)?;
+        if agent.model_mode == ModelMode::Managed {
+            let data: Vec<Value> = self
+                .inner
+                .prices
+                .model_names()
+                .map(|id| json!({"id": id, "object": "model", "created": 0, "owned_by": "roost"}))
+                .collect();
+            return Ok(axum::Json(json!({"object": "list", "data": data})).into_response());
+        }
+        let route = self.route(Api::OpenAi, &agent)?;
+        let mut request = self.inner.client.get(format!("{}/models", route.url.trim_end_matches('/')));
+        if let Some(key) = &route.key {
+            request = request.bearer_auth(key);
+        }
+        let answer = tokio::time::timeout(self.inner.config.upstream_timeout, request.send())
+            .await
+            .map_err(|_| upstream_failed("the model upstream did not answer in time"))?
+            .map_err(|e| upstream_failed(format!("the model upstream is unreachable: {}", error_chain(&e))))?;
+        let status = answer.status();
+        let returned = returned_headers(answer.headers());
+        let body = read_capped(answer).await.map_err(upstream_failed)?;
+        Ok(respond(status, returned, Body::from(body)))
+    }
+
+    /// One model call, from the agent's request to its metered answer.
+    async fn call(&self, api: Api, headers: &HeaderMap, body: Body) -> Result<Response, ApiError> {
+        let agent = self.caller(api, headers)?;
+        let max = self.inner.config.max_body_bytes;
+        let raw = axum::body::to_bytes(body, max).await.map_err(|_| {
+            ApiError::new(ErrorReason::PayloadTooLarge, format!("a model call's body may be at most {} MiB", max >> 20))
+        })?;
+        let mut request: Value =
+            serde_json::from_slice(&raw).map_err(|e| invalid(format!("the request body is not JSON: {e}")))?;
+        if !request.is_object() {
+            return Err(invalid("the request body must be a JSON object"));
+        }
+        let model = request
+            .get("model")
+            .and_then(Value::as_str)
+            .filter(|m| !m.is_empty())
+            .ok_or_else(|| invalid("the request names no model"))?
+            .to_owned();
+        let stream = request.get("stream") == Some(&Value::Bool(true));
+        let client_wants_usage = api == Api::Anthropic || openai::wants_usage(&request);
+        let forwarded = if stream && !client_wants_usage {
+            openai::ask_usage(&mut request);
+            Bytes::from(serde_json::to_vec(&request).map_err(|e| invalid(e.to_string()))?)
+        } else {
+            raw.clone()
+        };
+        let max_output = match api {
+            Api::OpenAi => openai::max_output_tokens(&request),
+            Api::Anthropic => anthropic::max_output_tokens(&request),
+        }
+        .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
+
+        let permit = self.slot(&agent.instance_id)?;
+        let route = self.route(api, &agent)?;
+        let price = self.inner.prices.metered_price(&model);
+        let charged = agent.model_mode == ModelMode::Managed;
+        if charged && price.is_none() {
+            return Err(ApiError::new(
+                ErrorReason::UnpricedModel,
+                format!(
+                    "model {model:?} has no price in this roost's price book, so the included (metered) model cannot \
+                     run it; use a priced model (GET {PREFIX}/v1/models lists them) or ask the operator to price it"
+                ),
+            ));
+        }
+        let id = new_sortable_id("call");
+        let held = charged && price.is_some_and(ModelPrice::is_paid);
+        if let (true, Some(price)) = (held, price) {
+            let ttl = i64::try_from(self.inner.config.hold_ttl.as_millis()).unwrap_or(i64::MAX);
+            self.inner
+                .store
+                .admit_metered_call(&MeteredCall {
+                    account_id: &agent.account_id,
+                    instance_id: &agent.instance_id,
+                    turn_id: &id,
+                    estimate_cents: estimate_cents(price, forwarded.len(), max_output),
+                    expires_at: now_ms().saturating_add(ttl),
+                })
+                .await
+                .map_err(|e| e.to_api())?;
+        }
+        let mut call = PendingCall::new(Pending {
+            gateway: self.inner.clone(),
+            id,
+            api,
+            agent,
+            model,
+            price,
+            charged,
+            held,
+            stream,
+            request,
+            started_at: now_ms(),
+            clock: Instant::now(),
+            first_chunk_ms: None,
+            answer: Answer::default(),
+            http_status: 0,
+            _permit: permit,
+        });
+
+        let mut upstream = self
+            .inner
+            .client
+            .post(match api {
+                Api::OpenAi => format!("{}/chat/completions", route.url.trim_end_matches('/')),
+                Api::Anthropic => format!("{}/v1/messages", route.url.trim_end_matches('/')),
+            })
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(forwarded);
+        for name in FORWARDED {
+            if let Some(value) = headers.get(name) {
+                upstream = upstream.header(name, value);
+            }
+        }
+        if api == Api::Anthropic && !headers.contains_key("anthropic-version") {
+            upstream = upstream.header("anthropic-version", "2023-06-01");
+        }
+        upstream = match (&route.key, api) {
+            (Some(key), Api::OpenAi) => upstream.bearer_auth(key),
+            (Some(key), Api::Anthropic) => upstream.header("x-api-key", key),
+            (None, _) => upstream,
+        };
+        let timeout = self.inner.config.upstream_timeout;
+        let answer = match tokio::time::timeout(timeout, upstream.send()).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(err)) => {
+                let why = format!("the model upstream is unreachable: {}", error_chain(&err));
+                call.finish(Outcome::Failed(why.clone())).await;
+                return Err(upstream_failed(why));
+            }
+            Err(_) => {
+                let why = format!("the model upstream did not answer within {} s", timeout.as_secs());
+                call.finish(Outcome::Failed(why.clone())).await;
+                return Err(upstream_failed(why));
+            }
+        };
+        let status = answer.status();
+        call.state().http_status = i64::from(status.as_u16());
+        let returned = returned_headers(answer.headers());
+        if !status.is_success() || !stream {
+            let body = match tokio::time::timeout(timeout, read_capped(answer)).await {
+                Ok(Ok(body)) => body,
+                Ok(Err(why)) => {
+                    call.finish(Outcome::Failed(why.clone())).await;
+                    return Err(upstream_failed(why));
+                }
+                Err(_) => {
+                    let why = format!("the model upstream did not finish its answer within {} s", timeout.as_secs());
+                    call.finish(Outcome::Failed(why.clone())).await;
+                    return Err(upstream_failed(why));
+                }
+            };
+            let outcome = if status.is_success() {
+                if let Ok(parsed) = serde_json::from_slice::<Value>(&body) {
+                    let answer = &mut call.state().answer;
+                    match api {
+                        Api::OpenAi => openai::read_answer(&parsed, answer),
+                        Api::Anthropic => anthropic::read_answer(&parsed, answer),
+                    }
+                }
+                Outcome::Completed
+            } else {
+                Outcome::Failed(upstream_error(status, &body))
+            };
+            call.finish(outcome).await;
+            return Ok(respond(status, returned, Body::from(body)));
+        }
+        let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(STREAM_BUFFER);
+        tokio::spawn(relay(answer.bytes_stream(), tx, call, client_wants_usage, timeout));
+        let mut returned = returned;
+        returned.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        returned.insert("x-accel-buffering", HeaderValue::from_static("no"));
+        Ok(respond(status, returned, Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx))))
+    }
+}
+
+/// Streams an upstream answer to the client event by event, reading what each event says,
+/// until the upstream ends (the call completes), fails or stalls, or the client hangs up
+/// (the upstream call is dropped, so cancelled, and the call settles as cancelled).
+async fn relay(
+    upstream: impl futures::Stream<Item = reqwest::Result<Bytes>> + Send + 'static,
+    tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
+    mut call: PendingCall,
+    client_wants_usage: bool,
+    idle: Duration,
+) {
+    let mut upstream = std::pin::pin!(upstream);
+    let mut splitter = sse::EventSplitter::default();
+    let mut events = Vec::new();
+    let mut tool_blocks = Vec::new();
+    let outcome = loop {
+        let next = tokio::select! {
+            biased;
+            () = tx.closed() => break Outcome::Cancelled,
+            next = tokio::time::timeout(idle, upstream.next()) => next,
+        };
+        let chunk = match next {
+            Err(_) => break Outcome::Failed(format!("the model upstream sent nothing for {} s", idle.as_secs())),
+            Ok(None) => {
+                if let Some(rest) = splitter.rest() {
+                    let _ = tx.send(Ok(rest)).await;
+                }
+                break Outcome::Completed;
+            }
+            Ok(Some(Err(err))) => {
+                break Outcome::Failed(format!("the model upstream's stream broke: {}", error_chain(&err)));
+            }
+            Ok(Some(Ok(chunk))) => chunk,
+        };
+        let state = call.state();
+        if state.first_chunk_ms.is_none() {
+            state.first_chunk_ms = Some(state.clock.elapsed().as_millis() as i64);
+        }
+        splitter.push(&chunk, &mut events);
+        let mut gone = false;
+        for event in events.drain(..) {
+            let (name, data) = sse::parse(&event);
+            let forward = match state.api {
+                Api::OpenAi => openai::read_event(&data, client_wants_usage, &mut state.answer),
+                Api::Anthropic => {
+                    anthropic::read_event(name, &data, &mut tool_blocks, &mut state.answer);
+                    true
+                }
+            };
+            if forward && tx.send(Ok(event)).await.is_err() {
+                gone = true;
+                break;
+            }
+        }
+        if gone {
+            break Outcome::Cancelled;
+        }
+    };
+    if let Outcome::Failed(why) = &outcome {
+        let _ = tx.send(Err(std::io::Error::other(why.clone()))).await;
+    }
+    call.finish(outcome).await;
+}
+
+/// How a call ended.
+enum Outcome {
+    /// The upstream answered in full.
+    Completed,
+    /// An upstream error, an unreachable or stalled upstream.
+    Failed(String),
+    /// The client hung up first.
+    Cancelled,
+}
+
+/// Everything about a call in flight.
+struct Pending {
+    gateway: Arc<Inner>,
+    id: String,
+    api: Api,
+    agent: Arc<AgentIdentity>,
+    model: String,
+    price: Option<ModelPrice>,
+    charged: bool,
+    held: bool,
+    stream: bool,
+    request: Value,
+    started_at: i64,
+    clock: Instant,
+    first_chunk_ms: Option<i64>,
+    answer: Answer,
+    http_status: i64,
+    _permit: OwnedSemaphorePermit,
+}
+
+/// A call admitted and not yet settled. Settling stores it, charges it and releases its
+/// hold, in a task of its own so a client hanging up cannot stop it; a call dropped
+/// unsettled (its handler was cancelled) settles as cancelled.
+struct PendingCall {
+    state: Option<Box<Pending>>,
+    turn: Option<TurnCall>,
+}
+
+impl PendingCall {
+    fn new(state: Pending) -> Self {
+        let turn = state.agent.turn.current().map(|meter| meter.call());
+        Self { state: Some(Box::new(state)), turn }
+    }
+
+    fn state(&mut self) -> &mut Pending {
+        // Only `finish` and `drop` take the state, and nothing uses the call after them.
+        self.state.as_mut().expect("a pending call's state is there until it settles")
+    }
+
+    /// Settles the call; returns once it is stored and charged.
+    async fn finish(mut self, outcome: Outcome) {
+        if let Some(state) = self.state.take() {
+            let turn = self.turn.take();
+            let _ = tokio::spawn(settle(*state, turn, outcome)).await;
+        }
+    }
+}
+
+impl Drop for PendingCall {
+    fn drop(&mut self) {
+        if let Some(state) = self.state.take() {
+            let turn = self.turn.take();
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(settle(*state, turn, Outcome::Cancelled));
+            }
+        }
+    }
+}
+
+/// Stores, charges and traces a finished call (retrying a store that is away a few times:
+/// a charge is money).
+async fn settle(state: Pending, turn: Option<TurnCall>, outcome: Outcome) {
+    let gateway = state.gateway.clone();
+    let usage = state.answer.usage.unwrap_or_default();
+    let response_model = state.answer.model.clone().unwrap_or_default();
+    // The model that answered prices the call when the book knows it (roost made the call,
+    // so its report is roost's own); else the one asked for.
+    let price = gateway.prices.metered_price(&response_model).filter(|_| !response_model.is_empty()).or(state.price);
+    let cost = price.map_or(0, |p| {
+        p.cost(usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens)
+    });
+    let (status, error) = match &outcome {
+        Outcome::Completed => match &state.answer.error {
+            Some(error) => ("failed", error.clone()),
+            None => ("completed", String::new()),
+        },
+        Outcome::Failed(why) => ("failed", why.clone()),
+        Outcome::Cancelled => ("cancelled", "the agent hung up before the answer was complete".to_owned()),
+    };
+    let record = CallRecord {
+        id: state.id.clone(),
+        account_id: state.agent.account_id.clone(),
+        instance_id: state.agent.instance_id.clone(),
+        turn_id: turn.as_ref().map(|t| t.meter().turn_id.clone()).unwrap_or_default(),
+        api: state.api.provider(),
+        model_mode: state.agent.model_mode.as_str(),
+        request_model: state.model.clone(),
+        response_model,
+        status,
+        http_status: state.http_status,
+        streamed: state.stream,
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+        cache_read_tokens: usage.cache_read_tokens,
+        cache_write_tokens: usage.cache_write_tokens,
+        cost_nanocents: cost,
+        charged: state.charged,
+        held: state.held,
+        started_at: state.started_at,
+        duration_ms: state.clock.elapsed().as_millis() as i64,
+        first_chunk_ms: state.first_chunk_ms,
+        error,
+    };
+    let mut charged = gateway.store.record_model_call(&record).await;
+    for delay in [100, 500, 2000] {
+        match &charged {
+            Err(err) if err.is_unavailable() => {
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+                charged = gateway.store.record_model_call(&record).await;
+            }
+            _ => break,
+        }
+    }
+    let charged_cents = match charged {
+        Ok(cents) => cents,
+        Err(err) => {
+            tracing::error!(call = %record.id, instance = %record.instance_id, account = %record.account_id,
+                cost_nanocents = record.cost_nanocents, error = %err,
+                "a model call could not be recorded: it is not charged, and its hold lapses at its expiry");
+            0
+        }
+    };
+    let place = match &turn {
+        Some(turn) => spans::Placement { trace_id: turn.meter().trace_id, parent: Some(turn.meter().span_id) },
+        None => {
+            let mut trace_id = [0u8; 16];
+            let _ = getrandom::fill(&mut trace_id);
+            spans::Placement { trace_id, parent: None }
+        }
+    };
+    if let Some(turn) = turn {
+        turn.settle(TurnTotals {
+            calls: 1,
+            input_tokens: record.input_tokens,
+            output_tokens: record.output_tokens,
+            cost_nanocents: record.cost_nanocents,
+            charged_cents,
+        });
+    }
+    let span = spans::call_span(
+        &record,
+        &state.agent.runtime_id,
+        &place,
+        state.api,
+        &state.request,
+        &state.answer,
+        charged_cents,
+    );
+    drop(state);
+    if let Err(err) = gateway.telemetry.export_traces(span, Some(record.instance_id.clone())).await {
+        warn!(call = %record.id, error = %err.message(), "a model call's span could not be stored");
+    }
+}
+
+/// Writes a turn's own span, the parent of its calls' spans.
+pub async fn record_turn_span(
+    telemetry: &Telemetry,
+    agent: (&str, &str),
+    turn_id: &str,
+    times: (i64, i64),
+    error: Option<&str>,
+) {
+    let (instance_id, runtime_id) = agent;
+    let span = spans::turn_span(instance_id, runtime_id, turn_id, times, error);
+    if let Err(err) = telemetry.export_traces(span, Some(instance_id.to_owned())).await {
+        warn!(turn = %turn_id, error = %err.message(), "a turn's span could not be stored");
+    }
+}
+
+/// An upstream error's message, from its body (both APIs put it at `error.message`).
+fn upstream_error(status: StatusCode, body: &[u8]) -> String {
+    let message = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v.pointer("/error/message").and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned());
+    format!("upstream {} {message}", status.as_u16())
+}
+
+/// A reqwest error with its causes (roost's upstream URLs carry no secrets: keys go in
+/// headers).
+fn error_chain(err: &reqwest::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(inner) = source {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    text
+}
+
+/// Reads an upstream answer whole, up to [`MAX_ANSWER_BYTES`].
+async fn read_capped(answer: reqwest::Response) -> Result<Bytes, String> {
+    let mut body = Vec::new();
+    let mut stream = answer.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| format!("the model upstream's answer was cut short: {}", error_chain(&e)))?;
+        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+            return Err(format!("the model upstream's answer is over {} MiB", MAX_ANSWER_BYTES >> 20));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Bytes::from(body))
+}
+
+fn returned_headers(upstream: &reqwest::header::HeaderMap) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    for name in RETURNED {
+        if let Some(value) = upstream.get(name)
+            && let (Ok(name), Ok(value)) =
+                (header::HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_bytes(value.as_bytes()))
+        {
+            headers.insert(name, value);
+        }
+    }
+    headers
+}
+
+fn respond(status: reqwest::StatusCode, headers: HeaderMap, body: Body) -> Response {
+    let mut response = Response::new(body);
+    *response.status_mut() = StatusCode::from_u16(status.as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+    *response.headers_mut() = headers;
+    response
+}

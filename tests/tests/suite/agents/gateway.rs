@@ -1,0 +1,329 @@
+//! The model gateway (`/llm`): a process runtime calls the model through roost with the
+//! official `openai` and `anthropic` Python SDKs (tests/senders/python/gateway_agent.py),
+//! against fake OpenAI and Anthropic upstreams that record what they receive. The upstream
+//! gets the operator's key (managed) or the agent's own (byok), never the gateway token;
+//! the runtime's environment holds neither; managed calls are charged at the price book ×
+//! reported usage, one ledger row per call, and admitted through the account's holds; every
+//! call is a span in the agent's session, under its turn.
+
+use std::path::Path;
+
+use roost_server::{billing::metering::PriceBook, runtimes::assistant::Upstream};
+use roost_tests::{
+    Api, Backend, TestServer, each_backend,
+    fake_models::{self, FakeModels},
+    tools,
+};
+use serde_json::{Value, json};
+
+use super::{TEST_CATALOGUE, money::assert_books_balance, start};
+
+each_backend!(
+    sdk_calls_are_routed_metered_and_traced_under_their_turn,
+    byok_calls_carry_the_agents_own_key_and_are_not_charged,
+    the_gateway_refuses_strangers_spent_balances_and_old_tokens,
+    concurrent_calls_across_agents_never_overdraw_past_one_call
+);
+
+/// The operator's managed keys, which only the upstreams may see.
+const OPENAI_KEY: &str = "sk-operator-openai";
+const ANTHROPIC_KEY: &str = "sk-operator-anthropic";
+/// The model the gateway agent calls.
+const MODEL: &str = "gpt-4o-mini";
+
+/// Prices that make each call cost whole cents: input 1 ¢/token, output 2 ¢, cache reads
+/// 0.5 ¢, cache writes 1.25 ¢ (USD per million tokens: 10,000 is 1 ¢ per token).
+const PRICES: &str = r#"
+[models."gpt-4o-mini"]
+input_usd_per_mtok = 10000
+output_usd_per_mtok = 20000
+cache_read_usd_per_mtok = 5000
+cache_write_usd_per_mtok = 12500
+"#;
+
+/// An OpenAI call's cost in hundredths of a cent: 16 uncached + 5 cached prompt tokens, 7
+/// completion tokens.
+const OPENAI_CALL: i64 = 16 * 100 + 5 * 50 + 7 * 200;
+/// An Anthropic call's: 13 uncached, 4 cache reads, 3 cache writes, 9 output tokens.
+const ANTHROPIC_CALL: i64 = 13 * 100 + 4 * 50 + 3 * 125 + 9 * 200;
+
+/// Starts roost with the gateway agent in its catalogue and `fake` as its upstreams.
+async fn start_gateway(
+    backend: Backend,
+    fake: &FakeModels,
+    configure: impl FnOnce(&mut roost_server::ServeConfig),
+) -> TestServer {
+    let senders = Path::new(env!("CARGO_MANIFEST_DIR")).join("senders");
+    let venv = tools::venv(
+        "senders-venv",
+        &senders.join("python/requirements.txt"),
+        "run the senders install step: `bash .ci/run` does it, or the commands in tests/senders/README.md",
+    );
+    let catalogue = format!(
+        "{TEST_CATALOGUE}\n[[runtime]]\nid = \"gateway\"\ndriver = \"process\"\nprice_cents_month = 0\n\
+         included_model = true\ndefault_model = \"{MODEL}\"\ncommand = [{:?}, {:?}]\n",
+        venv.join("bin/python").display().to_string(),
+        senders.join("python/gateway_agent.py").display().to_string(),
+    );
+    let (openai, anthropic) = (fake.openai_base_url(), fake.anthropic_base_url());
+    start(backend, move |config| {
+        config.hosting.catalogue = roost_server::runtimes::Catalogue::from_toml(&catalogue).expect("catalogue");
+        config.hosting.prices = PriceBook::from_toml(PRICES).expect("prices");
+        config.hosting.models.openai = Some(Upstream { base_url: openai.clone(), api_key: Some(OPENAI_KEY.into()) });
+        config.hosting.models.anthropic = Some(Upstream { base_url: anthropic, api_key: Some(ANTHROPIC_KEY.into()) });
+        config.hosting.models.byok_openai_url = openai;
+        config.hosting.models.byok_anthropic_url = fake.anthropic_base_url();
+        configure(config);
+    })
+    .await
+}
+
+/// A running gateway agent of `api`'s account.
+async fn agent(api: &Api) -> String {
+    let id = api.provision("gateway", "You are terse.").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+    id
+}
+
+/// Sends `text`; the turn's reply body (200 expected).
+async fn turn(api: &Api, id: &str, text: &str) -> Value {
+    let reply = api.message(id, text).await;
+    assert_eq!(reply.status, 200, "{text}: {}", reply.body);
+    reply.body
+}
+
+/// The reply text of a turn.
+async fn said(api: &Api, id: &str, text: &str) -> String {
+    turn(api, id, text).await["reply"].as_str().unwrap().to_owned()
+}
+
+/// The runtime's environment.
+async fn environment(api: &Api, id: &str) -> Value {
+    serde_json::from_str(&said(api, id, "env").await).unwrap()
+}
+
+async fn sdk_calls_are_routed_metered_and_traced_under_their_turn(backend: Backend) {
+    let fake = FakeModels::start().await;
+    let server = start_gateway(backend, &fake, |_| {}).await;
+    let account = server.account(10_000).await;
+    let api = server.api(Some(&account));
+    let id = agent(&api).await;
+
+    // The runtime finds the gateway where the SDKs look, with its own token, and no key.
+    let env = environment(&api, &id).await;
+    assert_eq!(env["OPENAI_BASE_URL"], server.url("/llm/v1"));
+    assert_eq!(env["ANTHROPIC_BASE_URL"], server.url("/llm/anthropic"));
+    let token = env["OPENAI_API_KEY"].as_str().unwrap().to_owned();
+    assert!(token.starts_with("rat_"), "{env}");
+    assert_eq!(env["ANTHROPIC_API_KEY"], token.as_str());
+    let all = env.to_string();
+    for secret in [OPENAI_KEY, ANTHROPIC_KEY] {
+        assert!(!all.contains(secret), "the runtime must not see {secret}");
+    }
+    assert!(env.get("PROVIDER_API_KEY").is_none() && env.get("MESSAGING_BOT_TOKEN").is_none(), "{env}");
+
+    // Plain, streamed, and tool-calling replies arrive intact through the gateway.
+    let plain = turn(&api, &id, "openai").await;
+    assert_eq!(plain["reply"], fake_models::REPLY);
+    assert_eq!(plain["usage"], json!({"input_tokens": 21, "output_tokens": 7}), "the turn's usage is its call's");
+    let streamed: Value = serde_json::from_str(&said(&api, &id, "openai-stream").await).unwrap();
+    assert_eq!(streamed, json!({"text": fake_models::REPLY, "usage_chunks": 0}), "no usage chunk it did not ask for");
+    let with_usage: Value = serde_json::from_str(&said(&api, &id, "openai-stream-usage").await).unwrap();
+    assert_eq!(with_usage["text"], fake_models::REPLY);
+    assert_eq!(with_usage["usage"]["prompt_tokens"], 21, "{with_usage}");
+    let tool: Value = serde_json::from_str(&said(&api, &id, "openai-tool").await).unwrap();
+    assert_eq!(
+        tool,
+        json!({"tool": "get_weather", "arguments": fake_models::TOOL_ARGUMENTS, "reply": fake_models::REPLY_AFTER_TOOL})
+    );
+    let tool_stream: Value = serde_json::from_str(&said(&api, &id, "openai-tool-stream").await).unwrap();
+    assert_eq!(tool_stream, tool);
+    assert_eq!(said(&api, &id, "anthropic").await, fake_models::REPLY);
+    assert_eq!(said(&api, &id, "anthropic-stream").await, fake_models::REPLY);
+    let claude_tool: Value = serde_json::from_str(&said(&api, &id, "anthropic-tool").await).unwrap();
+    assert_eq!(claude_tool["input"], json!({"city": "Paris"}), "{claude_tool}");
+    assert_eq!(claude_tool["reply"], fake_models::REPLY_AFTER_TOOL);
+
+    // The upstreams got the operator's keys, never the gateway token; streamed OpenAI
+    // calls were asked for their usage.
+    let received = fake.requests();
+    let (openai_calls, anthropic_calls) = (7, 4);
+    assert_eq!(received.iter().filter(|r| r.api == "openai").count(), openai_calls, "{received:#?}");
+    assert_eq!(received.iter().filter(|r| r.api == "anthropic").count(), anthropic_calls, "{received:#?}");
+    for request in &received {
+        let presented = format!("{:?} {:?}", request.authorization, request.api_key);
+        assert!(!presented.contains(&token), "the gateway token reached the upstream: {presented}");
+        match request.api {
+            "openai" => assert_eq!(request.authorization.as_deref(), Some(&*format!("Bearer {OPENAI_KEY}"))),
+            _ => assert_eq!(request.api_key.as_deref(), Some(ANTHROPIC_KEY)),
+        }
+        if request.api == "openai" && request.body["stream"] == true {
+            assert_eq!(request.body["stream_options"]["include_usage"], true, "{:?}", request.body);
+        }
+    }
+
+    // Charges: the price book × the reported usage, one ledger row per call, and the
+    // turns report the sum of their calls.
+    let cost_hundredths = openai_calls as i64 * OPENAI_CALL + anthropic_calls as i64 * ANTHROPIC_CALL;
+    let balance = assert_books_balance(&server, &account).await;
+    assert_eq!(balance, 10_000 - cost_hundredths / 100, "whole cents charged, the fraction carried");
+    let ledger = api.get("/api/account/ledger?limit=100").await.ok();
+    let usage_rows = ledger["charges"].as_array().unwrap().iter().filter(|c| c["kind"] == "usage").count();
+    assert_eq!(usage_rows, openai_calls + anthropic_calls, "{ledger}");
+    let calls = server
+        .sql(&format!("SELECT COUNT(*) FROM model_calls WHERE instance_id = '{id}' AND status = 'completed'"))
+        .await
+        .unwrap();
+    assert_eq!(calls, [(openai_calls + anthropic_calls) as i64]);
+    assert_eq!(plain["charged_cents"], OPENAI_CALL / 100, "{plain}");
+
+    // Every call is a span in the agent's session, in its turn's trace, under the turn.
+    let spans = crate::observe::q1(&api_dashboard(&server), "spans", json!({"session_id": id, "limit": 200})).await;
+    let chats: Vec<_> = spans.iter().filter(|s| s["operation"] == "chat").collect();
+    assert_eq!(chats.len(), openai_calls + anthropic_calls, "{spans:#?}");
+    let turns: Vec<_> = spans.iter().filter(|s| s["operation"] == "invoke_agent").collect();
+    for chat in &chats {
+        assert!(
+            turns.iter().any(|t| t["trace_id"] == chat["trace_id"] && t["span_id"] == chat["parent_span_id"]),
+            "a call's span is under its turn's: {chat:#?}"
+        );
+        assert!(chat["input_tokens"].as_i64().unwrap() > 0, "{chat:#?}");
+    }
+    let anthropic_span = chats.iter().find(|s| s["system"] == "anthropic").expect("an Anthropic span");
+    assert_eq!(
+        (&anthropic_span["input_tokens"], &anthropic_span["cache_read_tokens"], &anthropic_span["cache_write_tokens"]),
+        (&json!(20), &json!(4), &json!(3)),
+        "{anthropic_span:#?}"
+    );
+    let spans_text = serde_json::to_string(&spans).unwrap();
+    for secret in [OPENAI_KEY, ANTHROPIC_KEY, token.as_str()] {
+        assert!(!spans_text.contains(secret), "a key in a span");
+    }
+}
+
+/// The dashboard's view (q/1), as a loopback client.
+fn api_dashboard(server: &TestServer) -> Api {
+    server.api(None)
+}
+
+async fn byok_calls_carry_the_agents_own_key_and_are_not_charged(backend: Backend) {
+    let fake = FakeModels::start().await;
+    let server = start_gateway(backend, &fake, |_| {}).await;
+    let account = server.account(1_000).await;
+    let api = server.api(Some(&account));
+    let created =
+        api.post("/api/provision", json!({"runtime": "gateway", "brief": "mine", "model_mode": "byok"})).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let id = created.body["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+
+    // Without its key, a byok agent's call is refused by roost, not sent.
+    assert!(said(&api, &id, "openai").await.starts_with("error: 409"), "no key yet");
+    assert!(fake.requests().is_empty());
+
+    let key = "sk-agent-own-key-123";
+    api.post(&format!("/api/instances/{id}/config"), json!({"PROVIDER_API_KEY": key})).await.ok();
+    api.wait_status(&id, "running").await;
+    let env = environment(&api, &id).await;
+    assert!(!env.to_string().contains(key), "the agent's key stays in roost: {env}");
+
+    assert_eq!(said(&api, &id, "openai").await, fake_models::REPLY);
+    assert_eq!(said(&api, &id, "anthropic").await, fake_models::REPLY);
+    let received = fake.requests();
+    assert_eq!(received[0].authorization.as_deref(), Some(&*format!("Bearer {key}")));
+    assert_eq!(received[1].api_key.as_deref(), Some(key));
+
+    // Recorded and costed, not charged.
+    assert_eq!(assert_books_balance(&server, &account).await, 1_000);
+    let costed = server
+        .sql(&format!(
+            "SELECT COUNT(*) FROM model_calls WHERE instance_id = '{id}' AND cost_nanocents > 0 AND charged_cents = 0"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(costed, [2]);
+}
+
+/// A chat completion sent straight to the gateway with `token`.
+async fn call(server: &TestServer, token: &str, body: Value) -> (u16, Value) {
+    let resp =
+        server.http.post(server.url("/llm/v1/chat/completions")).bearer_auth(token).json(&body).send().await.unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+fn hello(model: &str) -> Value {
+    json!({"model": model, "max_tokens": 10, "messages": [{"role": "user", "content": "hello"}]})
+}
+
+async fn the_gateway_refuses_strangers_spent_balances_and_old_tokens(backend: Backend) {
+    let fake = FakeModels::start().await;
+    let server = start_gateway(backend, &fake, |_| {}).await;
+    let account = server.account(0).await;
+    let api = server.api(Some(&account));
+    let id = agent(&api).await;
+    // A managed turn on a priced model needs credits: 402 before the runtime is asked.
+    assert_eq!(api.message(&id, "openai").await.status, 402);
+    // On an unpriced model the turn runs (and its call is refused by the gateway, below).
+    api.post(&format!("/api/instances/{id}/config"), json!({"model": "no-such-model"})).await.ok();
+    api.wait_status(&id, "running").await;
+    let token = environment(&api, &id).await["OPENAI_API_KEY"].as_str().unwrap().to_owned();
+
+    // Strangers: no token, a made-up one, an account key.
+    let anonymous = server.http.post(server.url("/llm/v1/chat/completions")).json(&hello(MODEL)).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401);
+    assert_eq!(anonymous.json::<Value>().await.unwrap()["code"], "unauthenticated");
+    assert_eq!(call(&server, "rat_made_up", hello(MODEL)).await.0, 401);
+    assert_eq!(call(&server, &account.key, hello(MODEL)).await.0, 401);
+    let wrong_header = server
+        .http
+        .post(server.url("/llm/v1/chat/completions"))
+        .header("x-api-key", &token)
+        .json(&hello(MODEL))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong_header.status(), 401, "OpenAI-style calls present a bearer token");
+
+    // A spent balance: 402 before any upstream call.
+    let (status, body) = call(&server, &token, hello(MODEL)).await;
+    assert_eq!((status, body["code"].as_str()), (402, Some("insufficient_credits")), "{body}");
+    // An unpriced model on the managed model: 400, named.
+    let (status, body) = call(&server, &token, hello("no-such-model")).await;
+    assert_eq!((status, body["code"].as_str()), (400, Some("unpriced_model")), "{body}");
+    // Bad bodies: 400, clear.
+    let (status, body) = call(&server, &token, json!({"messages": []})).await;
+    assert_eq!((status, body["code"].as_str()), (400, Some("invalid_argument")), "{body}");
+    assert!(fake.requests().is_empty(), "nothing reached the upstream: {:?}", fake.requests());
+
+    // With credits the same token works; once the agent is destroyed it is dead.
+    server.store().await.add_credits(&account.id, 1_000).await.unwrap();
+    assert_eq!(call(&server, &token, hello(MODEL)).await.0, 200);
+    api.post(&format!("/api/instances/{id}/destroy"), json!({})).await.ok();
+    assert_eq!(call(&server, &token, hello(MODEL)).await.0, 401, "a destroyed agent's token");
+    assert_books_balance(&server, &account).await;
+}
+
+async fn concurrent_calls_across_agents_never_overdraw_past_one_call(backend: Backend) {
+    let fake = FakeModels::start().await;
+    let server = start_gateway(backend, &fake, |_| {}).await;
+    let account = server.account(100).await;
+    let api = server.api(Some(&account));
+    let mut tokens = Vec::new();
+    for _ in 0..4 {
+        let id = agent(&api).await;
+        tokens.push(environment(&api, &id).await["OPENAI_API_KEY"].as_str().unwrap().to_owned());
+    }
+    // 20 calls at once, 5 per agent, each costing 32.5 ¢ against a balance of 100 ¢.
+    let calls = tokens.iter().flat_map(|token| (0..5).map(move |_| token.clone())).map(|token| {
+        let server = &server;
+        async move { call(server, &token, hello(MODEL)).await.0 }
+    });
+    let statuses = futures::future::join_all(calls).await;
+    let served = statuses.iter().filter(|s| **s == 200).count();
+    assert!(statuses.iter().all(|s| *s == 200 || *s == 402), "{statuses:?}");
+    assert!((1..20).contains(&served), "{statuses:?}");
+    let balance = assert_books_balance(&server, &account).await;
+    assert!(balance > -(OPENAI_CALL / 100) - 1, "overdrawn past one call: {balance} after {statuses:?}");
+    assert_eq!(server.sql("SELECT COUNT(*) FROM credit_holds").await.unwrap(), [0], "every hold released");
+}
