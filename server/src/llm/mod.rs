@@ -617,7 +617,7 @@ impl Drop for PendingCall {
 }
 
 /// Stores, charges and traces a finished call (retrying a store that is away a few times:
-/// a charge is money).
+/// a charge is money). It returns once the call is charged; its span follows.
 async fn settle(state: Pending, turn: Option<TurnCall>, outcome: Outcome) {
     let gateway = state.gateway.clone();
     let usage = state.answer.usage.unwrap_or_default();
@@ -706,9 +706,12 @@ async fn settle(state: Pending, turn: Option<TurnCall>, outcome: Outcome) {
         charged_cents,
     );
     drop(state);
-    if let Err(err) = gateway.telemetry.export_traces(span, Some(record.instance_id.clone())).await {
-        warn!(call = %record.id, error = %err.message(), "a model call's span could not be stored");
-    }
+    // The span is written on its own: the agent's answer waits for the charge, not for it.
+    tokio::spawn(async move {
+        if let Err(err) = gateway.telemetry.export_traces(span, Some(record.instance_id.clone())).await {
+            warn!(call = %record.id, error = %err.message(), "a model call's span could not be stored");
+        }
+    });
 }
 
 /// Writes a turn's own span, the parent of its calls' spans.

@@ -22,7 +22,8 @@ each_backend!(
     sdk_calls_are_routed_metered_and_traced_under_their_turn,
     byok_calls_carry_the_agents_own_key_and_are_not_charged,
     the_gateway_refuses_strangers_spent_balances_and_old_tokens,
-    concurrent_calls_across_agents_never_overdraw_past_one_call
+    concurrent_calls_across_agents_never_overdraw_past_one_call,
+    a_hang_up_cancels_the_upstream_and_an_agent_has_a_cap_on_calls_at_once
 );
 
 /// The operator's managed keys, which only the upstreams may see.
@@ -178,7 +179,18 @@ async fn sdk_calls_are_routed_metered_and_traced_under_their_turn(backend: Backe
     assert_eq!(plain["charged_cents"], OPENAI_CALL / 100, "{plain}");
 
     // Every call is a span in the agent's session, in its turn's trace, under the turn.
-    let spans = crate::observe::q1(&api_dashboard(&server), "spans", json!({"session_id": id, "limit": 200})).await;
+    // (A call's span is written just after its charge: wait for the last ones.)
+    let dashboard = api_dashboard(&server);
+    let mut spans = Vec::new();
+    for _ in 0..100 {
+        spans = crate::observe::q1(&dashboard, "spans", json!({"session_id": id, "limit": 200})).await;
+        let count = |operation: &str| spans.iter().filter(|s| s["operation"] == operation).count();
+        // Eight turns called the model.
+        if count("chat") == openai_calls + anthropic_calls && count("invoke_agent") == 8 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let chats: Vec<_> = spans.iter().filter(|s| s["operation"] == "chat").collect();
     assert_eq!(chats.len(), openai_calls + anthropic_calls, "{spans:#?}");
     let turns: Vec<_> = spans.iter().filter(|s| s["operation"] == "invoke_agent").collect();
@@ -326,4 +338,55 @@ async fn concurrent_calls_across_agents_never_overdraw_past_one_call(backend: Ba
     let balance = assert_books_balance(&server, &account).await;
     assert!(balance > -(OPENAI_CALL / 100) - 1, "overdrawn past one call: {balance} after {statuses:?}");
     assert_eq!(server.sql("SELECT COUNT(*) FROM credit_holds").await.unwrap(), [0], "every hold released");
+}
+
+async fn a_hang_up_cancels_the_upstream_and_an_agent_has_a_cap_on_calls_at_once(backend: Backend) {
+    let fake = FakeModels::start().await;
+    let server = start_gateway(backend, &fake, |config| config.hosting.models.max_calls_per_agent = 1).await;
+    let account = server.account(1_000).await;
+    let api = server.api(Some(&account));
+    let id = agent(&api).await;
+    let token = environment(&api, &id).await["OPENAI_API_KEY"].as_str().unwrap().to_owned();
+    fake.set_delay(500);
+
+    // A streamed call: its first event arrives at once, the rest slowly.
+    let mut body = hello(MODEL);
+    body["stream"] = json!(true);
+    let mut stream =
+        server.http.post(server.url("/llm/v1/chat/completions")).bearer_auth(&token).json(&body).send().await.unwrap();
+    assert_eq!(stream.status(), 200);
+    assert!(stream.chunk().await.unwrap().is_some_and(|c| c.starts_with(b"data: ")));
+    assert_eq!(fake.open_streams(), 1);
+
+    // The agent's one call at a time is taken: 429 with Retry-After.
+    let second = server
+        .http
+        .post(server.url("/llm/v1/chat/completions"))
+        .bearer_auth(&token)
+        .json(&hello(MODEL))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(second.status(), 429);
+    assert!(second.headers().contains_key("retry-after"));
+    assert_eq!(second.json::<Value>().await.unwrap()["code"], "overloaded");
+
+    // Hanging up cancels the upstream call; the call settles as cancelled, its hold released.
+    drop(stream);
+    let mut settled = Vec::new();
+    for _ in 0..100 {
+        settled = server
+            .sql(&format!("SELECT COUNT(*) FROM model_calls WHERE instance_id = '{id}' AND status = 'cancelled'"))
+            .await
+            .unwrap();
+        if settled == [1] && fake.open_streams() == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!((settled, fake.open_streams()), (vec![1], 0), "the upstream stream was dropped");
+    assert_eq!(server.sql("SELECT COUNT(*) FROM credit_holds").await.unwrap(), [0]);
+    // The slot is free again.
+    assert_eq!(call(&server, &token, hello(MODEL)).await.0, 200);
+    assert_books_balance(&server, &account).await;
 }
