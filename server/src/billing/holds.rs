@@ -56,6 +56,21 @@ pub fn estimate_cents(price: ModelPrice, prompt_bytes: usize, max_output_tokens:
     nanocents.saturating_add(999_999_999) / 1_000_000_000
 }
 
+/// 402 `insufficient_credits` unless `balance` less `held` is above zero.
+fn spendable(balance: i64, held: i64) -> Result<()> {
+    if balance.saturating_sub(held) > 0 {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        ErrorReason::InsufficientCredits,
+        format!(
+            "the included model is metered and the balance is {balance} cents ({held} held for calls in flight); top \
+             up to message this agent"
+        ),
+    )
+    .into())
+}
+
 impl Store {
     /// Admits a metered call: 402 `insufficient_credits` (and nothing held) unless the
     /// account's balance less its live holds is above zero; else holds the call's estimate.
@@ -69,16 +84,7 @@ impl Store {
             // its own hold rather than counting it twice.
             tx.release_holds(&[call.turn_id]).await?;
             let held = tx.held_cents(call.account_id, now).await?;
-            if balance.saturating_sub(held) <= 0 {
-                return Err(ApiError::new(
-                    ErrorReason::InsufficientCredits,
-                    format!(
-                        "the included model is metered and the balance is {balance} cents ({held} held for calls in \
-                         flight); top up to message this agent"
-                    ),
-                )
-                .into());
-            }
+            spendable(balance, held)?;
             sqlx::query(
                 "INSERT INTO credit_holds (turn_id, account_id, instance_id, cents, created_at, expires_at) \
                  VALUES ($1, $2, $3, $4, $5, $6)",
@@ -107,17 +113,7 @@ impl Store {
             let balance = account.map_or(0, |a| a.balance_cents);
             let held = tx.held_cents(account_id, now).await?;
             tx.commit().await?;
-            if balance.saturating_sub(held) <= 0 {
-                return Err(ApiError::new(
-                    ErrorReason::InsufficientCredits,
-                    format!(
-                        "the included model is metered and the balance is {balance} cents ({held} held for calls in \
-                         flight); top up to message this agent"
-                    ),
-                )
-                .into());
-            }
-            Ok(())
+            spendable(balance, held)
         })
     }
 
