@@ -681,11 +681,7 @@ async fn settle(state: Pending, turn: Option<TurnCall>, outcome: Outcome) {
     };
     let place = match &turn {
         Some(turn) => spans::Placement { trace_id: turn.meter().trace_id, parent: Some(turn.meter().span_id) },
-        None => {
-            let mut trace_id = [0u8; 16];
-            let _ = getrandom::fill(&mut trace_id);
-            spans::Placement { trace_id, parent: None }
-        }
+        None => spans::Placement { trace_id: spans::random_trace_id(), parent: None },
     };
     if let Some(turn) = turn {
         turn.settle(TurnTotals {

@@ -183,6 +183,16 @@ pub fn turn_span(
     request(instance_id, runtime_id, span)
 }
 
+/// A trace of its own, for a call made between turns.
+pub fn random_trace_id() -> [u8; 16] {
+    let mut id = [0u8; 16];
+    // An all-zero id is invalid; getrandom failing leaves the time in it instead.
+    if getrandom::fill(&mut id).is_err() || id == [0; 16] {
+        id[..8].copy_from_slice(&(crate::time::now_ms() as u64 | 1).to_le_bytes());
+    }
+    id
+}
+
 fn random_span_id() -> [u8; 8] {
     let mut id = [0u8; 8];
     // An all-zero id is invalid; getrandom failing leaves the time in it instead.

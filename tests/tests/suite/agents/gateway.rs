@@ -311,6 +311,18 @@ async fn the_gateway_refuses_strangers_spent_balances_and_old_tokens(backend: Ba
     // With credits the same token works; once the agent is destroyed it is dead.
     server.store().await.add_credits(&account.id, 1_000).await.unwrap();
     assert_eq!(call(&server, &token, hello(MODEL)).await.0, 200);
+    // A call between turns (a heartbeat, a background job) is a trace of its own.
+    let dashboard = api_dashboard(&server);
+    let mut alone = Vec::new();
+    for _ in 0..100 {
+        alone = crate::observe::q1(&dashboard, "spans", json!({"session_id": id})).await;
+        if !alone.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(alone.len(), 1, "{alone:#?}");
+    assert_eq!((&alone[0]["operation"], &alone[0]["parent_span_id"]), (&json!("chat"), &json!("")), "{alone:#?}");
     api.post(&format!("/api/instances/{id}/destroy"), json!({})).await.ok();
     assert_eq!(call(&server, &token, hello(MODEL)).await.0, 401, "a destroyed agent's token");
     assert_books_balance(&server, &account).await;
