@@ -321,7 +321,7 @@ impl ModelGateway {
         let answer = tokio::time::timeout(self.inner.config.upstream_timeout, request.send())
             .await
             .map_err(|_| upstream_failed("the model upstream did not answer in time"))?
-            .map_err(|e| upstream_failed(format!("the model upstream is unreachable: {}", error_chain(&e))))?;
+            .map_err(|e| upstream_failed(format!("the model upstream is unreachable: {}", error_chain(e))))?;
         let status = answer.status();
         let returned = returned_headers(answer.headers());
         let body = read_capped(answer).await.map_err(upstream_failed)?;
@@ -434,7 +434,7 @@ impl ModelGateway {
         let answer = match tokio::time::timeout(timeout, upstream.send()).await {
             Ok(Ok(answer)) => answer,
             Ok(Err(err)) => {
-                let why = format!("the model upstream is unreachable: {}", error_chain(&err));
+                let why = format!("the model upstream is unreachable: {}", error_chain(err));
                 call.finish(Outcome::Failed(why.clone())).await;
                 return Err(upstream_failed(why));
             }
@@ -513,7 +513,7 @@ async fn relay(
                 break Outcome::Completed;
             }
             Ok(Some(Err(err))) => {
-                break Outcome::Failed(format!("the model upstream's stream broke: {}", error_chain(&err)));
+                break Outcome::Failed(format!("the model upstream's stream broke: {}", error_chain(err)));
             }
             Ok(Some(Ok(chunk))) => chunk,
         };
@@ -734,11 +734,12 @@ fn upstream_error(status: StatusCode, body: &[u8]) -> String {
     format!("upstream {} {message}", status.as_u16())
 }
 
-/// A reqwest error with its causes (roost's upstream URLs carry no secrets: keys go in
-/// headers).
-fn error_chain(err: &reqwest::Error) -> String {
+/// A reqwest error with its causes, without the upstream's URL (the operator's address is
+/// not the agent's business).
+fn error_chain(err: reqwest::Error) -> String {
+    let err = err.without_url();
     let mut text = err.to_string();
-    let mut source = std::error::Error::source(err);
+    let mut source = std::error::Error::source(&err);
     while let Some(inner) = source {
         text.push_str(": ");
         text.push_str(&inner.to_string());
@@ -752,7 +753,7 @@ async fn read_capped(answer: reqwest::Response) -> Result<Bytes, String> {
     let mut body = Vec::new();
     let mut stream = answer.bytes_stream();
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| format!("the model upstream's answer was cut short: {}", error_chain(&e)))?;
+        let chunk = chunk.map_err(|e| format!("the model upstream's answer was cut short: {}", error_chain(e)))?;
         if body.len() + chunk.len() > MAX_ANSWER_BYTES {
             return Err(format!("the model upstream's answer is over {} MiB", MAX_ANSWER_BYTES >> 20));
         }

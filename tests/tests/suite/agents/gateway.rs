@@ -23,7 +23,8 @@ each_backend!(
     byok_calls_carry_the_agents_own_key_and_are_not_charged,
     the_gateway_refuses_strangers_spent_balances_and_old_tokens,
     concurrent_calls_across_agents_never_overdraw_past_one_call,
-    a_hang_up_cancels_the_upstream_and_an_agent_has_a_cap_on_calls_at_once
+    a_hang_up_cancels_the_upstream_and_an_agent_has_a_cap_on_calls_at_once,
+    an_unreachable_upstream_fails_the_call_without_charging_or_naming_it
 );
 
 /// The operator's managed keys, which only the upstreams may see.
@@ -401,4 +402,28 @@ async fn a_hang_up_cancels_the_upstream_and_an_agent_has_a_cap_on_calls_at_once(
     // The slot is free again.
     assert_eq!(call(&server, &token, hello(MODEL)).await.0, 200);
     assert_books_balance(&server, &account).await;
+}
+
+async fn an_unreachable_upstream_fails_the_call_without_charging_or_naming_it(backend: Backend) {
+    let fake = FakeModels::start().await;
+    // Nothing listens on the discard port.
+    let dead = "http://127.0.0.1:9/v1".to_owned();
+    let server = start_gateway(backend, &fake, |config| {
+        config.hosting.models.openai = Some(Upstream { base_url: dead, api_key: Some(OPENAI_KEY.into()) });
+    })
+    .await;
+    let account = server.account(1_000).await;
+    let api = server.api(Some(&account));
+    let id = agent(&api).await;
+    let token = environment(&api, &id).await["OPENAI_API_KEY"].as_str().unwrap().to_owned();
+
+    let (status, body) = call(&server, &token, hello(MODEL)).await;
+    assert_eq!((status, body["code"].as_str()), (503, Some("unavailable")), "{body}");
+    let text = body.to_string();
+    assert!(!text.contains("127.0.0.1:9") && !text.contains(OPENAI_KEY), "{text}");
+    let failed =
+        server.sql(&format!("SELECT COUNT(*) FROM model_calls WHERE instance_id = '{id}' AND status = 'failed'")).await;
+    assert_eq!(failed.unwrap(), [1]);
+    assert_eq!(server.sql("SELECT COUNT(*) FROM credit_holds").await.unwrap(), [0], "its hold released");
+    assert_eq!(assert_books_balance(&server, &account).await, 1_000, "nothing charged");
 }
