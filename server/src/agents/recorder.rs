@@ -22,7 +22,7 @@ use tracing::{error, warn};
 use super::in_flight::{InFlightMark, InFlightTx};
 use crate::{
     Error, Result,
-    billing::{ChargeKind, LedgerEntry, MoneyTx, holds::HoldTx as _, metering::settle},
+    billing::{ChargeKind, LedgerEntry, MoneyTx as _, holds::HoldTx as _},
     store::{BeginWrite, FenceTx, Store, impl_for_connections, on_writer},
     telemetry::{
         rows::EventRow,
@@ -304,7 +304,7 @@ async fn write_batch(
         let mut charged = Vec::with_capacity(records.len());
         for record in &records {
             charged.push(if record.cost_nanocents > 0 {
-                tx.charge_usage(record).await?
+                tx.charge_turn(record).await?
             } else {
                 record.calls_charged_cents
             });
@@ -343,37 +343,29 @@ async fn write_batch(
 /// Turn statements inside a write transaction.
 trait TurnTx {
     /// Charges a metered turn (whole cents now, the fraction carried); the cents charged.
-    async fn charge_usage(&mut self, record: &TurnRecord) -> Result<i64>;
+    async fn charge_turn(&mut self, record: &TurnRecord) -> Result<i64>;
     /// Stores turn rows, in one statement.
     async fn insert_turns(&mut self, records: &[&TurnRecord], charged_cents: &[i64]) -> Result<()>;
 }
 
 impl_for_connections! {
     impl TurnTx {
-        async fn charge_usage(&mut self, record: &TurnRecord) -> Result<i64> {
-            let Some(account) = self.lock_account(&record.account_id, record.started_at).await? else {
-                return Ok(0);
-            };
-            let (cents, carry) = settle(account.usage_carry_nanocents, record.cost_nanocents);
-            let balance = self.adjust(&record.account_id, -cents, carry).await?;
-            if cents > 0 {
-                let what = format!(
-                    "model use: {} in + {} out tokens of {}",
-                    record.input_tokens, record.output_tokens, record.model
-                );
-                let entry = LedgerEntry::new(
-                    &record.account_id,
-                    Some(&record.instance_id),
-                    ChargeKind::Usage,
-                    -cents,
-                    balance,
-                    what,
-                    record.started_at,
-                )
-                .for_turn(&record.id);
-                self.insert_ledger(&entry).await?;
-            }
-            Ok(cents)
+        async fn charge_turn(&mut self, record: &TurnRecord) -> Result<i64> {
+            let what = format!(
+                "model use: {} in + {} out tokens of {}",
+                record.input_tokens, record.output_tokens, record.model
+            );
+            let entry = LedgerEntry::new(
+                &record.account_id,
+                Some(&record.instance_id),
+                ChargeKind::Usage,
+                0,
+                0,
+                what,
+                record.started_at,
+            )
+            .for_turn(&record.id);
+            self.charge_usage(record.cost_nanocents, entry).await
         }
 
         async fn insert_turns(&mut self, records: &[&TurnRecord], charged_cents: &[i64]) -> Result<()> {

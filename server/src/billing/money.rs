@@ -48,6 +48,12 @@ pub(crate) trait MoneyTx {
     /// instance, a second renewal of a period, a second charge of a turn: see migration
     /// 0008) is 409 `wrong_state` and the transaction must be rolled back.
     async fn insert_ledger(&mut self, entry: &LedgerEntry) -> Result<()>;
+
+    /// Charges metered usage costing `cost_nanocents`: whole cents now, the fraction carried
+    /// to the next charge (`metering::settle`), and `entry` (a usage row, its amount and
+    /// balance filled in here) written when a cent or more moved. The cents charged; 0 for
+    /// an account that is gone.
+    async fn charge_usage(&mut self, cost_nanocents: i64, entry: LedgerEntry) -> Result<i64>;
 }
 
 impl_for_connections! {
@@ -115,6 +121,20 @@ impl_for_connections! {
             .await
             .map_err(|err| already_moved(err, entry))?;
             Ok(())
+        }
+
+        async fn charge_usage(&mut self, cost_nanocents: i64, mut entry: LedgerEntry) -> Result<i64> {
+            let Some(account) = self.lock_account(&entry.account_id, entry.created_at).await? else {
+                return Ok(0);
+            };
+            let (cents, carry) = crate::billing::metering::settle(account.usage_carry_nanocents, cost_nanocents);
+            let balance = self.adjust(&entry.account_id, -cents, carry).await?;
+            if cents > 0 {
+                entry.amount_cents = -cents;
+                entry.balance_after_cents = balance;
+                self.insert_ledger(&entry).await?;
+            }
+            Ok(cents)
         }
     }
 }

@@ -5,7 +5,7 @@
 
 use crate::{
     Result,
-    billing::{ChargeKind, LedgerEntry, MoneyTx as _, holds::HoldTx as _, metering::settle},
+    billing::{ChargeKind, LedgerEntry, MoneyTx as _, holds::HoldTx as _},
     store::{BeginWrite, Store, on_writer},
 };
 
@@ -65,35 +65,27 @@ impl Store {
     pub async fn record_model_call(&self, call: &CallRecord) -> Result<i64> {
         on_writer!(self, |pool| {
             let mut tx = pool.begin_write().await?;
-            let mut cents = 0;
-            if call.charged
-                && call.cost_nanocents > 0
-                && let Some(account) = tx.lock_account(&call.account_id, call.started_at).await?
-            {
-                let (whole, carry) = settle(account.usage_carry_nanocents, call.cost_nanocents);
-                let balance = tx.adjust(&call.account_id, -whole, carry).await?;
-                cents = whole;
-                if whole > 0 {
-                    let what = format!(
-                        "model call: {} in + {} out tokens of {}{}",
-                        call.input_tokens,
-                        call.output_tokens,
-                        if call.response_model.is_empty() { &call.request_model } else { &call.response_model },
-                        if call.turn_id.is_empty() { String::new() } else { format!(" (turn {})", call.turn_id) },
-                    );
-                    let entry = LedgerEntry::new(
-                        &call.account_id,
-                        Some(&call.instance_id),
-                        ChargeKind::Usage,
-                        -whole,
-                        balance,
-                        what,
-                        call.started_at,
-                    )
-                    .for_call(&call.id);
-                    tx.insert_ledger(&entry).await?;
-                }
-            }
+            let cents = if call.charged && call.cost_nanocents > 0 {
+                let model = if call.response_model.is_empty() { &call.request_model } else { &call.response_model };
+                let turn = if call.turn_id.is_empty() { String::new() } else { format!(" (turn {})", call.turn_id) };
+                let what = format!(
+                    "model call: {} in + {} out tokens of {model}{turn}",
+                    call.input_tokens, call.output_tokens
+                );
+                let entry = LedgerEntry::new(
+                    &call.account_id,
+                    Some(&call.instance_id),
+                    ChargeKind::Usage,
+                    0,
+                    0,
+                    what,
+                    call.started_at,
+                )
+                .for_call(&call.id);
+                tx.charge_usage(call.cost_nanocents, entry).await?
+            } else {
+                0
+            };
             sqlx::query(
                 "INSERT INTO model_calls (id, account_id, instance_id, turn_id, api, model_mode, request_model, \
                  response_model, status, http_status, streamed, input_tokens, output_tokens, cache_read_tokens, \
