@@ -87,7 +87,16 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     access.hosts.add(&advertised);
     let access = Arc::new(access);
     let otlp = OtlpExport { endpoint: format!("http://{}", reachable(addr)), tokens: agent_tokens.clone() };
-    let model_tokens = agent_tokens.clone();
+    // Hosted agents' model calls (`/llm`): an adapter of another protocol (OpenAI's,
+    // Anthropic's), not of roost's API, so it is served beside the gateway's routes. The
+    // assistant runtime calls it in-process.
+    let models = crate::llm::ModelGateway::new(
+        config.hosting.models.clone(),
+        agent_tokens.clone(),
+        store.clone(),
+        config.hosting.prices.clone(),
+        telemetry.clone(),
+    );
     let replica = Replica::start(&config.data_dir, advertised, config.lease_ttl, config.agent_capacity)
         .context("recording the replica id in the data directory")?;
     let peers = Peers::load(&store).await.context("reading the cluster's internal token")?;
@@ -97,6 +106,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         config.hosting.clone(),
         &config.data_dir,
         otlp,
+        models.clone(),
         Some(turn_events),
         secret_key,
         replica,
@@ -237,15 +247,6 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         token_brake: Default::default(),
         ingest_budget: ingest_budget.clone(),
     };
-    // Hosted agents' model calls (`/llm`): an adapter of another protocol (OpenAI's,
-    // Anthropic's), not of roost's API, so it is served beside the gateway's routes.
-    let models = crate::llm::ModelGateway::new(
-        config.hosting.models.clone(),
-        model_tokens,
-        store.clone(),
-        config.hosting.prices.clone(),
-        telemetry.clone(),
-    );
     let (router, _health) =
         grpc::add_services(roost_gateway::router(core).merge(models.router()), &services, &ingest_budget).await?;
     // Outside the access check, so refused requests are counted too.

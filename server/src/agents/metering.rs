@@ -1,21 +1,18 @@
 //! Which turns are metered, at what price, and their admission against the account's
 //! credits (DESIGN.md "Billing": managed-model turns are metered).
 //!
-//! - A managed turn of the `assistant` runtime calls the operator's model upstream, so it
-//!   is always metered, at the price book's price for the model (`PriceBook::metered_price`:
-//!   its entry or family, else the operator's `[default]`). A model the book does not price
-//!   is refused before the upstream is called: 400 `unpriced_model`, naming it. A name that
-//!   only starts like one of roost's own runtimes (`echo-gpt-4o`) prices nothing.
-//! - A `process` runtime's turns are not metered themselves: its model calls go through
-//!   the model gateway ([`crate::llm`]), which meters each one, and the turn reports their
+//! - The `assistant` and `process` runtimes call their models through the model gateway
+//!   ([`crate::llm`]), which admits, prices and charges each call (one ledger row per call);
+//!   their turns are not metered themselves, and a turn's usage and charge are its calls'
 //!   sum. A managed turn on a priced model is refused (402) up front at a spent balance.
-//! - `echo`, with an included model and no model call of roost's, is metered when the book
-//!   prices its model above zero.
+//!   The assistant names its model before it runs, so a managed assistant on a model the
+//!   price book does not price is refused then too (400 `unpriced_model`, naming it), at
+//!   config time and before a turn; a name that only starts like one of roost's own
+//!   runtimes (`echo-gpt-4o`) prices nothing.
+//! - `echo`, with an included model and no model call at all, is metered per turn when the
+//!   book prices its model above zero: admitted through the account's credit holds
+//!   ([`crate::billing::holds`]) before it runs, charged after.
 //! - byok turns are never metered: the agent's own key pays.
-//!
-//! A metered turn is admitted through the account's credit holds ([`crate::billing::holds`])
-//! before it runs, and charged after at the price of the model the runtime *reports* (the
-//! upstream's `model`), or the admitted one when that is not priced.
 
 use roost_proto::{ApiError, ErrorReason};
 
@@ -35,16 +32,15 @@ const HOLD_SLACK_MS: i64 = 60_000;
 
 impl Hosting {
     /// The price turns of `runtime` in `mode` on `model` are metered at; `None` when they
-    /// are not metered. 400 `unpriced_model` for a managed assistant turn on a model the
-    /// price book does not price.
+    /// are not metered (the gateway meters their calls instead, or nothing is paid). 400
+    /// `unpriced_model` for a managed assistant on a model the price book does not price.
     pub(super) fn metered_price(
         &self,
         runtime: &RuntimeSpec,
         mode: ModelMode,
         model: &str,
     ) -> Result<Option<ModelPrice>> {
-        if mode != ModelMode::Managed || !runtime.included_model || matches!(runtime.driver, DriverSpec::Process { .. })
-        {
+        if mode != ModelMode::Managed || !runtime.included_model {
             return Ok(None);
         }
         let price = self.config.prices.metered_price(model);
@@ -59,14 +55,18 @@ impl Hosting {
             )
             .into());
         }
+        if runtime.driver.calls_models() {
+            return Ok(None);
+        }
         Ok(price.filter(|p| p.is_paid()))
     }
 
-    /// Whether a turn's model calls will be metered by the model gateway: a managed process
-    /// runtime on a model the book prices above zero. Such a turn needs credits to start.
+    /// Whether a turn's model calls will be metered by the model gateway: a managed
+    /// runtime calling models, on a model the book prices above zero. Such a turn needs
+    /// credits to start.
     pub(super) fn calls_metered(&self, runtime: &RuntimeSpec, mode: ModelMode, model: &str) -> bool {
         mode == ModelMode::Managed
-            && matches!(runtime.driver, DriverSpec::Process { .. })
+            && runtime.driver.calls_models()
             && self.config.prices.metered_price(model).is_some_and(ModelPrice::is_paid)
     }
 
@@ -94,15 +94,9 @@ impl Hosting {
     }
 
     /// What a metered turn's answer costs (nanocents): at the price of the model that
-    /// answered when the book prices it, else at the price it was admitted at. Only the
-    /// assistant's report comes from roost's own upstream call; a process runtime's
-    /// report is its own claim, so it may raise its cost but never lower it.
-    pub(super) fn turn_cost(&self, runtime: &RuntimeSpec, admitted: ModelPrice, out: &TurnOutput) -> i64 {
-        let at = |price: ModelPrice| price.cost(out.input_tokens, out.output_tokens, 0, 0);
-        let reported = self.config.prices.metered_price(&out.model).map(at);
-        match (&runtime.driver, reported) {
-            (DriverSpec::Assistant, Some(cost)) => cost,
-            (_, reported) => reported.unwrap_or(0).max(at(admitted)),
-        }
+    /// answered when the book prices it, else at the price it was admitted at.
+    pub(super) fn turn_cost(&self, admitted: ModelPrice, out: &TurnOutput) -> i64 {
+        let price = self.config.prices.metered_price(&out.model).unwrap_or(admitted);
+        price.cost(out.input_tokens, out.output_tokens, 0, 0)
     }
 }

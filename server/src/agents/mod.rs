@@ -57,8 +57,8 @@ pub struct HostingConfig {
     pub queue_depth: usize,
     /// How long a boot may take before the agent is failed (`--boot-timeout-secs`).
     pub boot_timeout: Duration,
-    /// Where agents' models are: the model gateway's upstreams and limits (the assistant
-    /// runtime calls the same upstreams).
+    /// Where agents' models are: the model gateway's upstreams and limits (every runtime's
+    /// model calls go through it, the assistant's included).
     pub models: crate::llm::GatewayConfig,
     /// The Telegram Bot API (`--telegram-api-base`): bot tokens are checked there.
     pub telegram_api_base: String,
@@ -116,15 +116,17 @@ impl Hosting {
     /// `<data_dir>/runtimes`, send telemetry to `otlp` (roost itself), and are recorded in
     /// the store under the installation id in `<data_dir>/installation_id`.
     ///
-    /// Turns are reported to `turn_events` as observed activity, when given. Agents'
-    /// secrets are sealed with `secret_key` (see [`crate::secrets`]). It runs as `replica`,
-    /// forwarding calls for other replicas' agents through `peers`.
+    /// The `assistant` runtime calls its model through `models`, the gateway process
+    /// runtimes call over HTTP. Turns are reported to `turn_events` as observed activity,
+    /// when given. Agents' secrets are sealed with `secret_key` (see [`crate::secrets`]).
+    /// It runs as `replica`, forwarding calls for other replicas' agents through `peers`.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         store: Store,
         config: HostingConfig,
         data_dir: &Path,
         otlp: process::OtlpExport,
+        models: crate::llm::ModelGateway,
         turn_events: Option<TurnEvents>,
         secret_key: SecretKey,
         replica: Replica,
@@ -139,11 +141,7 @@ impl Hosting {
                 config.boot_timeout,
                 ChildRecords::new(store.clone(), data_dir)?,
             ),
-            assistant: assistant::AssistantDriver::new(
-                store.clone(),
-                config.models.openai.clone(),
-                config.models.byok_openai_url.clone(),
-            ),
+            assistant: assistant::AssistantDriver::new(store.clone(), models),
         };
         let observes_turns = turn_events.is_some();
         let telemetry = turn_events.as_ref().map(|events| events.telemetry().clone());

@@ -20,7 +20,7 @@ use crate::{
     Result,
     ids::new_sortable_id,
     llm::TurnTotals,
-    runtimes::{DriverSpec, TurnInput, TurnOutput},
+    runtimes::{TurnInput, TurnOutput},
     telemetry::{rows::EventRow, turns::detail},
     time::{now_ms, timestamp_ms},
 };
@@ -227,9 +227,9 @@ impl Hosting {
         let failure = match &outcome {
             Outcome::Completed(out) => {
                 record.reply.clone_from(&out.reply);
-                // A process runtime's usage is what its calls through the gateway add up
-                // to, not what it says about itself.
-                let (input, output) = if matches!(agent.runtime.driver, DriverSpec::Process { .. }) {
+                // A runtime calling models: its usage is what its calls through the gateway
+                // add up to, not what it says about itself.
+                let (input, output) = if agent.runtime.driver.calls_models() {
                     (calls.input_tokens, calls.output_tokens)
                 } else {
                     (out.input_tokens, out.output_tokens)
@@ -240,7 +240,7 @@ impl Hosting {
                     record.model.clone_from(&out.model);
                 }
                 if let Some(price) = metered {
-                    record.cost_nanocents = self.turn_cost(&agent.runtime, price, out);
+                    record.cost_nanocents = self.turn_cost(price, out);
                 }
                 None
             }

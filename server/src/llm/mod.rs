@@ -70,7 +70,6 @@ use crate::{
     ids::new_sortable_id,
     runtimes::{
         ModelMode,
-        assistant::Upstream,
         tokens::{AgentIdentity, AgentTokens},
     },
     store::Store,
@@ -97,6 +96,26 @@ impl Api {
             Self::OpenAi => "openai",
             Self::Anthropic => "anthropic",
         }
+    }
+}
+
+/// A model provider's endpoint: `{base_url}/chat/completions` (OpenAI-compatible) or
+/// `{base_url}/v1/messages` (Anthropic).
+#[derive(Clone)]
+pub struct Upstream {
+    /// Such as `https://api.openai.com/v1` or `https://api.anthropic.com`.
+    pub base_url: String,
+    /// Put on each call (`Authorization: Bearer`, or `x-api-key` for Anthropic); an
+    /// operator's own upstream may not need one.
+    pub api_key: Option<String>,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream")
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<hidden>"))
+            .finish()
     }
 }
 
@@ -328,13 +347,43 @@ impl ModelGateway {
         Ok(respond(status, returned, Body::from(body)))
     }
 
-    /// One model call, from the agent's request to its metered answer.
+    /// One model call over HTTP: the caller by its token, then [`Self::forward`].
     async fn call(&self, api: Api, headers: &HeaderMap, body: Body) -> Result<Response, ApiError> {
         let agent = self.caller(api, headers)?;
         let max = self.inner.config.max_body_bytes;
         let raw = axum::body::to_bytes(body, max).await.map_err(|_| {
             ApiError::new(ErrorReason::PayloadTooLarge, format!("a model call's body may be at most {} MiB", max >> 20))
         })?;
+        self.forward(agent, api, headers, raw).await
+    }
+
+    /// A non-streamed call roost makes itself for `agent` (the `assistant` runtime): the
+    /// same path as an agent's call over HTTP (admission, routing, metering, span), without
+    /// a loopback connection or a token. Returns the upstream's status and body.
+    pub async fn complete(
+        &self,
+        agent: Arc<AgentIdentity>,
+        api: Api,
+        request: &Value,
+    ) -> Result<(StatusCode, Bytes), ApiError> {
+        let raw = Bytes::from(serde_json::to_vec(request).map_err(|e| invalid(e.to_string()))?);
+        let response = self.forward(agent, api, &HeaderMap::new(), raw).await?;
+        let status = response.status();
+        // A non-streamed answer is already whole in memory.
+        let body = axum::body::to_bytes(response.into_body(), MAX_ANSWER_BYTES)
+            .await
+            .map_err(|e| upstream_failed(format!("the model upstream's answer could not be read: {e}")))?;
+        Ok((status, body))
+    }
+
+    /// One model call of `agent`, from its request body to its metered answer.
+    async fn forward(
+        &self,
+        agent: Arc<AgentIdentity>,
+        api: Api,
+        headers: &HeaderMap,
+        raw: Bytes,
+    ) -> Result<Response, ApiError> {
         let mut request: Value =
             serde_json::from_slice(&raw).map_err(|e| invalid(format!("the request body is not JSON: {e}")))?;
         if !request.is_object() {

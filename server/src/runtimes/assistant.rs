@@ -1,21 +1,28 @@
-//! `assistant`: an LLM agent over any OpenAI-compatible chat-completions API.
+//! `assistant`: an LLM agent over the OpenAI Chat Completions API.
 //!
 //! The brief is the system prompt; the conversation is persisted (one row per exchange)
 //! and the last [`HISTORY_EXCHANGES`] exchanges go with every turn, so the agent remembers
-//! across turns and restarts. Managed agents use the server's configured upstream (and are
-//! metered by the agents module); byok agents call the byok upstream with their own
-//! `PROVIDER_API_KEY`. Booting only checks the configuration, so a byok agent can be
-//! provisioned first and given its key afterwards.
+//! across turns and restarts.
+//!
+//! Its model call goes through the model gateway ([`crate::llm`]) in-process, as the agent
+//! the call is for: the gateway routes it (the operator's upstream when managed, the
+//! provider with the agent's `PROVIDER_API_KEY` when byok), admits it against the
+//! account's credits, charges and traces it, exactly as it does a `process` runtime's
+//! calls. So there is one metering implementation, and the turn's usage and charge are
+//! its call's. Booting only checks the configuration, so a byok agent can be provisioned
+//! first and given its key afterwards.
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
+use axum::http::StatusCode;
 use roost_proto::{ApiError, ErrorReason};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{CallBounds, Machine, MachineSpec, ModelMode, TurnInput, TurnOutput};
+use super::{Machine, MachineSpec, TurnInput, TurnOutput, tokens::AgentIdentity};
 use crate::{
     ids::new_id,
+    llm::{Api, ModelGateway},
     store::{Store, on_reader, on_writer},
     time::now_ms,
 };
@@ -23,61 +30,45 @@ use crate::{
 /// How many past exchanges each turn sends along.
 pub const HISTORY_EXCHANGES: i64 = 20;
 
-/// An OpenAI-compatible endpoint: `{base_url}/chat/completions`.
-#[derive(Debug, Clone)]
-pub struct Upstream {
-    /// Such as `https://api.openai.com/v1`.
-    pub base_url: String,
-    /// Sent as `Authorization: Bearer`; managed upstreams may not need one.
-    pub api_key: Option<String>,
-}
-
 /// Starts assistant machines.
 pub struct AssistantDriver {
     store: Store,
-    client: reqwest::Client,
-    managed: Option<Upstream>,
-    byok_base_url: String,
+    models: ModelGateway,
 }
 
 impl AssistantDriver {
-    /// A driver keeping history in `store`, calling `managed` for managed agents and
-    /// `byok_base_url` for byok ones.
-    pub fn new(store: Store, managed: Option<Upstream>, byok_base_url: String) -> Self {
-        let client = reqwest::Client::builder().connect_timeout(Duration::from_secs(10)).build().unwrap_or_default();
-        Self { store, client, managed, byok_base_url }
+    /// A driver keeping history in `store`, calling models through `models`.
+    pub fn new(store: Store, models: ModelGateway) -> Self {
+        Self { store, models }
     }
 
     /// An assistant for `spec`.
-    pub fn start(&self, spec: &MachineSpec) -> Result<Arc<AssistantMachine>, String> {
-        let upstream = match spec.model_mode {
-            ModelMode::Managed => self.managed.clone(),
-            ModelMode::Byok => spec
-                .provider_api_key
-                .clone()
-                .map(|key| Upstream { base_url: self.byok_base_url.clone(), api_key: Some(key) }),
-        };
-        Ok(Arc::new(AssistantMachine {
+    pub fn start(&self, spec: &MachineSpec) -> Arc<AssistantMachine> {
+        Arc::new(AssistantMachine {
             store: self.store.clone(),
-            client: self.client.clone(),
-            instance_id: spec.instance_id.clone(),
+            models: self.models.clone(),
+            agent: Arc::new(AgentIdentity {
+                instance_id: spec.instance_id.clone(),
+                account_id: spec.account_id.clone(),
+                runtime_id: spec.runtime.id.clone(),
+                model_mode: spec.model_mode,
+                provider_api_key: spec.provider_api_key.clone(),
+                turn: spec.turn.clone(),
+            }),
             brief: spec.brief.clone(),
             model: spec.model.clone(),
-            mode: spec.model_mode,
-            upstream,
-        }))
+        })
     }
 }
 
 /// One assistant agent.
 pub struct AssistantMachine {
     store: Store,
-    client: reqwest::Client,
-    instance_id: String,
+    models: ModelGateway,
+    /// Whom its calls are for: the gateway routes, meters and traces them as this agent's.
+    agent: Arc<AgentIdentity>,
     brief: String,
     model: String,
-    mode: ModelMode,
-    upstream: Option<Upstream>,
 }
 
 #[derive(Deserialize)]
@@ -85,8 +76,6 @@ struct Completion {
     #[serde(default)]
     model: Option<String>,
     choices: Vec<Choice>,
-    #[serde(default)]
-    usage: Option<CompletionUsage>,
 }
 
 #[derive(Deserialize)]
@@ -100,14 +89,6 @@ struct ChoiceMessage {
     content: Option<String>,
 }
 
-#[derive(Deserialize, Default)]
-struct CompletionUsage {
-    #[serde(default)]
-    prompt_tokens: i64,
-    #[serde(default)]
-    completion_tokens: i64,
-}
-
 #[derive(sqlx::FromRow)]
 struct Exchange {
     user_text: String,
@@ -118,31 +99,9 @@ fn failed(why: impl Into<String>) -> ApiError {
     ApiError::new(ErrorReason::RuntimeFailed, why)
 }
 
-/// Bytes a message adds to a request besides its content (`{"role":"…","content":""}`).
-const MESSAGE_OVERHEAD: usize = 40;
-
 #[async_trait::async_trait]
 impl Machine for AssistantMachine {
-    async fn bounds(&self, input: &TurnInput) -> CallBounds {
-        // What the request will carry: the brief, the remembered exchanges, the message.
-        let history = self.history().await.unwrap_or_default();
-        let remembered: usize = history.iter().map(|e| e.user_text.len() + e.reply.len() + 2 * MESSAGE_OVERHEAD).sum();
-        CallBounds {
-            prompt_bytes: self.brief.len() + remembered + input.text.len() + 2 * MESSAGE_OVERHEAD + self.model.len(),
-            max_output_tokens: crate::billing::holds::DEFAULT_MAX_OUTPUT_TOKENS,
-        }
-    }
-
     async fn turn(&self, input: TurnInput) -> Result<TurnOutput, ApiError> {
-        let upstream = self.upstream.as_ref().ok_or_else(|| match self.mode {
-            ModelMode::Byok => ApiError::new(
-                ErrorReason::WrongState,
-                "this byok agent has no PROVIDER_API_KEY yet: set it with the config call",
-            ),
-            ModelMode::Managed => {
-                failed("this roost has no managed model upstream (start it with --model-upstream-url)")
-            }
-        })?;
         let mut messages = vec![json!({ "role": "system", "content": self.brief })];
         // A store error's text stays in the log (`to_api` logs it), never in the answer.
         let history = self.history().await.map_err(|e| failed(format!("reading history: {}", e.to_api().message())))?;
@@ -151,41 +110,33 @@ impl Machine for AssistantMachine {
             messages.push(json!({ "role": "assistant", "content": exchange.reply }));
         }
         messages.push(json!({ "role": "user", "content": input.text }));
+        let request = json!({ "model": self.model, "messages": messages });
 
-        let mut request = self
-            .client
-            .post(format!("{}/chat/completions", upstream.base_url.trim_end_matches('/')))
-            .json(&json!({ "model": self.model, "messages": messages }));
-        if let Some(key) = &upstream.api_key {
-            request = request.bearer_auth(key);
-        }
-        let resp = request.send().await.map_err(|e| failed(format!("model upstream unreachable: {e}")))?;
-        let status = resp.status();
-        let body = resp.bytes().await.map_err(|e| failed(format!("model upstream reply cut short: {e}")))?;
-        if !status.is_success() {
+        // The gateway's refusals (402 spent credits, 400 unpriced model, 409 a byok agent
+        // without its key, 429 its caps) are the turn's; a model that cannot be reached is
+        // the runtime failing.
+        let (status, body) = self.models.complete(self.agent.clone(), Api::OpenAi, &request).await.map_err(|err| {
+            if err.reason() == ErrorReason::Unavailable { failed(err.message()) } else { err }
+        })?;
+        if status != StatusCode::OK {
             let text = String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
-            return Err(failed(format!("model upstream answered HTTP {status}: {text}")));
+            return Err(failed(format!("the model upstream answered HTTP {status}: {text}")));
         }
         let completion: Completion =
-            serde_json::from_slice(&body).map_err(|e| failed(format!("model upstream answered garbage: {e}")))?;
+            serde_json::from_slice(&body).map_err(|e| failed(format!("the model upstream answered garbage: {e}")))?;
         let reply = completion
             .choices
             .into_iter()
             .next()
             .and_then(|c| c.message.content)
-            .ok_or_else(|| failed("model upstream returned no message"))?;
+            .ok_or_else(|| failed("the model upstream returned no message"))?;
         // The reply stands (and is charged) even if the store cannot keep the exchange
         // this once: the next turn then lacks it from its history.
         if let Err(err) = self.remember(&input.text, &reply).await {
-            tracing::warn!(instance = %self.instance_id, error = %err, "could not keep an exchange in the history");
+            tracing::warn!(instance = %self.agent.instance_id, error = %err, "could not keep an exchange in the history");
         }
-        let usage = completion.usage.unwrap_or_default();
-        Ok(TurnOutput {
-            reply,
-            input_tokens: usage.prompt_tokens.max(0),
-            output_tokens: usage.completion_tokens.max(0),
-            model: completion.model.unwrap_or_else(|| self.model.clone()),
-        })
+        // Tokens are the gateway's to count (the turn adds up its calls).
+        Ok(TurnOutput { reply, model: completion.model.unwrap_or_else(|| self.model.clone()), ..TurnOutput::default() })
     }
 
     async fn stop(&self) {}
@@ -203,7 +154,7 @@ impl AssistantMachine {
                 "SELECT user_text, reply FROM assistant_exchanges WHERE instance_id = $1 \
                  ORDER BY created_at DESC, id DESC LIMIT $2",
             )
-            .bind(&self.instance_id)
+            .bind(&self.agent.instance_id)
             .bind(HISTORY_EXCHANGES)
             .fetch_all(pool)
             .await
@@ -221,7 +172,7 @@ impl AssistantMachine {
                 "INSERT INTO assistant_exchanges (id, instance_id, user_text, reply, created_at) VALUES ($1, $2, $3, $4, $5)",
             )
             .bind(new_id("exc"))
-            .bind(&self.instance_id)
+            .bind(&self.agent.instance_id)
             .bind(&user_text)
             .bind(&reply)
             .bind(now_ms())

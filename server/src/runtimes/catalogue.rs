@@ -33,6 +33,13 @@ impl DriverSpec {
             Self::Assistant => "assistant",
         }
     }
+
+    /// Whether the runtime's model calls go through the model gateway ([`crate::llm`]),
+    /// which meters each one: its turns' usage and charge are then their calls' sum, and
+    /// the turn itself is not metered.
+    pub fn calls_models(&self) -> bool {
+        matches!(self, Self::Process { .. } | Self::Assistant)
+    }
 }
 
 /// A catalogue entry.

@@ -1,6 +1,6 @@
 //! Runtimes: what a hosted agent runs on. The catalogue says which runtimes exist; a
 //! driver starts a [`Machine`] for an agent (in-process for `echo`, a child process for
-//! `process`, an LLM client for `assistant`) that takes one turn at a time.
+//! `process`, a model-gateway client for `assistant`) that takes one turn at a time.
 //!
 //! Machines know nothing of accounts, billing or queues: the agents module serialises
 //! turns, enforces the hard cap and records the outcome.
@@ -162,7 +162,7 @@ impl Drivers {
                 let (command, env) = (command.clone(), env.clone());
                 Ok(self.process.start(&spec, &command, &env).await?)
             }
-            DriverSpec::Assistant => Ok(self.assistant.start(&spec)?),
+            DriverSpec::Assistant => Ok(self.assistant.start(&spec)),
         }
     }
 }

@@ -8,7 +8,7 @@ use std::{
 };
 
 use axum::{Json, Router, extract::State, http::HeaderMap, routing::post};
-use roost_server::{billing::metering::PriceBook, runtimes::assistant::Upstream};
+use roost_server::{billing::metering::PriceBook, llm::Upstream};
 use roost_tests::{Backend, each_backend};
 use serde_json::{Value, json};
 
@@ -154,6 +154,36 @@ async fn metered_turns_are_charged_by_the_price_book(backend: Backend) {
         .collect();
     assert_eq!(usage, [-1, -1]);
     assert_eq!(activity["turns"][0]["charged_cents"], 1);
+
+    // The assistant calls its model through the model gateway, like any runtime: each turn
+    // is one recorded call, charged per call (the ledger rows name it), and its span sits
+    // under the turn's in the agent's session.
+    let calls = server
+        .sql(&format!(
+            "SELECT COUNT(*) FROM model_calls WHERE instance_id = '{id}' AND turn_id LIKE 'turn_%' \
+             AND input_tokens = 1000 AND status = 'completed'"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(calls, [3], "one call per turn, in its turn");
+    let per_call = server.sql("SELECT COUNT(*) FROM ledger WHERE kind = 'usage' AND call_id LIKE 'call_%'").await.unwrap();
+    assert_eq!(per_call, [2], "the two whole cents, each charged to the call that reached it");
+    let dashboard = server.api(None);
+    let mut spans = Vec::new();
+    for _ in 0..100 {
+        spans = crate::observe::q1(&dashboard, "spans", json!({"session_id": id, "limit": 50})).await;
+        if spans.iter().filter(|s| s["operation"] == "chat").count() == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let turns: Vec<_> = spans.iter().filter(|s| s["operation"] == "invoke_agent").collect();
+    let chats: Vec<_> = spans.iter().filter(|s| s["operation"] == "chat").collect();
+    assert_eq!((turns.len(), chats.len()), (3, 3), "{spans:#?}");
+    for chat in chats {
+        assert!(turns.iter().any(|t| t["span_id"] == chat["parent_span_id"]), "under its turn: {chat:#?}");
+        assert_eq!(chat["input_tokens"], 1000);
+    }
 }
 
 async fn byok_agents_use_their_own_key(backend: Backend) {

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use roost_server::{billing::metering::PriceBook, runtimes::assistant::Upstream};
+use roost_server::{billing::metering::PriceBook, llm::Upstream};
 use roost_tests::{
     Api, Backend, TestServer, each_backend,
     fake_models::{self, FakeModels},

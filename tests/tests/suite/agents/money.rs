@@ -356,7 +356,7 @@ async fn twenty_agents_messaged_at_once_overdraw_by_at_most_one_turn(backend: Ba
     let server = start(backend, |config| {
         config.hosting.prices = PriceBook::from_toml(prices).expect("price book");
         config.hosting.models.openai =
-            Some(roost_server::runtimes::assistant::Upstream { base_url: upstream, api_key: None });
+            Some(roost_server::llm::Upstream { base_url: upstream, api_key: None });
     })
     .await;
     let account = server.account(0).await;
