@@ -17,7 +17,7 @@ pub const ERROR_DOMAIN: &str = "roost";
 
 impl ErrorReason {
     /// Every reason roost sends, for tests and docs that enumerate the table.
-    pub const ALL: [ErrorReason; 19] = [
+    pub const ALL: [ErrorReason; 20] = [
         Self::Unauthenticated,
         Self::NotFound,
         Self::InsufficientCredits,
@@ -37,6 +37,7 @@ impl ErrorReason {
         Self::BadHost,
         Self::UnpricedModel,
         Self::Overloaded,
+        Self::TurnLimit,
     ];
 
     /// The stable string clients switch on: the REST `code` and the ErrorInfo reason.
@@ -60,7 +61,7 @@ impl ErrorReason {
             Self::InvalidArgument | Self::UnpricedModel => H::BAD_REQUEST,
             Self::PayloadTooLarge => H::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => H::UNSUPPORTED_MEDIA_TYPE,
-            Self::QueueFull | Self::RateLimited | Self::Overloaded => H::TOO_MANY_REQUESTS,
+            Self::QueueFull | Self::RateLimited | Self::Overloaded | Self::TurnLimit => H::TOO_MANY_REQUESTS,
             Self::TurnTimeout => H::GATEWAY_TIMEOUT,
             Self::RuntimeFailed => H::BAD_GATEWAY,
             Self::CrossOrigin | Self::BadHost => H::FORBIDDEN,
@@ -80,7 +81,7 @@ impl ErrorReason {
             Self::InvalidArgument | Self::PayloadTooLarge | Self::UnsupportedMediaType | Self::UnpricedModel => {
                 Code::InvalidArgument
             }
-            Self::QueueFull | Self::RateLimited | Self::Overloaded => Code::ResourceExhausted,
+            Self::QueueFull | Self::RateLimited | Self::Overloaded | Self::TurnLimit => Code::ResourceExhausted,
             Self::TurnTimeout => Code::DeadlineExceeded,
             Self::RuntimeFailed | Self::Unavailable => Code::Unavailable,
             Self::CrossOrigin | Self::BadHost => Code::PermissionDenied,
@@ -248,6 +249,7 @@ mod tests {
             ("bad_host", 403, Code::PermissionDenied),
             ("unpriced_model", 400, Code::InvalidArgument),
             ("overloaded", 429, Code::ResourceExhausted),
+            ("turn_limit", 429, Code::ResourceExhausted),
         ];
         assert_eq!(table.len(), ErrorReason::ALL.len());
         for (code, http, grpc) in table {

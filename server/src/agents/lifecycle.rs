@@ -637,5 +637,7 @@ pub(super) fn retired_runtime(row: &InstanceRow) -> RuntimeSpec {
         included_model: false,
         default_model: String::new(),
         driver: DriverSpec::Echo,
+        max_calls_per_turn: None,
+        max_turn_spend_cents: None,
     }
 }

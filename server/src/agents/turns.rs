@@ -209,7 +209,7 @@ impl Hosting {
         // A turn that outlives its replica is found by the next owner (`super::in_flight`).
         let mark = self.recorder.mark_in_flight(&record);
         // The runtime's model calls through the gateway from now on are this turn's.
-        let calls = agent.model_turn.begin(&turn_id);
+        let meter = agent.model_turn.begin(&turn_id, agent.runtime.turn_limits(self.config.models.turn_limits));
         let outcome = tokio::select! {
             biased;
             () = running.generation.cancelled() => Outcome::Cancelled,
@@ -220,7 +220,14 @@ impl Hosting {
             },
         };
         agent.model_turn.end();
-        let calls = calls.settled(CALLS_SETTLE).await;
+        let calls = meter.settled(CALLS_SETTLE).await;
+        // A turn stopped at its limits fails, whatever its runtime made of the refusals.
+        let outcome = match meter.tripped() {
+            Some(why) if !matches!(outcome, Outcome::Cancelled) => {
+                Outcome::Failed(ApiError::new(ErrorReason::TurnLimit, why))
+            }
+            _ => outcome,
+        };
         let duration_ms = clock.elapsed().as_millis() as i64;
         record.duration_ms = duration_ms;
         record.marked_in_flight = mark.finish().await;

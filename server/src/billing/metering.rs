@@ -9,7 +9,8 @@ use std::{collections::BTreeMap, path::Path};
 
 use serde::Deserialize;
 
-const NANOCENTS_PER_CENT: i64 = 1_000_000_000;
+/// Nanocents (the unit costs are computed in) in a cent.
+pub const NANOCENTS_PER_CENT: i64 = 1_000_000_000;
 
 /// The built-in price book, used unless `--price-book` names another.
 const BUILTIN: &str = include_str!("price_book.toml");

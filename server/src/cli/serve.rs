@@ -13,8 +13,8 @@ use crate::{
         metering::PriceBook,
         stripe::{DEFAULT_AMOUNTS_CENTS, StripeConfig},
     },
-    node::pusher::PushConfig,
     llm::Upstream,
+    node::pusher::PushConfig,
     runtimes::Catalogue,
     secrets::{KeyRefused, SecretKey},
     serve,
@@ -97,6 +97,14 @@ pub struct ServeArgs {
     /// Seconds a model upstream may take to start answering, and then between streamed chunks.
     #[arg(long, env = "ROOST_LLM_UPSTREAM_TIMEOUT_SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
     llm_upstream_timeout_secs: u64,
+    /// Model calls one turn may make (a runtime in a loop); past it the turn fails. A
+    /// runtime's `max_calls_per_turn` in the catalogue wins.
+    #[arg(long, env = "ROOST_LLM_MAX_CALLS_PER_TURN", default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..))]
+    llm_max_calls_per_turn: u32,
+    /// What one turn's model calls may cost, in cents; past it the turn fails. A runtime's
+    /// `max_turn_spend_cents` in the catalogue wins.
+    #[arg(long, env = "ROOST_LLM_MAX_TURN_SPEND_CENTS", default_value_t = 1000, value_parser = clap::value_parser!(i64).range(1..=1_000_000_000))]
+    llm_max_turn_spend_cents: i64,
     /// Also serve on this address, for OTLP exporters' default gRPC port (e.g. 127.0.0.1:4317).
     #[arg(long, env = "ROOST_OTLP_GRPC_ADDR", value_name = "ADDR")]
     otlp_grpc_addr: Option<String>,
@@ -297,6 +305,10 @@ impl ServeArgs {
         models.max_body_bytes = (self.llm_max_body_mb as usize) << 20;
         models.max_calls_per_agent = self.llm_max_calls_per_agent as usize;
         models.upstream_timeout = Duration::from_secs(self.llm_upstream_timeout_secs);
+        models.turn_limits = crate::llm::TurnLimits {
+            max_calls: self.llm_max_calls_per_turn,
+            max_cost_nanocents: self.llm_max_turn_spend_cents * crate::billing::metering::NANOCENTS_PER_CENT,
+        };
         hosting.telegram_api_base.clone_from(&self.telegram_api_base);
         if self.telegram_mode == "webhook" {
             let base = self.public_url.clone().filter(|u| !u.trim().is_empty());

@@ -23,7 +23,8 @@
 //! - **Observed:** each call is a `model_calls` row and a GenAI span in the agent's session,
 //!   under the running turn's trace ([`TurnSlot`]) or in a trace of its own between turns.
 //! - **Limits:** a request body cap (413), a per-agent cap on calls at once (429 with
-//!   `Retry-After`), an upstream timeout (to the answer's headers, then between streamed
+//!   `Retry-After`), a per-turn cap on calls and on spend (429 `turn_limit`, and the turn
+//!   fails saying so: [`TurnLimits`]), an upstream timeout (to the answer's headers, then between streamed
 //!   chunks); upstream errors pass through with their status and body. A client that
 //!   hangs up cancels the upstream call; whatever usage the upstream had reported by then
 //!   is still charged.
@@ -60,7 +61,7 @@ use tracing::warn;
 
 pub use answer::{Answer, CallUsage};
 pub use record::CallRecord;
-pub use turn_meter::{TurnCall, TurnMeter, TurnSlot, TurnTotals, turn_trace};
+pub use turn_meter::{TurnCall, TurnLimits, TurnMeter, TurnSlot, TurnTotals, turn_trace};
 
 use crate::{
     billing::{
@@ -139,6 +140,9 @@ pub struct GatewayConfig {
     pub upstream_timeout: Duration,
     /// How long a hold outlives a call that never settles (its runner died).
     pub hold_ttl: Duration,
+    /// What one turn may ask of models, for runtimes that set no limits of their own
+    /// (`--llm-max-calls-per-turn`, `--llm-max-turn-spend-cents`).
+    pub turn_limits: TurnLimits,
 }
 
 impl Default for GatewayConfig {
@@ -152,6 +156,7 @@ impl Default for GatewayConfig {
             max_calls_per_agent: 16,
             upstream_timeout: Duration::from_secs(600),
             hold_ttl: Duration::from_secs(3600),
+            turn_limits: TurnLimits::default(),
         }
     }
 }
@@ -411,6 +416,11 @@ impl ModelGateway {
 
         let permit = self.slot(&agent.instance_id)?;
         let route = self.route(api, &agent)?;
+        // A call during a turn is the turn's, within the turn's limits.
+        let turn = match agent.turn.current() {
+            Some(meter) => Some(meter.call().map_err(|why| ApiError::new(ErrorReason::TurnLimit, why))?),
+            None => None,
+        };
         let price = self.inner.prices.metered_price(&model);
         let charged = agent.model_mode == ModelMode::Managed;
         if charged && price.is_none() {
@@ -438,24 +448,27 @@ impl ModelGateway {
                 .await
                 .map_err(|e| e.to_api())?;
         }
-        let mut call = PendingCall::new(Pending {
-            gateway: self.inner.clone(),
-            id,
-            api,
-            agent,
-            model,
-            price,
-            charged,
-            held,
-            stream,
-            request,
-            started_at: now_ms(),
-            clock: Instant::now(),
-            first_chunk_ms: None,
-            answer: Answer::default(),
-            http_status: 0,
-            _permit: permit,
-        });
+        let mut call = PendingCall::new(
+            turn,
+            Pending {
+                gateway: self.inner.clone(),
+                id,
+                api,
+                agent,
+                model,
+                price,
+                charged,
+                held,
+                stream,
+                request,
+                started_at: now_ms(),
+                clock: Instant::now(),
+                first_chunk_ms: None,
+                answer: Answer::default(),
+                http_status: 0,
+                _permit: permit,
+            },
+        );
 
         let mut upstream = self
             .inner
@@ -635,8 +648,7 @@ struct PendingCall {
 }
 
 impl PendingCall {
-    fn new(state: Pending) -> Self {
-        let turn = state.agent.turn.current().map(|meter| meter.call());
+    fn new(turn: Option<TurnCall>, state: Pending) -> Self {
         Self { state: Some(Box::new(state)), turn }
     }
 

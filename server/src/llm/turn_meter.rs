@@ -8,6 +8,13 @@
 //! A turn ends when its runtime answers, but a streamed call's charge is written just after
 //! its last chunk went out; the turn waits for its calls to settle ([`TurnMeter::settled`])
 //! before it reads the totals, so a turn's figures are the sum of its calls.
+//!
+//! A turn has limits ([`TurnLimits`]): a runtime stuck in a loop (one fed the same tool
+//! request made ~1,200 model calls in five minutes) is stopped at a number of calls or an
+//! amount spent. Past either the gateway refuses the turn's calls (429 `turn_limit`) and
+//! the turn ends as failed, saying which limit it hit ([`TurnMeter::tripped`]). Spend is
+//! what the turn's settled calls cost (byok included: a loop burns the agent's own key
+//! too), so calls already in flight when it is reached may pass it.
 
 use std::{
     sync::{Arc, Mutex},
@@ -22,9 +29,9 @@ use tokio::sync::Notify;
 pub struct TurnSlot(Arc<Mutex<Option<Arc<TurnMeter>>>>);
 
 impl TurnSlot {
-    /// Starts metering turn `turn_id`: calls from now on are its.
-    pub fn begin(&self, turn_id: &str) -> Arc<TurnMeter> {
-        let meter = Arc::new(TurnMeter::new(turn_id));
+    /// Starts metering turn `turn_id` within `limits`: calls from now on are its.
+    pub fn begin(&self, turn_id: &str, limits: TurnLimits) -> Arc<TurnMeter> {
+        let meter = Arc::new(TurnMeter::new(turn_id, limits));
         *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(meter.clone());
         meter
     }
@@ -55,6 +62,34 @@ pub struct TurnTotals {
     pub charged_cents: i64,
 }
 
+/// The most one turn may ask of models.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TurnLimits {
+    /// Model calls (`--llm-max-calls-per-turn`, or the runtime's `max_calls_per_turn`).
+    pub max_calls: u32,
+    /// What its calls may cost, in nanocents (`--llm-max-turn-spend-cents`, or the
+    /// runtime's `max_turn_spend_cents`).
+    pub max_cost_nanocents: i64,
+}
+
+impl Default for TurnLimits {
+    fn default() -> Self {
+        Self { max_calls: 200, max_cost_nanocents: 1_000 * crate::billing::metering::NANOCENTS_PER_CENT }
+    }
+}
+
+/// A turn's calls so far.
+#[derive(Default)]
+struct Tally {
+    totals: TurnTotals,
+    /// Calls admitted and not yet settled.
+    in_flight: usize,
+    /// Calls admitted.
+    admitted: u32,
+    /// Which limit the turn hit, once it has.
+    tripped: Option<String>,
+}
+
 /// One turn's calls.
 pub struct TurnMeter {
     /// The turn.
@@ -63,7 +98,8 @@ pub struct TurnMeter {
     pub trace_id: [u8; 16],
     /// The turn's own span, their parent.
     pub span_id: [u8; 8],
-    state: Mutex<(TurnTotals, usize)>,
+    limits: TurnLimits,
+    state: Mutex<Tally>,
     idle: Notify,
 }
 
@@ -73,21 +109,47 @@ pub struct TurnCall {
 }
 
 impl TurnMeter {
-    fn new(turn_id: &str) -> Self {
+    fn new(turn_id: &str, limits: TurnLimits) -> Self {
         let (trace_id, span_id) = turn_trace(turn_id);
         Self {
             turn_id: turn_id.to_owned(),
             trace_id,
             span_id,
-            state: Mutex::new((TurnTotals::default(), 0)),
+            limits,
+            state: Mutex::new(Tally::default()),
             idle: Notify::new(),
         }
     }
 
-    /// A call starts: the turn waits for it before reading its totals.
-    pub fn call(self: &Arc<Self>) -> TurnCall {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).1 += 1;
-        TurnCall { meter: self.clone() }
+    /// A call starts, within the turn's limits: the turn waits for it before reading its
+    /// totals. Past a limit, why (and the turn remembers it).
+    pub fn call(self: &Arc<Self>) -> Result<TurnCall, String> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let limits = self.limits;
+        let refused = if state.admitted >= limits.max_calls {
+            Some(format!(
+                "the turn reached its limit of {} model calls (a runtime in a loop?); it ends here",
+                limits.max_calls
+            ))
+        } else if state.totals.cost_nanocents >= limits.max_cost_nanocents {
+            Some(format!(
+                "the turn's model calls reached its spending limit of {} cents; it ends here",
+                limits.max_cost_nanocents / crate::billing::metering::NANOCENTS_PER_CENT
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = refused {
+            return Err(state.tripped.get_or_insert(why).clone());
+        }
+        state.admitted += 1;
+        state.in_flight += 1;
+        Ok(TurnCall { meter: self.clone() })
+    }
+
+    /// The limit the turn hit, if it did.
+    pub fn tripped(&self) -> Option<String> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).tripped.clone()
     }
 
     /// The totals once every call in flight has settled, or after `within` whatever has.
@@ -97,12 +159,12 @@ impl TurnMeter {
             let idle = self.idle.notified();
             {
                 let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-                if state.1 == 0 {
-                    return state.0;
+                if state.in_flight == 0 {
+                    return state.totals;
                 }
             }
             if tokio::time::timeout_at(deadline, idle).await.is_err() {
-                return self.state.lock().unwrap_or_else(|p| p.into_inner()).0;
+                return self.state.lock().unwrap_or_else(|p| p.into_inner()).totals;
             }
         }
     }
@@ -117,7 +179,7 @@ impl TurnCall {
     /// The call settled: its figures join the turn's.
     pub fn settle(self, add: TurnTotals) {
         let mut state = self.meter.state.lock().unwrap_or_else(|p| p.into_inner());
-        let totals = &mut state.0;
+        let totals = &mut state.totals;
         totals.calls += add.calls;
         totals.input_tokens = totals.input_tokens.saturating_add(add.input_tokens);
         totals.output_tokens = totals.output_tokens.saturating_add(add.output_tokens);
@@ -130,8 +192,8 @@ impl TurnCall {
 impl Drop for TurnCall {
     fn drop(&mut self) {
         let mut state = self.meter.state.lock().unwrap_or_else(|p| p.into_inner());
-        state.1 = state.1.saturating_sub(1);
-        if state.1 == 0 {
+        state.in_flight = state.in_flight.saturating_sub(1);
+        if state.in_flight == 0 {
             self.meter.idle.notify_waiters();
         }
     }
@@ -154,8 +216,8 @@ mod tests {
     #[tokio::test]
     async fn a_turn_waits_for_its_calls_to_settle() {
         let slot = TurnSlot::default();
-        let meter = slot.begin("turn_1");
-        let call = slot.current().expect("a turn runs").call();
+        let meter = slot.begin("turn_1", TurnLimits::default());
+        let call = slot.current().expect("a turn runs").call().unwrap();
         let waiting = tokio::spawn({
             let meter = meter.clone();
             async move { meter.settled(Duration::from_secs(5)).await }
@@ -165,9 +227,26 @@ mod tests {
         let totals = waiting.await.unwrap();
         assert_eq!((totals.calls, totals.input_tokens, totals.charged_cents), (1, 3, 1));
         // A dropped call counts out without adding anything.
-        drop(meter.call());
+        drop(meter.call().unwrap());
         assert_eq!(meter.settled(Duration::from_millis(10)).await.calls, 1);
         slot.end();
         assert!(slot.current().is_none());
+    }
+
+    #[test]
+    fn a_turn_stops_at_its_calls_or_its_spend() {
+        let meter = Arc::new(TurnMeter::new("turn_1", TurnLimits { max_calls: 2, max_cost_nanocents: 1_000 }));
+        meter.call().unwrap().settle(TurnTotals { calls: 1, cost_nanocents: 10, ..TurnTotals::default() });
+        let _second = meter.call().unwrap();
+        assert_eq!(meter.tripped(), None);
+        let why = meter.call().err().expect("a third call is past the limit");
+        assert!(why.contains("limit of 2 model calls"), "{why}");
+        assert_eq!(meter.tripped(), Some(why));
+
+        let meter = Arc::new(TurnMeter::new("turn_2", TurnLimits { max_calls: 200, max_cost_nanocents: 1_000 }));
+        meter.call().unwrap().settle(TurnTotals { calls: 1, cost_nanocents: 999, ..TurnTotals::default() });
+        meter.call().unwrap().settle(TurnTotals { calls: 1, cost_nanocents: 5, ..TurnTotals::default() });
+        let why = meter.call().err().expect("past the spend");
+        assert!(why.contains("spending limit"), "{why}");
     }
 }

@@ -115,9 +115,11 @@ impl Machine for AssistantMachine {
         // The gateway's refusals (402 spent credits, 400 unpriced model, 409 a byok agent
         // without its key, 429 its caps) are the turn's; a model that cannot be reached is
         // the runtime failing.
-        let (status, body) = self.models.complete(self.agent.clone(), Api::OpenAi, &request).await.map_err(|err| {
-            if err.reason() == ErrorReason::Unavailable { failed(err.message()) } else { err }
-        })?;
+        let (status, body) = self
+            .models
+            .complete(self.agent.clone(), Api::OpenAi, &request)
+            .await
+            .map_err(|err| if err.reason() == ErrorReason::Unavailable { failed(err.message()) } else { err })?;
         if status != StatusCode::OK {
             let text = String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
             return Err(failed(format!("the model upstream answered HTTP {status}: {text}")));

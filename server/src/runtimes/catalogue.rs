@@ -59,9 +59,25 @@ pub struct RuntimeSpec {
     pub default_model: String,
     /// How to run it.
     pub driver: DriverSpec,
+    /// Model calls one turn may make, when the runtime sets its own (else the gateway's
+    /// `--llm-max-calls-per-turn`).
+    pub max_calls_per_turn: Option<u32>,
+    /// What one turn's model calls may cost, in cents, when the runtime sets its own (else
+    /// the gateway's `--llm-max-turn-spend-cents`).
+    pub max_turn_spend_cents: Option<i64>,
 }
 
 impl RuntimeSpec {
+    /// The limits of one of its turns, `defaults` where it sets none.
+    pub fn turn_limits(&self, defaults: crate::llm::TurnLimits) -> crate::llm::TurnLimits {
+        crate::llm::TurnLimits {
+            max_calls: self.max_calls_per_turn.unwrap_or(defaults.max_calls),
+            max_cost_nanocents: self.max_turn_spend_cents.map_or(defaults.max_cost_nanocents, |cents| {
+                cents.saturating_mul(crate::billing::metering::NANOCENTS_PER_CENT)
+            }),
+        }
+    }
+
     /// The catalogue entry as the API shows it.
     pub fn to_proto(&self) -> Runtime {
         Runtime {
@@ -105,6 +121,10 @@ struct RuntimeEntry {
     command: Vec<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
+    #[serde(default)]
+    max_calls_per_turn: Option<u32>,
+    #[serde(default)]
+    max_turn_spend_cents: Option<i64>,
 }
 
 /// Messaging channels roost can connect.
@@ -166,6 +186,9 @@ impl RuntimeEntry {
         if let Some(channel) = self.channels.iter().find(|c| !KNOWN_CHANNELS.contains(&c.as_str())) {
             return Err(format!("runtime {id}: unknown channel {channel:?} (known: {})", KNOWN_CHANNELS.join(", ")));
         }
+        if self.max_calls_per_turn == Some(0) || self.max_turn_spend_cents.is_some_and(|c| c <= 0) {
+            return Err(format!("runtime {id}: max_calls_per_turn and max_turn_spend_cents must be above 0"));
+        }
         if self.driver != "process" && (!self.command.is_empty() || !self.env.is_empty()) {
             return Err(format!("runtime {id}: command and env are for process runtimes"));
         }
@@ -186,6 +209,8 @@ impl RuntimeEntry {
             included_model: self.included_model,
             default_model: self.default_model,
             driver,
+            max_calls_per_turn: self.max_calls_per_turn,
+            max_turn_spend_cents: self.max_turn_spend_cents,
         })
     }
 }
@@ -219,6 +244,7 @@ mod tests {
                 "twice",
             ),
             ("[[runtime]]\nid = \"a\"\ndriver = \"echo\"\nprice_cents_month = 0\ncolour = 1\n", "unknown field"),
+            ("[[runtime]]\nid = \"a\"\ndriver = \"echo\"\nprice_cents_month = 0\nmax_calls_per_turn = 0\n", "above 0"),
         ];
         for (text, why) in cases {
             let err = Catalogue::from_toml(text).unwrap_err();

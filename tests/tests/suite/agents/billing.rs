@@ -166,7 +166,8 @@ async fn metered_turns_are_charged_by_the_price_book(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(calls, [3], "one call per turn, in its turn");
-    let per_call = server.sql("SELECT COUNT(*) FROM ledger WHERE kind = 'usage' AND call_id LIKE 'call_%'").await.unwrap();
+    let per_call =
+        server.sql("SELECT COUNT(*) FROM ledger WHERE kind = 'usage' AND call_id LIKE 'call_%'").await.unwrap();
     assert_eq!(per_call, [2], "the two whole cents, each charged to the call that reached it");
     let dashboard = server.api(None);
     let mut spans = Vec::new();

@@ -24,7 +24,8 @@ each_backend!(
     the_gateway_refuses_strangers_spent_balances_and_old_tokens,
     concurrent_calls_across_agents_never_overdraw_past_one_call,
     a_hang_up_cancels_the_upstream_and_an_agent_has_a_cap_on_calls_at_once,
-    an_unreachable_upstream_fails_the_call_without_charging_or_naming_it
+    an_unreachable_upstream_fails_the_call_without_charging_or_naming_it,
+    a_turn_in_a_loop_stops_at_its_limit_on_calls_or_on_spend
 );
 
 /// The operator's managed keys, which only the upstreams may see.
@@ -426,4 +427,54 @@ async fn an_unreachable_upstream_fails_the_call_without_charging_or_naming_it(ba
     assert_eq!(failed.unwrap(), [1]);
     assert_eq!(server.sql("SELECT COUNT(*) FROM credit_holds").await.unwrap(), [0], "its hold released");
     assert_eq!(assert_books_balance(&server, &account).await, 1_000, "nothing charged");
+}
+
+/// A runtime in a loop is stopped: past the turn's limit on model calls, or once its calls
+/// have spent the turn's limit, the gateway answers 429 `turn_limit` and the turn fails
+/// saying which limit it hit. The next turn starts afresh.
+async fn a_turn_in_a_loop_stops_at_its_limit_on_calls_or_on_spend(backend: Backend) {
+    let fake = FakeModels::start().await;
+    let server = start_gateway(backend, &fake, |config| {
+        // An OpenAI call costs 32.5 cents here: the second call of a turn is past 30.
+        config.hosting.models.turn_limits =
+            roost_server::llm::TurnLimits { max_calls: 3, max_cost_nanocents: 30 * 1_000_000_000 };
+    })
+    .await;
+    // Enough for five calls' holds at once (each holds 16,384 output tokens at 2 cents).
+    let account = server.account(1_000_000).await;
+    let api = server.api(Some(&account));
+    let id = agent(&api).await;
+
+    // Five calls at once: three are the turn's, two are refused, and the turn fails.
+    let looped = api.message(&id, "many 5").await;
+    looped.err(429, "turn_limit");
+    assert!(looped.body["error"].as_str().unwrap().contains("limit of 3 model calls"), "{}", looped.body);
+    let calls = |status: &'static str| {
+        let server = &server;
+        let id = id.clone();
+        async move {
+            server
+                .sql(&format!("SELECT COUNT(*) FROM model_calls WHERE instance_id = '{id}' AND status = '{status}'"))
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(calls("completed").await, [3], "only the turn's three calls reached the upstream");
+    assert_eq!(fake.requests().len(), 3);
+    let activity = api.get(&format!("/api/instances/{id}/activity")).await.ok();
+    let failed = &activity["turns"][0];
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert!(failed["error"].as_str().unwrap().contains("limit of 3 model calls"), "{failed}");
+    assert_eq!(failed["charged_cents"], 97, "what the three calls cost is still charged: {failed}");
+
+    // A tool round is two calls in a row: the first spends 32.5 cents, so the second is
+    // refused.
+    let spent = api.message(&id, "openai-tool").await;
+    spent.err(429, "turn_limit");
+    assert!(spent.body["error"].as_str().unwrap().contains("spending limit of 30 cents"), "{}", spent.body);
+    assert_eq!(fake.requests().len(), 4);
+
+    // A turn within its limits is answered.
+    assert_eq!(said(&api, &id, "openai").await, fake_models::REPLY);
+    assert_books_balance(&server, &account).await;
 }

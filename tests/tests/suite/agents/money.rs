@@ -355,8 +355,7 @@ async fn twenty_agents_messaged_at_once_overdraw_by_at_most_one_turn(backend: Ba
     let prices = "[models.\"gpt-4o\"]\ninput_usd_per_mtok = 1000\noutput_usd_per_mtok = 1000\n";
     let server = start(backend, |config| {
         config.hosting.prices = PriceBook::from_toml(prices).expect("price book");
-        config.hosting.models.openai =
-            Some(roost_server::llm::Upstream { base_url: upstream, api_key: None });
+        config.hosting.models.openai = Some(roost_server::llm::Upstream { base_url: upstream, api_key: None });
     })
     .await;
     let account = server.account(0).await;
