@@ -87,6 +87,9 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     access.hosts.add(&advertised);
     let access = Arc::new(access);
     let otlp = OtlpExport { endpoint: format!("http://{}", reachable(addr)), tokens: agent_tokens.clone() };
+    let replica = Replica::start(&config.data_dir, advertised, config.lease_ttl, config.agent_capacity)
+        .context("recording the replica id in the data directory")?;
+    let peers = Peers::load(&store).await.context("reading the cluster's internal token")?;
     // Hosted agents' model calls (`/llm`): an adapter of another protocol (OpenAI's,
     // Anthropic's), not of roost's API, so it is served beside the gateway's routes. The
     // assistant runtime calls it in-process.
@@ -96,10 +99,9 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         store.clone(),
         config.hosting.prices.clone(),
         telemetry.clone(),
+        &replica.id,
     );
-    let replica = Replica::start(&config.data_dir, advertised, config.lease_ttl, config.agent_capacity)
-        .context("recording the replica id in the data directory")?;
-    let peers = Peers::load(&store).await.context("reading the cluster's internal token")?;
+    models.forget_predecessor(&replica.predecessor).await.context("releasing the last run's credit windows")?;
     let replica_id = replica.id.clone();
     let hosting = Hosting::new(
         store.clone(),
@@ -301,6 +303,8 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         let _ = pusher.await;
     }
     hosting.shutdown().await;
+    // Calls answered are stored and charged before the store closes.
+    models.flush().await;
     telemetry.shutdown().await;
     store.close().await;
     served?;

@@ -96,6 +96,9 @@ pub struct Received {
 #[derive(Default)]
 struct Shared {
     requests: Mutex<Vec<Received>>,
+    /// Requests counted but not kept (a benchmark's).
+    forgotten: AtomicUsize,
+    forget: std::sync::atomic::AtomicBool,
     delay_ms: AtomicU64,
     open_streams: AtomicUsize,
 }
@@ -103,6 +106,9 @@ struct Shared {
 impl Shared {
     /// Records a request; its number (from 1), which makes the answer's id.
     fn record(&self, api: &'static str, headers: &HeaderMap, body: Value) -> usize {
+        if self.forget.load(Ordering::Relaxed) {
+            return self.forgotten.fetch_add(1, Ordering::Relaxed) + 1;
+        }
         let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
         let received =
             Received { api, authorization: header(header::AUTHORIZATION.as_str()), api_key: header("x-api-key"), body };
@@ -151,6 +157,12 @@ impl FakeModels {
     /// Every request received so far, in order.
     pub fn requests(&self) -> Vec<Received> {
         self.shared.requests.lock().expect("requests lock").clone()
+    }
+
+    /// Stops keeping requests (a benchmark's calls would fill memory): [`Self::requests`]
+    /// stays as it was.
+    pub fn forget_requests(&self) {
+        self.shared.forget.store(true, Ordering::Relaxed);
     }
 
     /// Sets the pause between two chunks of a stream (0, the default, sends them at once);

@@ -92,6 +92,9 @@ pub struct Hosting {
     /// calls' spans); none when turns are not observed.
     telemetry: Option<Arc<crate::telemetry::Telemetry>>,
     drivers: Drivers,
+    /// The model gateway: whether an account's calls would be admitted, asked before a
+    /// turn whose calls it meters.
+    models: crate::llm::ModelGateway,
     registry: Registry,
     recorder: Recorder,
     recorder_task: std::sync::Mutex<Option<JoinHandle<()>>>,
@@ -141,7 +144,7 @@ impl Hosting {
                 config.boot_timeout,
                 ChildRecords::new(store.clone(), data_dir)?,
             ),
-            assistant: assistant::AssistantDriver::new(store.clone(), models),
+            assistant: assistant::AssistantDriver::new(store.clone(), models.clone()),
         };
         let observes_turns = turn_events.is_some();
         let telemetry = turn_events.as_ref().map(|events| events.telemetry().clone());
@@ -151,6 +154,7 @@ impl Hosting {
             observes_turns,
             telemetry,
             drivers,
+            models,
             registry: Registry::default(),
             recorder,
             recorder_task: std::sync::Mutex::new(Some(task)),

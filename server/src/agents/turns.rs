@@ -178,7 +178,7 @@ impl Hosting {
         if let Some(price) = metered {
             self.admit_turn(agent, running.machine.as_ref(), price, &input).await?;
         } else if self.calls_metered(&agent.runtime, running.settings.model_mode, &model) {
-            self.store.check_credits(&agent.account_id).await?;
+            self.models.check_credits(&agent.account_id).await?;
         }
 
         let started_at = now_ms();

@@ -14,8 +14,8 @@
 //! mid-call) stops counting at `expires_at` (the turn cap plus a minute), or as soon as
 //! another replica takes the agent over (`crate::agents::in_flight`).
 //!
-//! Every metered call goes through here: the `assistant` runtime's turns today, the model
-//! gateway's calls next.
+//! Echo turns priced above zero are admitted here one by one; the model gateway admits its
+//! calls through credit windows ([`super::windows`]), each one hold row of this table.
 
 use roost_proto::{ApiError, ErrorReason};
 
@@ -57,7 +57,7 @@ pub fn estimate_cents(price: ModelPrice, prompt_bytes: usize, max_output_tokens:
 }
 
 /// 402 `insufficient_credits` unless `balance` less `held` is above zero.
-fn spendable(balance: i64, held: i64) -> Result<()> {
+pub(crate) fn spendable(balance: i64, held: i64) -> Result<()> {
     if balance.saturating_sub(held) > 0 {
         return Ok(());
     }
@@ -102,21 +102,6 @@ impl Store {
         })
     }
 
-    /// 402 `insufficient_credits` unless the account's balance less its live holds is above
-    /// zero: a managed turn whose model calls will be metered is refused up front, before
-    /// its runtime is asked (each call is then admitted on its own).
-    pub async fn check_credits(&self, account_id: &str) -> Result<()> {
-        let now = now_ms();
-        on_writer!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
-            let account = tx.lock_account(account_id, now).await?;
-            let balance = account.map_or(0, |a| a.balance_cents);
-            let held = tx.held_cents(account_id, now).await?;
-            tx.commit().await?;
-            spendable(balance, held)
-        })
-    }
-
     /// The live holds of an account, in cents (for tests and the account's view).
     pub async fn held_cents(&self, account_id: &str) -> Result<i64> {
         let now = now_ms();
@@ -133,6 +118,8 @@ pub(crate) trait HoldTx {
     async fn held_cents(&mut self, account_id: &str, now: i64) -> Result<i64>;
     /// Releases the holds of these turns (charged, failed, or fenced out).
     async fn release_holds(&mut self, turn_ids: &[&str]) -> Result<()>;
+    /// The cents of one hold (0 when there is none).
+    async fn hold_cents(&mut self, key: &str) -> Result<i64>;
 }
 
 impl_for_connections! {
@@ -162,6 +149,14 @@ impl_for_connections! {
                 delete.build().execute(&mut *self).await?;
             }
             Ok(())
+        }
+
+        async fn hold_cents(&mut self, key: &str) -> Result<i64> {
+            Ok(sqlx::query_scalar::<_, i64>("SELECT cents FROM credit_holds WHERE turn_id = $1")
+                .bind(key)
+                .fetch_optional(&mut *self)
+                .await?
+                .unwrap_or(0))
         }
     }
 }

@@ -16,6 +16,7 @@ pub mod renewal;
 pub mod service;
 pub mod stripe;
 pub mod top_ups;
+pub mod windows;
 
 use std::time::Duration;
 

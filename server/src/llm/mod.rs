@@ -36,6 +36,7 @@ mod record;
 mod spans;
 mod sse;
 mod turn_meter;
+mod writer;
 
 use std::{
     collections::HashMap,
@@ -65,7 +66,8 @@ pub use turn_meter::{TurnCall, TurnLimits, TurnMeter, TurnSlot, TurnTotals, turn
 
 use crate::{
     billing::{
-        holds::{DEFAULT_MAX_OUTPUT_TOKENS, MeteredCall, estimate_cents},
+        holds::{DEFAULT_MAX_OUTPUT_TOKENS, estimate_cents},
+        windows::{Admitted, CreditWindows},
         metering::{ModelPrice, PriceBook},
     },
     ids::new_sortable_id,
@@ -171,9 +173,11 @@ struct Inner {
     config: GatewayConfig,
     client: reqwest::Client,
     tokens: AgentTokens,
-    store: Store,
     prices: PriceBook,
-    telemetry: Arc<Telemetry>,
+    /// Admits managed calls against the accounts' credits, in memory.
+    windows: CreditWindows,
+    /// Stores and charges finished calls, in batches.
+    writer: writer::CallWriter,
     /// Each agent's calls in flight (the per-agent cap).
     in_flight: Mutex<HashMap<String, Arc<Semaphore>>>,
 }
@@ -189,22 +193,52 @@ const RETURNED: [&str; 5] = ["content-type", "retry-after", "x-request-id", "req
 
 impl ModelGateway {
     /// A gateway for the agents holding `tokens`, metering into `store` at `prices` and
-    /// recording spans into `telemetry`.
+    /// recording spans into `telemetry`, on replica `replica` (its credit windows are its
+    /// own). It tends its credit windows every second for as long as it lives.
     pub fn new(
         config: GatewayConfig,
         tokens: AgentTokens,
         store: Store,
         prices: PriceBook,
         telemetry: Arc<Telemetry>,
+        replica: &str,
     ) -> Self {
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .pool_max_idle_per_host(256)
             .build()
             .unwrap_or_default();
-        Self {
-            inner: Arc::new(Inner { config, client, tokens, store, prices, telemetry, in_flight: Mutex::default() }),
-        }
+        let windows = CreditWindows::new(store.clone(), replica, config.hold_ttl);
+        let writer = writer::CallWriter::start(store, telemetry);
+        let gateway =
+            Self { inner: Arc::new(Inner { config, client, tokens, prices, windows, writer, in_flight: Mutex::default() }) };
+        let tended = Arc::downgrade(&gateway.inner);
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(Duration::from_secs(1));
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                let Some(inner) = tended.upgrade() else { break };
+                inner.windows.tend().await;
+            }
+        });
+        gateway
+    }
+
+    /// Deletes the credit windows the replica before this one left in the store.
+    pub async fn forget_predecessor(&self, predecessor: &str) -> crate::Result<()> {
+        self.inner.windows.forget_predecessor(predecessor).await
+    }
+
+    /// 402 `insufficient_credits` unless a managed call of `account_id` could be admitted
+    /// now: a turn whose calls will be metered asks before it starts.
+    pub async fn check_credits(&self, account_id: &str) -> crate::Result<()> {
+        self.inner.windows.check(account_id).await
+    }
+
+    /// Waits until every finished call is stored and charged (a graceful stop).
+    pub async fn flush(&self) {
+        self.inner.writer.flush().await;
     }
 
     /// The routes, under [`PREFIX`].
@@ -306,6 +340,20 @@ impl ModelGateway {
                 };
                 Ok(Route { url, key: Some(key) })
             }
+        }
+    }
+
+    /// Admits a managed call that may cost `estimate` cents against its account's credits.
+    /// Calls answered but not yet written still count: before answering 402 the gateway
+    /// waits for them to be charged (a few milliseconds) and asks again, so an agent
+    /// calling one call after another is never refused for its own last call.
+    async fn admit(&self, account_id: &str, estimate: i64) -> Result<Admitted, ApiError> {
+        match self.inner.windows.admit(account_id, estimate).await {
+            Err(crate::Error::Api(err)) if err.reason() == ErrorReason::InsufficientCredits => {
+                self.inner.writer.flush().await;
+                self.inner.windows.admit(account_id, estimate).await.map_err(|e| e.to_api())
+            }
+            admitted => admitted.map_err(|e| e.to_api()),
         }
     }
 
@@ -433,21 +481,12 @@ impl ModelGateway {
             ));
         }
         let id = new_sortable_id("call");
-        let held = charged && price.is_some_and(ModelPrice::is_paid);
-        if let (true, Some(price)) = (held, price) {
-            let ttl = i64::try_from(self.inner.config.hold_ttl.as_millis()).unwrap_or(i64::MAX);
-            self.inner
-                .store
-                .admit_metered_call(&MeteredCall {
-                    account_id: &agent.account_id,
-                    instance_id: &agent.instance_id,
-                    turn_id: &id,
-                    estimate_cents: estimate_cents(price, forwarded.len(), max_output),
-                    expires_at: now_ms().saturating_add(ttl),
-                })
-                .await
-                .map_err(|e| e.to_api())?;
-        }
+        let admitted = match price {
+            Some(price) if charged && price.is_paid() => {
+                Some(self.admit(&agent.account_id, estimate_cents(price, forwarded.len(), max_output)).await?)
+            }
+            _ => None,
+        };
         let mut call = PendingCall::new(
             turn,
             Pending {
@@ -458,7 +497,7 @@ impl ModelGateway {
                 model,
                 price,
                 charged,
-                held,
+                admitted,
                 stream,
                 request,
                 started_at: now_ms(),
@@ -497,12 +536,12 @@ impl ModelGateway {
             Ok(Ok(answer)) => answer,
             Ok(Err(err)) => {
                 let why = format!("the model upstream is unreachable: {}", error_chain(err));
-                call.finish(Outcome::Failed(why.clone())).await;
+                call.finish(Outcome::Failed(why.clone()));
                 return Err(upstream_failed(why));
             }
             Err(_) => {
                 let why = format!("the model upstream did not answer within {} s", timeout.as_secs());
-                call.finish(Outcome::Failed(why.clone())).await;
+                call.finish(Outcome::Failed(why.clone()));
                 return Err(upstream_failed(why));
             }
         };
@@ -513,12 +552,12 @@ impl ModelGateway {
             let body = match tokio::time::timeout(timeout, read_capped(answer)).await {
                 Ok(Ok(body)) => body,
                 Ok(Err(why)) => {
-                    call.finish(Outcome::Failed(why.clone())).await;
+                    call.finish(Outcome::Failed(why.clone()));
                     return Err(upstream_failed(why));
                 }
                 Err(_) => {
                     let why = format!("the model upstream did not finish its answer within {} s", timeout.as_secs());
-                    call.finish(Outcome::Failed(why.clone())).await;
+                    call.finish(Outcome::Failed(why.clone()));
                     return Err(upstream_failed(why));
                 }
             };
@@ -534,7 +573,7 @@ impl ModelGateway {
             } else {
                 Outcome::Failed(upstream_error(status, &body))
             };
-            call.finish(outcome).await;
+            call.finish(outcome);
             return Ok(respond(status, returned, Body::from(body)));
         }
         let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(STREAM_BUFFER);
@@ -606,7 +645,7 @@ async fn relay(
     if let Outcome::Failed(why) = &outcome {
         let _ = tx.send(Err(std::io::Error::other(why.clone()))).await;
     }
-    call.finish(outcome).await;
+    call.finish(outcome);
 }
 
 /// How a call ended.
@@ -628,7 +667,7 @@ struct Pending {
     model: String,
     price: Option<ModelPrice>,
     charged: bool,
-    held: bool,
+    admitted: Option<Admitted>,
     stream: bool,
     request: Value,
     started_at: i64,
@@ -657,11 +696,10 @@ impl PendingCall {
         self.state.as_mut().expect("a pending call's state is there until it settles")
     }
 
-    /// Settles the call; returns once it is stored and charged.
-    async fn finish(mut self, outcome: Outcome) {
+    /// Settles the call: it is queued for the writer, which stores and charges it.
+    fn finish(mut self, outcome: Outcome) {
         if let Some(state) = self.state.take() {
-            let turn = self.turn.take();
-            let _ = tokio::spawn(settle(*state, turn, outcome)).await;
+            settle(*state, self.turn.take(), outcome);
         }
     }
 }
@@ -669,28 +707,25 @@ impl PendingCall {
 impl Drop for PendingCall {
     fn drop(&mut self) {
         if let Some(state) = self.state.take() {
-            let turn = self.turn.take();
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                runtime.spawn(settle(*state, turn, Outcome::Cancelled));
-            }
+            settle(*state, self.turn.take(), Outcome::Cancelled);
         }
     }
 }
 
-/// Stores, charges and traces a finished call (retrying a store that is away a few times:
-/// a charge is money). It returns once the call is charged; its span follows.
-async fn settle(state: Pending, turn: Option<TurnCall>, outcome: Outcome) {
-    let gateway = state.gateway.clone();
-    let usage = state.answer.usage.unwrap_or_default();
-    let response_model = state.answer.model.clone().unwrap_or_default();
+/// Prices a finished call and queues it for the writer ([`writer`]), which stores it,
+/// charges it, settles its credits and turn, and writes its span.
+fn settle(state: Pending, turn: Option<TurnCall>, outcome: Outcome) {
+    let Pending { gateway, id, api, agent, model, price, charged, admitted, stream, request, answer, .. } = state;
+    let usage = answer.usage.unwrap_or_default();
+    let response_model = answer.model.clone().unwrap_or_default();
     // The model that answered prices the call when the book knows it (roost made the call,
     // so its report is roost's own); else the one asked for.
-    let price = gateway.prices.metered_price(&response_model).filter(|_| !response_model.is_empty()).or(state.price);
+    let price = gateway.prices.metered_price(&response_model).filter(|_| !response_model.is_empty()).or(price);
     let cost = price.map_or(0, |p| {
         p.cost(usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens)
     });
     let (status, error) = match &outcome {
-        Outcome::Completed => match &state.answer.error {
+        Outcome::Completed => match &answer.error {
             Some(error) => ("failed", error.clone()),
             None => ("completed", String::new()),
         },
@@ -698,76 +733,36 @@ async fn settle(state: Pending, turn: Option<TurnCall>, outcome: Outcome) {
         Outcome::Cancelled => ("cancelled", "the agent hung up before the answer was complete".to_owned()),
     };
     let record = CallRecord {
-        id: state.id.clone(),
-        account_id: state.agent.account_id.clone(),
-        instance_id: state.agent.instance_id.clone(),
+        id,
+        account_id: agent.account_id.clone(),
+        instance_id: agent.instance_id.clone(),
         turn_id: turn.as_ref().map(|t| t.meter().turn_id.clone()).unwrap_or_default(),
-        api: state.api.provider(),
-        model_mode: state.agent.model_mode.as_str(),
-        request_model: state.model.clone(),
+        api: api.provider(),
+        model_mode: agent.model_mode.as_str(),
+        request_model: model,
         response_model,
         status,
         http_status: state.http_status,
-        streamed: state.stream,
+        streamed: stream,
         input_tokens: usage.input_tokens,
         output_tokens: usage.output_tokens,
         cache_read_tokens: usage.cache_read_tokens,
         cache_write_tokens: usage.cache_write_tokens,
         cost_nanocents: cost,
-        charged: state.charged,
-        held: state.held,
+        charged,
         started_at: state.started_at,
         duration_ms: state.clock.elapsed().as_millis() as i64,
         first_chunk_ms: state.first_chunk_ms,
         error,
     };
-    let mut charged = gateway.store.record_model_call(&record).await;
-    for delay in [100, 500, 2000] {
-        match &charged {
-            Err(err) if err.is_unavailable() => {
-                tokio::time::sleep(Duration::from_millis(delay)).await;
-                charged = gateway.store.record_model_call(&record).await;
-            }
-            _ => break,
-        }
-    }
-    let charged_cents = match charged {
-        Ok(cents) => cents,
-        Err(err) => {
-            tracing::error!(call = %record.id, instance = %record.instance_id, account = %record.account_id,
-                cost_nanocents = record.cost_nanocents, error = %err,
-                "a model call could not be recorded: it is not charged, and its hold lapses at its expiry");
-            0
-        }
-    };
-    let place = match &turn {
-        Some(turn) => spans::Placement { trace_id: turn.meter().trace_id, parent: Some(turn.meter().span_id) },
-        None => spans::Placement { trace_id: spans::random_trace_id(), parent: None },
-    };
-    if let Some(turn) = turn {
-        turn.settle(TurnTotals {
-            calls: 1,
-            input_tokens: record.input_tokens,
-            output_tokens: record.output_tokens,
-            cost_nanocents: record.cost_nanocents,
-            charged_cents,
-        });
-    }
-    let span = spans::call_span(
-        &record,
-        &state.agent.runtime_id,
-        &place,
-        state.api,
-        &state.request,
-        &state.answer,
-        charged_cents,
-    );
-    drop(state);
-    // The span is written on its own: the agent's answer waits for the charge, not for it.
-    tokio::spawn(async move {
-        if let Err(err) = gateway.telemetry.export_traces(span, Some(record.instance_id.clone())).await {
-            warn!(call = %record.id, error = %err.message(), "a model call's span could not be stored");
-        }
+    gateway.writer.write(writer::Finished {
+        record,
+        admitted,
+        turn,
+        runtime_id: agent.runtime_id.clone(),
+        api,
+        request,
+        answer,
     });
 }
 

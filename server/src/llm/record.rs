@@ -1,11 +1,12 @@
-//! A model call's row and its charge: one transaction that stores the call, charges a
-//! managed call's cost (whole cents now, the fraction carried, as for turns: see
-//! [`crate::billing::metering::settle`]) with a usage ledger row naming the call, and
-//! releases the credits held for it ([`crate::billing::holds`]).
+//! Model calls' rows and their charges: one transaction stores a batch of finished calls
+//! and charges each managed call's cost (whole cents now, the fraction carried, as for
+//! turns: see [`crate::billing::metering::settle`]) with a usage ledger row naming the
+//! call. The credits admitted for them are windows in memory
+//! ([`crate::billing::windows`]), settled by the writer once this commits.
 
 use crate::{
     Result,
-    billing::{ChargeKind, LedgerEntry, MoneyTx as _, holds::HoldTx as _},
+    billing::{ChargeKind, LedgerEntry, MoneyTx as _},
     store::{BeginWrite, Store, on_writer},
 };
 
@@ -47,8 +48,6 @@ pub struct CallRecord {
     pub cost_nanocents: i64,
     /// Whether the account pays for it (a managed call).
     pub charged: bool,
-    /// Whether credits were held for it.
-    pub held: bool,
     /// Start (Unix ms).
     pub started_at: i64,
     /// Duration.
@@ -60,11 +59,13 @@ pub struct CallRecord {
 }
 
 impl Store {
-    /// Stores a finished call, charges it when it is paid for, and releases its hold; the
-    /// cents charged.
-    pub async fn record_model_call(&self, call: &CallRecord) -> Result<i64> {
+    /// Stores finished calls in one transaction, charging each one that is paid for; the
+    /// cents charged for each.
+    pub async fn record_model_calls(&self, calls: &[&CallRecord]) -> Result<Vec<i64>> {
         on_writer!(self, |pool| {
             let mut tx = pool.begin_write().await?;
+            let mut charged = Vec::with_capacity(calls.len());
+            for call in calls {
             let cents = if call.charged && call.cost_nanocents > 0 {
                 let model = if call.response_model.is_empty() { &call.request_model } else { &call.response_model };
                 let turn = if call.turn_id.is_empty() { String::new() } else { format!(" (turn {})", call.turn_id) };
@@ -115,11 +116,10 @@ impl Store {
             .bind(&call.error)
             .execute(&mut *tx)
             .await?;
-            if call.held {
-                tx.release_holds(&[call.id.as_str()]).await?;
+            charged.push(cents);
             }
             tx.commit().await?;
-            Ok(cents)
+            Ok(charged)
         })
     }
 }
