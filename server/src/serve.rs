@@ -100,7 +100,8 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         config.hosting.prices.clone(),
         telemetry.clone(),
         &replica.id,
-    );
+    )
+    .context("building the model gateway's HTTP client")?;
     models.forget_predecessor(&replica.predecessor).await.context("releasing the last run's credit windows")?;
     let replica_id = replica.id.clone();
     let hosting = Hosting::new(

@@ -77,6 +77,39 @@ pub const FAIL_PROMPT: &str = "fail";
 /// The one model `GET /v1/models` lists.
 pub const LISTED_MODEL: &str = "gpt-4o-mini";
 
+fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/models", get(models))
+        .route("/v1/messages", post(messages))
+        .with_state(shared)
+}
+
+/// A TCP listener whose connections are TLS, handshaken before they are served.
+struct TlsListener {
+    tcp: TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Ok((stream, addr)) = self.tcp.accept().await else { continue };
+            // A client that refuses the certificate ends its handshake: wait for the next.
+            if let Ok(tls) = self.acceptor.accept(stream).await {
+                return (tls, addr);
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.tcp.local_addr()
+    }
+}
+
 /// One request the fake received.
 #[derive(Debug, Clone)]
 pub struct Received {
@@ -122,6 +155,8 @@ impl Shared {
 pub struct FakeModels {
     /// Where it listens (loopback).
     pub addr: SocketAddr,
+    /// `http://127.0.0.1:PORT`, or `https://localhost:PORT` over TLS.
+    origin: String,
     shared: Arc<Shared>,
     task: JoinHandle<()>,
 }
@@ -130,28 +165,47 @@ impl FakeModels {
     /// Starts it on `127.0.0.1:0`.
     pub async fn start() -> Self {
         let shared = Arc::new(Shared::default());
-        let app = Router::new()
-            .route("/v1/chat/completions", post(chat_completions))
-            .route("/v1/models", get(models))
-            .route("/v1/messages", post(messages))
-            .with_state(shared.clone());
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the fake models listener");
         let addr = listener.local_addr().expect("local addr");
+        let app = router(shared.clone());
         let task = tokio::spawn(async move {
             axum::serve(listener, app).await.expect("fake models server");
         });
-        Self { addr, shared, task }
+        Self { addr, origin: format!("http://{addr}"), shared, task }
+    }
+
+    /// Starts it over HTTPS on `127.0.0.1:0`, as `localhost`, with a new self-signed
+    /// certificate; that certificate too (PEM), which a client must trust to call it.
+    pub async fn start_tls() -> (Self, String) {
+        let issued = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("a certificate");
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(issued.signing_key.serialize_der().into());
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_no_client_auth()
+            .with_single_cert(vec![issued.cert.der().clone()], key)
+            .expect("a TLS server config");
+        let shared = Arc::new(Shared::default());
+        let tcp = TcpListener::bind("127.0.0.1:0").await.expect("bind the fake models listener");
+        let addr = tcp.local_addr().expect("local addr");
+        let listener = TlsListener { tcp, acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)) };
+        let app = router(shared.clone());
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app).await.expect("fake models server");
+        });
+        let fake = Self { addr, origin: format!("https://localhost:{}", addr.port()), shared, task };
+        (fake, issued.cert.pem())
     }
 
     /// The base URL an OpenAI client takes (`OPENAI_BASE_URL`): `http://127.0.0.1:PORT/v1`.
     pub fn openai_base_url(&self) -> String {
-        format!("http://{}/v1", self.addr)
+        format!("{}/v1", self.origin)
     }
 
     /// The base URL an Anthropic client takes (`ANTHROPIC_BASE_URL`):
     /// `http://127.0.0.1:PORT` (the client appends `/v1/messages`).
     pub fn anthropic_base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.origin.clone()
     }
 
     /// Every request received so far, in order.

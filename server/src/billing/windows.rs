@@ -112,14 +112,7 @@ impl std::fmt::Debug for Admitted {
 impl CreditWindows {
     /// The windows of `replica`, whose rows lapse `ttl` after their last renewal.
     pub fn new(store: Store, replica: &str, ttl: Duration) -> Self {
-        Self {
-            inner: Arc::new(Inner {
-                store,
-                replica: replica.to_owned(),
-                ttl,
-                windows: Mutex::new(HashMap::new()),
-            }),
-        }
+        Self { inner: Arc::new(Inner { store, replica: replica.to_owned(), ttl, windows: Mutex::new(HashMap::new()) }) }
     }
 
     fn window(&self, account_id: &str) -> Arc<Window> {
@@ -344,4 +337,3 @@ impl Drop for Admitted {
         self.finish(0);
     }
 }
-

@@ -105,6 +105,10 @@ pub struct ServeArgs {
     /// `max_turn_spend_cents` in the catalogue wins.
     #[arg(long, env = "ROOST_LLM_MAX_TURN_SPEND_CENTS", default_value_t = 1000, value_parser = clap::value_parser!(i64).range(1..=1_000_000_000))]
     llm_max_turn_spend_cents: i64,
+    /// PEM file of certificate authorities to trust for HTTPS model upstreams, besides the
+    /// system's (a model server behind a private CA).
+    #[arg(long, env = "ROOST_LLM_UPSTREAM_CA_FILE", value_name = "PATH")]
+    llm_upstream_ca_file: Option<PathBuf>,
     /// Also serve on this address, for OTLP exporters' default gRPC port (e.g. 127.0.0.1:4317).
     #[arg(long, env = "ROOST_OTLP_GRPC_ADDR", value_name = "ADDR")]
     otlp_grpc_addr: Option<String>,
@@ -309,6 +313,15 @@ impl ServeArgs {
             max_calls: self.llm_max_calls_per_turn,
             max_cost_nanocents: self.llm_max_turn_spend_cents * crate::billing::metering::NANOCENTS_PER_CENT,
         };
+        if let Some(path) = &self.llm_upstream_ca_file {
+            let pem = std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+            let roots = reqwest::Certificate::from_pem_bundle(&pem)
+                .map_err(|e| format!("{}: not a PEM certificate bundle: {e}", path.display()))?;
+            if roots.is_empty() {
+                return Err(format!("{}: holds no certificate", path.display()));
+            }
+            models.upstream_roots = roots;
+        }
         hosting.telegram_api_base.clone_from(&self.telegram_api_base);
         if self.telegram_mode == "webhook" {
             let base = self.public_url.clone().filter(|u| !u.trim().is_empty());

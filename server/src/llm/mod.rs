@@ -67,8 +67,8 @@ pub use turn_meter::{TurnCall, TurnLimits, TurnMeter, TurnSlot, TurnTotals, turn
 use crate::{
     billing::{
         holds::{DEFAULT_MAX_OUTPUT_TOKENS, estimate_cents},
-        windows::{Admitted, CreditWindows},
         metering::{ModelPrice, PriceBook},
+        windows::{Admitted, CreditWindows},
     },
     ids::new_sortable_id,
     runtimes::{
@@ -145,6 +145,9 @@ pub struct GatewayConfig {
     /// What one turn may ask of models, for runtimes that set no limits of their own
     /// (`--llm-max-calls-per-turn`, `--llm-max-turn-spend-cents`).
     pub turn_limits: TurnLimits,
+    /// Certificate authorities trusted for HTTPS upstreams besides the system's
+    /// (`--llm-upstream-ca-file`: an operator's model server with a private CA).
+    pub upstream_roots: Vec<reqwest::Certificate>,
 }
 
 impl Default for GatewayConfig {
@@ -159,6 +162,7 @@ impl Default for GatewayConfig {
             upstream_timeout: Duration::from_secs(600),
             hold_ttl: Duration::from_secs(3600),
             turn_limits: TurnLimits::default(),
+            upstream_roots: Vec::new(),
         }
     }
 }
@@ -194,7 +198,11 @@ const RETURNED: [&str; 5] = ["content-type", "retry-after", "x-request-id", "req
 impl ModelGateway {
     /// A gateway for the agents holding `tokens`, metering into `store` at `prices` and
     /// recording spans into `telemetry`, on replica `replica` (its credit windows are its
-    /// own). It tends its credit windows every second for as long as it lives.
+    /// own). It tends its credit windows every second for as long as it lives. Fails when
+    /// its HTTP client cannot be built (a CA it cannot use).
+    ///
+    /// Upstreams may be `http://` or `https://`: TLS is rustls, verifying against the
+    /// system's roots (and `upstream_roots`).
     pub fn new(
         config: GatewayConfig,
         tokens: AgentTokens,
@@ -202,16 +210,17 @@ impl ModelGateway {
         prices: PriceBook,
         telemetry: Arc<Telemetry>,
         replica: &str,
-    ) -> Self {
+    ) -> Result<Self, reqwest::Error> {
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .pool_max_idle_per_host(256)
-            .build()
-            .unwrap_or_default();
+            .tls_certs_merge(config.upstream_roots.iter().cloned())
+            .build()?;
         let windows = CreditWindows::new(store.clone(), replica, config.hold_ttl);
         let writer = writer::CallWriter::start(store, telemetry);
-        let gateway =
-            Self { inner: Arc::new(Inner { config, client, tokens, prices, windows, writer, in_flight: Mutex::default() }) };
+        let gateway = Self {
+            inner: Arc::new(Inner { config, client, tokens, prices, windows, writer, in_flight: Mutex::default() }),
+        };
         let tended = Arc::downgrade(&gateway.inner);
         tokio::spawn(async move {
             let mut ticks = tokio::time::interval(Duration::from_secs(1));
@@ -222,7 +231,7 @@ impl ModelGateway {
                 inner.windows.tend().await;
             }
         });
-        gateway
+        Ok(gateway)
     }
 
     /// Deletes the credit windows the replica before this one left in the store.

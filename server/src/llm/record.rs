@@ -66,28 +66,29 @@ impl Store {
             let mut tx = pool.begin_write().await?;
             let mut charged = Vec::with_capacity(calls.len());
             for call in calls {
-            let cents = if call.charged && call.cost_nanocents > 0 {
-                let model = if call.response_model.is_empty() { &call.request_model } else { &call.response_model };
-                let turn = if call.turn_id.is_empty() { String::new() } else { format!(" (turn {})", call.turn_id) };
-                let what = format!(
-                    "model call: {} in + {} out tokens of {model}{turn}",
-                    call.input_tokens, call.output_tokens
-                );
-                let entry = LedgerEntry::new(
-                    &call.account_id,
-                    Some(&call.instance_id),
-                    ChargeKind::Usage,
-                    0,
-                    0,
-                    what,
-                    call.started_at,
-                )
-                .for_call(&call.id);
-                tx.charge_usage(call.cost_nanocents, entry).await?
-            } else {
-                0
-            };
-            sqlx::query(
+                let cents = if call.charged && call.cost_nanocents > 0 {
+                    let model = if call.response_model.is_empty() { &call.request_model } else { &call.response_model };
+                    let turn =
+                        if call.turn_id.is_empty() { String::new() } else { format!(" (turn {})", call.turn_id) };
+                    let what = format!(
+                        "model call: {} in + {} out tokens of {model}{turn}",
+                        call.input_tokens, call.output_tokens
+                    );
+                    let entry = LedgerEntry::new(
+                        &call.account_id,
+                        Some(&call.instance_id),
+                        ChargeKind::Usage,
+                        0,
+                        0,
+                        what,
+                        call.started_at,
+                    )
+                    .for_call(&call.id);
+                    tx.charge_usage(call.cost_nanocents, entry).await?
+                } else {
+                    0
+                };
+                sqlx::query(
                 "INSERT INTO model_calls (id, account_id, instance_id, turn_id, api, model_mode, request_model, \
                  response_model, status, http_status, streamed, input_tokens, output_tokens, cache_read_tokens, \
                  cache_write_tokens, cost_nanocents, charged_cents, started_at, duration_ms, first_chunk_ms, error) \
@@ -116,7 +117,7 @@ impl Store {
             .bind(&call.error)
             .execute(&mut *tx)
             .await?;
-            charged.push(cents);
+                charged.push(cents);
             }
             tx.commit().await?;
             Ok(charged)

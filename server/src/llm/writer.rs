@@ -108,7 +108,8 @@ async fn write(store: &Store, telemetry: &std::sync::Arc<Telemetry>, batch: Vec<
         Err(_) if records.len() > 1 => {
             let mut charged = Vec::with_capacity(records.len());
             for record in &records {
-                charged.push(store_with_retries(store, &[record]).await.map_or_else(|err| lost(record, &err), |c| c[0]));
+                charged
+                    .push(store_with_retries(store, &[record]).await.map_or_else(|err| lost(record, &err), |c| c[0]));
             }
             charged
         }

@@ -29,7 +29,8 @@ each_backend!(
     concurrent_calls_across_agents_never_overdraw_past_one_call,
     a_hang_up_cancels_the_upstream_and_an_agent_has_a_cap_on_calls_at_once,
     an_unreachable_upstream_fails_the_call_without_charging_or_naming_it,
-    a_turn_in_a_loop_stops_at_its_limit_on_calls_or_on_spend
+    a_turn_in_a_loop_stops_at_its_limit_on_calls_or_on_spend,
+    https_upstreams_are_verified_against_the_system_and_the_operators_roots
 );
 
 /// The operator's managed keys, which only the upstreams may see.
@@ -489,6 +490,40 @@ async fn a_turn_in_a_loop_stops_at_its_limit_on_calls_or_on_spend(backend: Backe
     // A turn within its limits is answered.
     assert_eq!(said(&api, &id, "openai").await, fake_models::REPLY);
     assert_books_balance(&server, &account).await;
+}
+
+/// An upstream over HTTPS (a model server with a private CA): with its CA trusted
+/// (`--llm-upstream-ca-file`), calls go through, streamed and not; without, the certificate
+/// is refused and the call is 503, naming neither the upstream nor its key.
+async fn https_upstreams_are_verified_against_the_system_and_the_operators_roots(backend: Backend) {
+    let (fake, ca) = FakeModels::start_tls().await;
+    assert!(fake.openai_base_url().starts_with("https://localhost:"));
+    let roots = reqwest::Certificate::from_pem_bundle(ca.as_bytes()).unwrap();
+    let server = start_gateway(backend, &fake, |config| config.hosting.models.upstream_roots = roots).await;
+    let account = server.account(10_000).await;
+    let api = server.api(Some(&account));
+    let id = agent(&api).await;
+    assert_eq!(said(&api, &id, "openai").await, fake_models::REPLY);
+    let streamed: Value = serde_json::from_str(&said(&api, &id, "openai-stream").await).unwrap();
+    assert_eq!(streamed["text"], fake_models::REPLY);
+    assert_eq!(said(&api, &id, "anthropic").await, fake_models::REPLY);
+    let received = fake.requests();
+    assert_eq!(received.len(), 3);
+    assert_eq!(received[0].authorization.as_deref(), Some(&*format!("Bearer {OPENAI_KEY}")));
+    server.stop().await.unwrap();
+
+    // The system's roots alone do not know the fake's certificate.
+    let server = start_gateway(backend, &fake, |_| {}).await;
+    let account = server.account(10_000).await;
+    let api = server.api(Some(&account));
+    let id = agent(&api).await;
+    let token = environment(&api, &id).await["OPENAI_API_KEY"].as_str().unwrap().to_owned();
+    let (status, body) = call(&server, &token, hello(MODEL)).await;
+    assert_eq!((status, body["code"].as_str()), (503, Some("unavailable")), "{body}");
+    let text = body.to_string();
+    assert!(text.to_lowercase().contains("certificate"), "{text}");
+    assert!(!text.contains(&fake.addr.port().to_string()) && !text.contains(OPENAI_KEY), "{text}");
+    assert_eq!(fake.requests().len(), 3, "nothing reached the upstream");
 }
 
 /// What the counting query `sql` answers once it answers `expected`, or after 5 s.
