@@ -122,7 +122,7 @@ impl CreditWindows {
             .or_insert_with(|| {
                 Arc::new(Window {
                     account_id: account_id.to_owned(),
-                    key: format!("win:{}:{account_id}", self.inner.replica),
+                    key: self.inner.key(account_id),
                     resize: tokio::sync::Mutex::new(()),
                     state: Mutex::new(WindowState::default()),
                 })
@@ -157,11 +157,11 @@ impl CreditWindows {
     /// 402 unless a call of `account_id` could be admitted now (a turn whose calls will be
     /// metered asks this before it starts); reserves nothing.
     pub async fn check(&self, account_id: &str) -> Result<()> {
-        let window = self.window(account_id);
-        if window.state().slack() > 0 {
+        let window = self.inner.windows.lock().unwrap_or_else(|p| p.into_inner()).get(account_id).cloned();
+        if window.as_ref().is_some_and(|w| w.state().slack() > 0) {
             return Ok(());
         }
-        let own = window.key.clone();
+        let own = self.inner.key(account_id);
         let now = now_ms();
         on_writer!(self.inner.store, |pool| {
             let mut tx = pool.begin_write().await?;
@@ -241,7 +241,7 @@ impl CreditWindows {
                 continue;
             }
             let _resizing = window.resize.lock().await;
-            if idle && window.state().calls == 0 {
+            if idle {
                 if let Err(err) = self.release(&window).await {
                     tracing::warn!(account = %window.account_id, error = %err, "a credit window could not be released");
                 }
@@ -251,9 +251,23 @@ impl CreditWindows {
         }
     }
 
-    async fn release(&self, window: &Window) -> Result<()> {
-        self.inner.windows.lock().unwrap_or_else(|p| p.into_inner()).remove(&window.account_id);
-        window.state().gone = true;
+    /// Gives an idle window's credits back (its re-size lock held): nothing can be admitted
+    /// against it once it is marked gone, so it is released only if nothing is in flight
+    /// at that moment.
+    async fn release(&self, window: &Arc<Window>) -> Result<()> {
+        {
+            let mut state = window.state();
+            if state.calls > 0 {
+                return Ok(());
+            }
+            state.gone = true;
+        }
+        {
+            let mut windows = self.inner.windows.lock().unwrap_or_else(|p| p.into_inner());
+            if windows.get(&window.account_id).is_some_and(|w| Arc::ptr_eq(w, window)) {
+                windows.remove(&window.account_id);
+            }
+        }
         let key = window.key.as_str();
         on_writer!(self.inner.store, |pool| {
             let mut tx = pool.begin_write().await?;
@@ -291,6 +305,13 @@ impl CreditWindows {
                 .map(|done| done.rows_affected())
         })?;
         Ok(())
+    }
+}
+
+impl Inner {
+    /// The key of this replica's window row for an account.
+    fn key(&self, account_id: &str) -> String {
+        format!("win:{}:{account_id}", self.replica)
     }
 }
 
