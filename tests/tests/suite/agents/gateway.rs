@@ -30,7 +30,8 @@ each_backend!(
     a_hang_up_cancels_the_upstream_and_an_agent_has_a_cap_on_calls_at_once,
     an_unreachable_upstream_fails_the_call_without_charging_or_naming_it,
     a_turn_in_a_loop_stops_at_its_limit_on_calls_or_on_spend,
-    https_upstreams_are_verified_against_the_system_and_the_operators_roots
+    https_upstreams_are_verified_against_the_system_and_the_operators_roots,
+    the_guard_counts_calls_made_between_turns
 );
 
 /// The operator's managed keys, which only the upstreams may see.
@@ -524,6 +525,36 @@ async fn https_upstreams_are_verified_against_the_system_and_the_operators_roots
     assert!(text.to_lowercase().contains("certificate"), "{text}");
     assert!(!text.contains(&fake.addr.port().to_string()) && !text.contains(OPENAI_KEY), "{text}");
     assert_eq!(fake.requests().len(), 3, "nothing reached the upstream");
+}
+
+/// An agent's guard policies count its model calls between turns too (heartbeats,
+/// background jobs): a `spend_per_day` policy pauses an agent whose background calls spent
+/// past its limit, and the paused agent's token no longer reaches the gateway.
+async fn the_guard_counts_calls_made_between_turns(backend: Backend) {
+    let fake = FakeModels::start().await;
+    let server =
+        start_gateway(backend, &fake, |config| config.guard_every = std::time::Duration::from_millis(100)).await;
+    let account = server.account(10_000).await;
+    let api = server.api(Some(&account));
+    let id = agent(&api).await;
+    let token = environment(&api, &id).await["OPENAI_API_KEY"].as_str().unwrap().to_owned();
+    // 10 cents a day; one OpenAI call costs 32.5 here.
+    let dashboard = api_dashboard(&server);
+    dashboard.post("/api/guard", json!({"kind": "spend_per_day", "limit": 0.1, "instance_id": id})).await.ok();
+
+    assert_eq!(call(&server, &token, hello(MODEL)).await.0, 200);
+    api.wait_status(&id, "paused").await;
+    // The incident is written once the pause is done.
+    let mut incidents = Value::Null;
+    for _ in 0..100 {
+        incidents = dashboard.get("/api/guard").await.ok()["incidents"].clone();
+        if incidents[0]["detail"].is_string() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(incidents[0]["detail"].as_str().unwrap_or_default().contains("over the limit"), "{incidents}");
+    assert_eq!(call(&server, &token, hello(MODEL)).await.0, 401, "a paused agent's token is dead");
 }
 
 /// What the counting query `sql` answers once it answers `expected`, or after 5 s.
