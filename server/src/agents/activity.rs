@@ -78,7 +78,13 @@ impl Hosting {
         let row = row
             .filter(|r| r.account_id == account_id && r.destroyed_at.is_none())
             .ok_or_else(|| no_such_instance(id))?;
-        Ok(self.view(&row))
+        let mut instance = self.view(&row);
+        let workspaces = self.drivers.process.workspaces().clone();
+        let id = id.to_owned();
+        instance.workspace_bytes = tokio::task::spawn_blocking(move || workspaces.size(&id))
+            .await
+            .map_or(0, |bytes| i64::try_from(bytes).unwrap_or(i64::MAX));
+        Ok(instance)
     }
 
     /// The caller's agents, newest first.

@@ -175,6 +175,8 @@ impl InstanceRow {
             paid_through: Some(timestamp_ms(self.paid_through)),
             created_at: Some(timestamp_ms(self.created_at)),
             updated_at: Some(timestamp_ms(self.updated_at)),
+            // Measured only when the agent is read alone (`Hosting::get_instance`).
+            workspace_bytes: 0,
         }
     }
 }

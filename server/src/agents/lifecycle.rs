@@ -514,6 +514,16 @@ impl Hosting {
         if tokio::time::timeout(TURN_RECORD_WAIT, agent.turns.clone().lock_owned()).await.is_err() {
             warn!(instance = %agent.id, "a turn of a destroyed agent was still being recorded; its lease goes anyway");
         }
+        // Its workspace goes with it (its process has stopped).
+        let workspaces = self.drivers.process.workspaces().clone();
+        let gone = agent.id.clone();
+        match tokio::task::spawn_blocking(move || workspaces.remove(&gone)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => {
+                warn!(instance = %agent.id, error = %err, "a destroyed agent's workspace could not be deleted")
+            }
+            Err(err) => warn!(instance = %agent.id, error = %err, "deleting a destroyed agent's workspace failed"),
+        }
         let released = on_writer!(self.store, |pool| {
             let mut tx = pool.begin_write().await?;
             tx.delete_agent_lease(&agent.id).await?;

@@ -140,6 +140,7 @@ impl Hosting {
         let drivers = Drivers {
             process: process::ProcessDriver::new(
                 runtimes_dir,
+                crate::runtimes::workspace::Workspaces::new(data_dir.join("agents")),
                 otlp,
                 config.boot_timeout,
                 ChildRecords::new(store.clone(), data_dir)?,

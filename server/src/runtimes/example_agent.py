@@ -10,7 +10,8 @@ roost starts it with the agent's settings in the environment and talks to it ove
                        "model": "..."}
 
 Environment: PORT, AGENT_BRIEF, MODEL_MODE (managed|byok), MODEL, ROOST_INSTANCE_ID,
-OTEL_EXPORTER_OTLP_ENDPOINT and _HEADERS, and roost's model gateway as the OpenAI and
+ROOST_WORKSPACE (also HOME and the working directory: the agent's own files, kept until
+it is destroyed), OTEL_EXPORTER_OTLP_ENDPOINT and _HEADERS, and roost's model gateway as the OpenAI and
 Anthropic SDKs read it: OPENAI_BASE_URL, OPENAI_API_KEY, ANTHROPIC_BASE_URL,
 ANTHROPIC_API_KEY. The agent's own provider key and bot token stay in roost.
 
@@ -27,6 +28,8 @@ handling by hand and in its tests:
                       over OTLP/JSON to roost with this process's own credentials
                       (OTEL_EXPORTER_OTLP_HEADERS), then reply with the status roost gave
   spend:<usd>         report a model call that cost <usd> the same way
+  keep <name> <text>  write <text> to the file <name> in the workspace
+  recall <name>       reply with what the workspace's file <name> holds
   model <text>        ask the model (through roost's model gateway, OpenAI-style) and
                       reply with its answer, or with the gateway's error
 
@@ -72,6 +75,9 @@ def settings():
         "gateway_token_set": os.environ.get("OPENAI_API_KEY", "").startswith("rat_")
         and os.environ.get("ANTHROPIC_API_KEY") == os.environ.get("OPENAI_API_KEY"),
         "instance_id": os.environ.get("ROOST_INSTANCE_ID", ""),
+        "workspace": os.environ.get("ROOST_WORKSPACE", ""),
+        "home": os.environ.get("HOME", ""),
+        "cwd": os.getcwd(),
         "pid": os.getpid(),
     }
 
@@ -143,6 +149,19 @@ def answer(text):
         return "[%s] reported spend: %d" % (BRIEF, status)
     if text == "env":
         return json.dumps(settings(), sort_keys=True)
+    if text.startswith("keep "):
+        # A file in the working directory (the agent's workspace).
+        name, _, content = text[len("keep "):].partition(" ")
+        with open(os.path.basename(name), "w") as out:
+            out.write(content)
+        return "[%s] kept %s" % (BRIEF, name)
+    if text.startswith("recall "):
+        name = os.path.basename(text[len("recall "):])
+        try:
+            with open(name) as kept:
+                return "[%s] %s" % (BRIEF, kept.read())
+        except FileNotFoundError:
+            return "[%s] no %s" % (BRIEF, name)
     if text == "stats":
         with lock:
             return json.dumps({"order": order, "peak_concurrency": peak}, sort_keys=True)

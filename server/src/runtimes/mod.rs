@@ -15,6 +15,7 @@ pub mod procfs;
 mod slots;
 mod spawner;
 pub mod tokens;
+pub mod workspace;
 
 use std::sync::Arc;
 

@@ -16,6 +16,9 @@
 //!   parent-death signal, and recorded in the store until they end, so a roost killed with
 //!   SIGKILL reaps any survivor at its next start ([`super::orphans`]).
 //!
+//! Each agent works in its own workspace ([`super::workspace`]): its `HOME`, working
+//! directory and `ROOST_WORKSPACE`, kept until the agent is destroyed.
+//!
 //! The child inherits roost's environment minus roost's own settings (`ROOST_*`,
 //! `SERVICE_API_TOKENS`) and any provider key roost itself was given (`OPENAI_*`,
 //! `ANTHROPIC_*`): an agent must not see the database URL, dashboard tokens or keys. Its
@@ -50,6 +53,7 @@ use super::{
     slots::{Slot, Slots},
     spawner,
     tokens::{AgentIdentity, AgentToken, AgentTokens},
+    workspace::Workspaces,
 };
 use crate::store::ChildRecord;
 
@@ -78,6 +82,7 @@ pub struct OtlpExport {
 /// Starts process machines.
 pub struct ProcessDriver {
     runtimes_dir: PathBuf,
+    workspaces: Workspaces,
     otlp: OtlpExport,
     boot_timeout: Duration,
     client: reqwest::Client,
@@ -86,12 +91,24 @@ pub struct ProcessDriver {
 }
 
 impl ProcessDriver {
-    /// A driver whose commands may use `{runtimes_dir}`, whose children send telemetry to
-    /// `otlp` and are recorded in `records`, and whose boots fail after `boot_timeout`.
-    pub fn new(runtimes_dir: PathBuf, otlp: OtlpExport, boot_timeout: Duration, records: ChildRecords) -> Self {
+    /// A driver whose commands may use `{runtimes_dir}`, whose children work in their
+    /// agents' `workspaces`, send telemetry to `otlp` and are recorded in `records`, and
+    /// whose boots fail after `boot_timeout`.
+    pub fn new(
+        runtimes_dir: PathBuf,
+        workspaces: Workspaces,
+        otlp: OtlpExport,
+        boot_timeout: Duration,
+        records: ChildRecords,
+    ) -> Self {
         // Children are on loopback: never route to them through a proxy from the environment.
         let client = reqwest::Client::builder().no_proxy().build().unwrap_or_default();
-        Self { runtimes_dir, otlp, boot_timeout, client, records, slots: Slots::default() }
+        Self { runtimes_dir, workspaces, otlp, boot_timeout, client, records, slots: Slots::default() }
+    }
+
+    /// The agents' workspaces.
+    pub fn workspaces(&self) -> &Workspaces {
+        &self.workspaces
     }
 
     /// Kills the runtime processes an earlier roost of this installation left running, so
@@ -144,7 +161,13 @@ impl ProcessDriver {
             provider_api_key: spec.provider_api_key.clone(),
             turn: spec.turn.clone(),
         });
-        cmd.envs(extra_env).envs(self.environment(spec, port, token.secret()));
+        // Its workspace: its HOME and working directory, kept until it is destroyed.
+        let workspace =
+            self.workspaces.ensure(&spec.instance_id).map_err(|e| format!("cannot make the agent's workspace: {e}"))?;
+        cmd.current_dir(&workspace);
+        cmd.envs(extra_env)
+            .envs(self.environment(spec, port, token.secret()))
+            .envs([("HOME", workspace.display().to_string()), ("ROOST_WORKSPACE", workspace.display().to_string())]);
 
         // The agent's previous process, if any, must be gone first: never two at once.
         let slot = tokio::time::timeout(self.boot_timeout, self.slots.take(&spec.instance_id))

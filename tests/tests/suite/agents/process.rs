@@ -13,7 +13,8 @@ each_backend!(
     pause_stops_the_process_and_resume_starts_another,
     a_crash_is_noticed_and_reported,
     garbage_fails_the_turn_but_not_the_agent,
-    a_runtime_that_cannot_start_fails_its_boot
+    a_runtime_that_cannot_start_fails_its_boot,
+    an_agent_keeps_its_workspace_until_it_is_destroyed
 );
 
 async fn env(api: &Api, id: &str) -> Value {
@@ -143,4 +144,57 @@ async fn a_runtime_that_cannot_start_fails_its_boot(backend: Backend) {
     assert!(failed["status_detail"].as_str().unwrap().contains("cannot start"), "{failed}");
     // A failed boot no longer counts as settling: the account can provision again.
     assert_eq!(api.post("/api/provision", json!({"runtime": "echo", "brief": "b"})).await.status, 201);
+}
+
+/// Each process agent works in its own workspace, `<data-dir>/agents/<id>/` (its HOME,
+/// working directory and ROOST_WORKSPACE, owner-only): what it writes there is there after
+/// pause and resume, a config restart and a roost restart, `GET /api/instances/{id}` shows
+/// its size, another agent does not start in it, and destroy deletes it.
+async fn an_agent_keeps_its_workspace_until_it_is_destroyed(backend: Backend) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let server = start(backend, |_| {}).await;
+    let account = server.account(1_000).await;
+    let api = server.api(Some(&account));
+    let id = api.provision("example", "keeper").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+    let settings = env(&api, &id).await;
+    let workspace = server.config.data_dir.join("agents").join(&id);
+    for key in ["workspace", "home", "cwd"] {
+        assert_eq!(settings[key], workspace.display().to_string(), "{key}");
+    }
+    assert_eq!(std::fs::metadata(&workspace).unwrap().permissions().mode() & 0o777, 0o700);
+
+    let said = |text: &'static str| {
+        let (api, id) = (api.clone(), id.clone());
+        async move { api.message(&id, text).await.ok()["reply"].as_str().unwrap().to_owned() }
+    };
+    assert_eq!(said("keep notes.md remember the tulips").await, "[keeper] kept notes.md");
+    let view = api.get(&format!("/api/instances/{id}")).await.ok();
+    assert_eq!(view["workspace_bytes"], "remember the tulips".len(), "{view}");
+
+    api.post(&format!("/api/instances/{id}/pause"), json!({})).await.ok();
+    api.post(&format!("/api/instances/{id}/resume"), json!({})).await.ok();
+    api.wait_status(&id, "running").await;
+    assert_eq!(said("recall notes.md").await, "[keeper] remember the tulips", "after pause and resume");
+    api.post(&format!("/api/instances/{id}/config"), json!({"agent_brief": "keeper"})).await.ok();
+    api.wait_status(&id, "running").await;
+    assert_eq!(said("recall notes.md").await, "[keeper] remember the tulips", "after a config restart");
+
+    // Another agent has a workspace of its own.
+    let other = api.provision("example", "other").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&other, "running").await;
+    assert_eq!(api.message(&other, "recall notes.md").await.ok()["reply"], "[other] no notes.md");
+
+    let server = server.restart().await;
+    let api = server.api(Some(&account));
+    api.wait_status(&id, "running").await;
+    assert_eq!(
+        api.message(&id, "recall notes.md").await.ok()["reply"],
+        "[keeper] remember the tulips",
+        "after a restart"
+    );
+
+    api.post(&format!("/api/instances/{id}/destroy"), json!({})).await.ok();
+    assert!(!workspace.exists(), "destroy deletes the workspace");
+    assert!(server.config.data_dir.join("agents").join(&other).exists(), "and only that one");
 }
