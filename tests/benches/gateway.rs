@@ -4,7 +4,7 @@
 //! `cargo bench -p roost-tests --bench gateway` starts the real server (release build,
 //! SQLite unless ROOST_BENCH_BACKEND=postgres) with the fake OpenAI upstream of the test
 //! crate, provisions hosted agents of the `gateway` process runtime (the senders venv's
-//! Python; `bash .ci/run` builds it), and takes their gateway tokens. Then, in one run and
+//! Python; `scripts/test --setup-only` builds it), and takes their gateway tokens. Then, in one run and
 //! with metering and span recording on (a priced model, credits held and charged per call,
 //! a span per call), it times the same Chat Completions request sent to the fake upstream
 //! directly and through roost's gateway:
@@ -66,7 +66,7 @@ async fn run() {
     let venv = tools::venv(
         "senders-venv",
         &senders.join("python/requirements.txt"),
-        "run the senders install step: `bash .ci/run` does it, or the commands in tests/senders/README.md",
+        "run `scripts/test --setup-only` (it builds the venv), or the commands in tests/senders/README.md",
     );
     let catalogue = format!(
         "[[runtime]]\nid = \"gateway\"\ndriver = \"process\"\nprice_cents_month = 0\nincluded_model = true\n\

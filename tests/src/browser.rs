@@ -3,7 +3,7 @@
 //!
 //! Each [`Browser`] starts its own chromedriver on a free port with a fresh profile, so
 //! tests run in parallel without sharing cookies; dropping it ends the session and kills
-//! chromedriver (which ends Chromium). `.ci/run` installs `chromium` and
+//! chromedriver (which ends Chromium). `scripts/test` installs `chromium` and
 //! `chromium-driver` when they are missing; a machine without them fails these tests with
 //! a message saying so (set `ROOST_SKIP_BROWSER=1` to skip them locally).
 
@@ -42,7 +42,7 @@ impl Browser {
         assert!(
             Path::new(CHROMEDRIVER).exists() && Path::new(CHROMIUM).exists(),
             "browser tests need Debian's chromium and chromium-driver (apt-get install chromium chromium-driver; \
-             .ci/run does this), or ROOST_SKIP_BROWSER=1 to skip them"
+             scripts/test --setup-only does this), or ROOST_SKIP_BROWSER=1 to skip them"
         );
         // Two TLS providers are compiled in (see tests/Cargo.toml): choose one.
         let _ = rustls::crypto::ring::default_provider().install_default();

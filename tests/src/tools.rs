@@ -1,4 +1,4 @@
-//! Tools the tests run that `.ci/run` installs under `target/` (Python venvs built from a
+//! Tools the tests run that `scripts/test` installs (linked under `target/`) (Python venvs built from a
 //! pinned requirements file, Node modules from a lock file). Each install writes the hash
 //! of the file it installed from as a stamp; a test checks the stamp, so a missing or stale
 //! install fails with the command that fixes it instead of a confusing import error.

@@ -66,7 +66,7 @@ async fn start_gateway(
     let venv = tools::venv(
         "senders-venv",
         &senders.join("python/requirements.txt"),
-        "run the senders install step: `bash .ci/run` does it, or the commands in tests/senders/README.md",
+        "run `scripts/test --setup-only` (it builds the venv), or the commands in tests/senders/README.md",
     );
     let command = format!(
         "command = [{:?}, {:?}]",

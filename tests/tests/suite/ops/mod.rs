@@ -1,7 +1,7 @@
 //! Operations: `GET /metrics` read by Prometheus' own parsers, and the REST API fuzzed by
 //! schemathesis from `GET /openapi.json`.
 //!
-//! Both tools come from the Python venv target/ops-venv, which `.ci/run` builds from
+//! Both tools come from the Python venv target/ops-venv, which `scripts/test` builds from
 //! tests/ops/requirements.txt; without it these tests fail, and say so.
 
 mod metrics;
@@ -11,9 +11,7 @@ use std::path::{Path, PathBuf};
 
 use roost_tests::tools;
 
-const INSTALL_HINT: &str = "run `bash .ci/run` (its ops step), or: python3.11 -m venv target/ops-venv && \
-                            target/ops-venv/bin/pip install -r tests/ops/requirements.txt && sha256sum \
-                            tests/ops/requirements.txt | cut -d' ' -f1 > target/ops-venv/.requirements.sha256";
+const INSTALL_HINT: &str = "run `scripts/test --setup-only` (it builds the venv once per requirements hash)";
 
 /// tests/ops.
 fn ops_dir() -> PathBuf {

@@ -5,7 +5,7 @@
 //! `/api/usage`. tests/senders/CAPTURED.md says what each library sends.
 //!
 //! The Python venv (target/senders-venv) and tests/senders/node/node_modules come from
-//! `.ci/run`'s install step (tests/senders/README.md); without them these tests fail, and
+//! `scripts/test`'s set-up (tests/senders/README.md); without them these tests fail, and
 //! say so.
 
 mod agents;
@@ -29,8 +29,8 @@ pub fn senders_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("senders")
 }
 
-const INSTALL_HINT: &str = "run the senders install step: `bash .ci/run` does it, or the two commands in \
-                            tests/senders/README.md";
+const INSTALL_HINT: &str = "run `scripts/test --setup-only` (it builds the venv and the Node modules), or \
+                            the commands in tests/senders/README.md";
 
 /// The program that runs a driver.
 #[derive(Debug, Clone, Copy)]
