@@ -24,10 +24,12 @@
 //!   under the running turn's trace ([`TurnSlot`]) or in a trace of its own between turns.
 //! - **Limits:** a request body cap (413), a per-agent cap on calls at once (429 with
 //!   `Retry-After`), a per-turn cap on calls and on spend (429 `turn_limit`, and the turn
-//!   fails saying so: [`TurnLimits`]), an upstream timeout (to the answer's headers, then between streamed
-//!   chunks); upstream errors pass through with their status and body. A client that
-//!   hangs up cancels the upstream call; whatever usage the upstream had reported by then
-//!   is still charged.
+//!   fails saying so: [`TurnLimits`]), an upstream timeout (to the answer's headers,
+//!   then between streamed chunks); upstream errors pass through with their status and
+//!   body. A client that hangs up cancels the upstream call; whatever usage the upstream
+//!   had reported by then is still charged.
+//! - **Recording:** the answer goes out first; [`writer`] stores and charges finished
+//!   calls in batches, admission is in memory ([`crate::billing::windows`]).
 
 mod answer;
 mod anthropic;
