@@ -115,15 +115,15 @@ async fn run() {
         let (mut g, ge) = closed_loop(&client, &gateway, callers, seconds).await;
         compare(&format!("non-streamed, {callers} callers"), &mut d, Some(de), &mut g, Some(ge));
     }
-    let mut d = open_loop(&client, &direct, rate, seconds).await;
-    let mut g = open_loop(&client, &gateway, rate, seconds).await;
+    let mut d = at_rate(&client, &direct, rate, seconds, false).await;
+    let mut g = at_rate(&client, &gateway, rate, seconds, false).await;
     compare(&format!("non-streamed, {rate} calls/s"), &mut d, None, &mut g, None);
 
     let mut d = first_chunks(&client, &direct[0], seconds).await;
     let mut g = first_chunks(&client, &gateway[0], seconds).await;
     compare("streamed, time to first chunk, 1 caller", &mut d, None, &mut g, None);
-    let mut d = first_chunks_at(&client, &direct, rate, seconds).await;
-    let mut g = first_chunks_at(&client, &gateway, rate, seconds).await;
+    let mut d = at_rate(&client, &direct, rate, seconds, true).await;
+    let mut g = at_rate(&client, &gateway, rate, seconds, true).await;
     compare(&format!("streamed, time to first chunk, {rate} calls/s"), &mut d, None, &mut g, None);
 
     held_streams(&client, &fake, &gateway, streams).await;
@@ -181,9 +181,10 @@ async fn closed_loop(
     (samples, elapsed)
 }
 
-/// A call every `1/rate` s for `seconds`, each on its own task; every call's time.
-async fn open_loop(client: &reqwest::Client, targets: &[Target], rate: u64, seconds: u64) -> Vec<Duration> {
-    let body = Arc::new(request(false));
+/// A call every `1/rate` s for `seconds`, each on its own task: every call's time, or the
+/// time to its first chunk when `stream` (the rest is read all the same).
+async fn at_rate(client: &reqwest::Client, targets: &[Target], rate: u64, seconds: u64, stream: bool) -> Vec<Duration> {
+    let body = Arc::new(request(stream));
     let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / rate as f64));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     let mut calls = Vec::new();
@@ -192,8 +193,11 @@ async fn open_loop(client: &reqwest::Client, targets: &[Target], rate: u64, seco
         let (client, body, target) = (client.clone(), body.clone(), targets[i % targets.len()].clone());
         calls.push(tokio::spawn(async move {
             let started = Instant::now();
-            call(&client, &target, &body).await.bytes().await.unwrap();
-            started.elapsed()
+            let mut response = call(&client, &target, &body).await;
+            response.chunk().await.unwrap();
+            let first = started.elapsed();
+            while response.chunk().await.unwrap().is_some() {}
+            if stream { first } else { started.elapsed() }
         }));
     }
     let mut samples = Vec::with_capacity(calls.len());
@@ -215,32 +219,6 @@ async fn first_chunks(client: &reqwest::Client, target: &Target, seconds: u64) -
         samples.push(started.elapsed());
         assert!(first.is_some_and(|c| c.starts_with(b"data: ")));
         while response.chunk().await.unwrap().is_some() {}
-    }
-    samples
-}
-
-/// A streamed call every `1/rate` s for `seconds`, each on its own task: the time to each
-/// one's first chunk.
-async fn first_chunks_at(client: &reqwest::Client, targets: &[Target], rate: u64, seconds: u64) -> Vec<Duration> {
-    let body = Arc::new(request(true));
-    let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / rate as f64));
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let mut calls = Vec::new();
-    for i in 0..(rate * seconds) as usize {
-        ticks.tick().await;
-        let (client, body, target) = (client.clone(), body.clone(), targets[i % targets.len()].clone());
-        calls.push(tokio::spawn(async move {
-            let started = Instant::now();
-            let mut response = call(&client, &target, &body).await;
-            response.chunk().await.unwrap();
-            let first = started.elapsed();
-            while response.chunk().await.unwrap().is_some() {}
-            first
-        }));
-    }
-    let mut samples = Vec::with_capacity(calls.len());
-    for one in calls {
-        samples.push(one.await.unwrap());
     }
     samples
 }

@@ -47,14 +47,7 @@ impl AssistantDriver {
         Arc::new(AssistantMachine {
             store: self.store.clone(),
             models: self.models.clone(),
-            agent: Arc::new(AgentIdentity {
-                instance_id: spec.instance_id.clone(),
-                account_id: spec.account_id.clone(),
-                runtime_id: spec.runtime.id.clone(),
-                model_mode: spec.model_mode,
-                provider_api_key: spec.provider_api_key.clone(),
-                turn: spec.turn.clone(),
-            }),
+            agent: Arc::new(AgentIdentity::of(spec)),
             brief: spec.brief.clone(),
             model: spec.model.clone(),
         })

@@ -153,14 +153,7 @@ impl ProcessDriver {
             }
         }
         // This boot's agent token, forgotten when the process ends.
-        let token = self.otlp.tokens.issue(AgentIdentity {
-            instance_id: spec.instance_id.clone(),
-            account_id: spec.account_id.clone(),
-            runtime_id: spec.runtime.id.clone(),
-            model_mode: spec.model_mode,
-            provider_api_key: spec.provider_api_key.clone(),
-            turn: spec.turn.clone(),
-        });
+        let token = self.otlp.tokens.issue(AgentIdentity::of(spec));
         // Its workspace: its HOME and working directory, kept until it is destroyed.
         let workspace =
             self.workspaces.ensure(&spec.instance_id).map_err(|e| format!("cannot make the agent's workspace: {e}"))?;

@@ -40,6 +40,20 @@ pub struct AgentIdentity {
     pub turn: TurnSlot,
 }
 
+impl AgentIdentity {
+    /// The agent a machine is started for, as its model calls name it.
+    pub fn of(spec: &super::MachineSpec) -> Self {
+        Self {
+            instance_id: spec.instance_id.clone(),
+            account_id: spec.account_id.clone(),
+            runtime_id: spec.runtime.id.clone(),
+            model_mode: spec.model_mode,
+            provider_api_key: spec.provider_api_key.clone(),
+            turn: spec.turn.clone(),
+        }
+    }
+}
+
 impl std::fmt::Debug for AgentIdentity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AgentIdentity")

@@ -100,6 +100,14 @@ async fn agent(api: &Api) -> String {
     id
 }
 
+/// A running gateway agent of `api`'s account, and its gateway token (from its
+/// environment).
+async fn agent_with_token(api: &Api) -> (String, String) {
+    let id = agent(api).await;
+    let token = environment(api, &id).await["OPENAI_API_KEY"].as_str().unwrap().to_owned();
+    (id, token)
+}
+
 /// Sends `text`; the turn's reply body (200 expected).
 async fn turn(api: &Api, id: &str, text: &str) -> Value {
     let reply = api.message(id, text).await;
@@ -350,8 +358,7 @@ async fn concurrent_calls_across_agents_never_overdraw_past_one_call(backend: Ba
     let api = server.api(Some(&account));
     let mut tokens = Vec::new();
     for _ in 0..4 {
-        let id = agent(&api).await;
-        tokens.push(environment(&api, &id).await["OPENAI_API_KEY"].as_str().unwrap().to_owned());
+        tokens.push(agent_with_token(&api).await.1);
     }
     // 20 calls at once, 5 per agent, each costing 32.5 ¢ against a balance of 100 ¢.
     let calls = tokens.iter().flat_map(|token| (0..5).map(move |_| token.clone())).map(|token| {
@@ -372,8 +379,7 @@ async fn a_hang_up_cancels_the_upstream_and_an_agent_has_a_cap_on_calls_at_once(
     let server = start_gateway(backend, &fake, |config| config.hosting.models.max_calls_per_agent = 1).await;
     let account = server.account(1_000).await;
     let api = server.api(Some(&account));
-    let id = agent(&api).await;
-    let token = environment(&api, &id).await["OPENAI_API_KEY"].as_str().unwrap().to_owned();
+    let (id, token) = agent_with_token(&api).await;
     fake.set_delay(500);
 
     // A streamed call: its first event arrives at once, the rest slowly.
@@ -428,8 +434,7 @@ async fn an_unreachable_upstream_fails_the_call_without_charging_or_naming_it(ba
     .await;
     let account = server.account(1_000).await;
     let api = server.api(Some(&account));
-    let id = agent(&api).await;
-    let token = environment(&api, &id).await["OPENAI_API_KEY"].as_str().unwrap().to_owned();
+    let (id, token) = agent_with_token(&api).await;
 
     let (status, body) = call(&server, &token, hello(MODEL)).await;
     assert_eq!((status, body["code"].as_str()), (503, Some("unavailable")), "{body}");
@@ -517,8 +522,7 @@ async fn https_upstreams_are_verified_against_the_system_and_the_operators_roots
     let server = start_gateway(backend, &fake, |_| {}).await;
     let account = server.account(10_000).await;
     let api = server.api(Some(&account));
-    let id = agent(&api).await;
-    let token = environment(&api, &id).await["OPENAI_API_KEY"].as_str().unwrap().to_owned();
+    let (_, token) = agent_with_token(&api).await;
     let (status, body) = call(&server, &token, hello(MODEL)).await;
     assert_eq!((status, body["code"].as_str()), (503, Some("unavailable")), "{body}");
     let text = body.to_string();
@@ -536,8 +540,7 @@ async fn the_guard_counts_calls_made_between_turns(backend: Backend) {
         start_gateway(backend, &fake, |config| config.guard_every = std::time::Duration::from_millis(100)).await;
     let account = server.account(10_000).await;
     let api = server.api(Some(&account));
-    let id = agent(&api).await;
-    let token = environment(&api, &id).await["OPENAI_API_KEY"].as_str().unwrap().to_owned();
+    let (id, token) = agent_with_token(&api).await;
     // 10 cents a day; one OpenAI call costs 32.5 here.
     let dashboard = api_dashboard(&server);
     dashboard.post("/api/guard", json!({"kind": "spend_per_day", "limit": 0.1, "instance_id": id})).await.ok();
