@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod node;
 pub mod query;
 pub mod runtimes;
+pub mod sandbox;
 pub mod secrets;
 pub mod serve;
 pub mod shutdown;

@@ -164,6 +164,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         data_dir: config.data_dir.clone(),
         workers: Arc::new(Workers::default()),
         leadership: leadership.clone(),
+        sandbox: hosting.sandbox().clone(),
     };
     let health_task = tokio::spawn(health::run(checks.clone(), live.clone(), workers.clone()));
     let usage = Arc::new(roost_gateway::usage::UsageCounters::default());
@@ -258,6 +259,14 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         .layer(axum::middleware::from_fn_with_state(requests, roost_gateway::metrics::record))
         .layer(TraceLayer::new_for_http());
 
+    // Sandboxed runtimes reach the model gateway and OTLP ingest through a socket of their
+    // own, never roost's listener.
+    let sandbox_socket = hosting.sandbox().take_gateway_listener().map(|(socket, path)| {
+        tokio::spawn({
+            let (app, stop) = (app.clone(), shutdown.clone());
+            async move { crate::sandbox::agent_socket::serve(socket, &path, app, stop).await }
+        })
+    });
     let mut listeners = vec![listener];
     for extra in &config.extra_addrs {
         let extra = TcpListener::bind(extra).await.with_context(|| format!("listening on {extra}"))?;
@@ -304,6 +313,10 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         let _ = pusher.await;
     }
     hosting.shutdown().await;
+    if let Some(task) = sandbox_socket {
+        task.abort();
+    }
+    hosting.sandbox().shutdown();
     // Calls answered are stored and charged before the store closes.
     models.flush().await;
     telemetry.shutdown().await;

@@ -160,7 +160,12 @@ async fn status_reports_the_store_ingest_and_checks(backend: Backend) {
     assert_eq!((status["store"]["events"].as_i64(), status["store"]["runs"].as_i64()), (Some(2), Some(1)), "{status}");
     assert_eq!(status["ingest"]["events_total"], 2, "{status}");
     assert!(status["ingest"]["events_per_sec"].as_f64().unwrap() > 0.0, "{status}");
-    assert_eq!(status["health"]["checks"].as_array().unwrap().len(), 5, "{status}");
+    let checks = status["health"]["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 6, "{status}");
+    // roost status says what confines hosted agents (this machine has bubblewrap).
+    let sandbox = checks.iter().find(|c| c["name"] == "sandbox").unwrap();
+    assert_eq!(sandbox["status"], "ok", "{sandbox}");
+    assert!(sandbox["detail"].as_str().unwrap().starts_with("bubblewrap"), "{sandbox}");
     assert_eq!(status["cluster"]["leading"], true, "a lone replica leads: {status}");
     assert_eq!(status["cluster"]["leader_id"], status["cluster"]["replica_id"], "{status}");
     assert_eq!(status["handler_verdict"], "none");
@@ -168,7 +173,7 @@ async fn status_reports_the_store_ingest_and_checks(backend: Backend) {
     let text = roost(&server, &["status", "--url", &url]);
     assert!(text.status.success(), "{}", String::from_utf8_lossy(&text.stderr));
     let text = String::from_utf8(text.stdout).unwrap();
-    for line in ["store ", "ingest ", "replica ", "health ", "pages "] {
+    for line in ["store ", "ingest ", "replica ", "health ", "pages ", "sandbox"] {
         assert!(text.contains(line), "{line:?} missing from:\n{text}");
     }
 

@@ -234,11 +234,11 @@ struct Proc {
     start_time: i64,
 }
 
-/// State, process group and start time (`/proc/<pid>/stat` fields 3, 5 and 22).
+/// State, parent and start time (`/proc/<pid>/stat` fields 3, 4 and 22).
 fn stat(pid: i32) -> Option<(char, i32, i64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    Some((fields.first()?.chars().next()?, fields.get(2)?.parse().ok()?, fields.get(19)?.parse().ok()?))
+    Some((fields.first()?.chars().next()?, fields.get(1)?.parse().ok()?, fields.get(19)?.parse().ok()?))
 }
 
 impl Proc {
@@ -253,8 +253,8 @@ impl Proc {
 }
 
 /// Every live process whose environment has `ROOST_INSTANCE_ID=<instance>`, with its
-/// process group: the runtime itself, and whatever it runs (the pyenv shim that starts
-/// `python3` runs a few helpers while the runtime boots).
+/// parent: the runtime's sandbox (bubblewrap, the relay in it, the runtime), and whatever
+/// the runtime runs.
 fn processes_of(instance: &str) -> Vec<(Proc, i32)> {
     let needle = format!("ROOST_INSTANCE_ID={instance}");
     let mut found = Vec::new();
@@ -262,19 +262,21 @@ fn processes_of(instance: &str) -> Vec<(Proc, i32)> {
         let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
         let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
         if environ.split(|&b| b == 0).any(|var| var == needle.as_bytes())
-            && let Some((state, pgrp, start_time)) = stat(pid)
+            && let Some((state, parent, start_time)) = stat(pid)
             && state != 'Z'
         {
-            found.push((Proc { pid, start_time }, pgrp));
+            found.push((Proc { pid, start_time }, parent));
         }
     }
     found
 }
 
-/// The agent's runtime processes: roost starts each in a process group of its own, so
-/// they are the group leaders among [`processes_of`].
+/// The agent's runtime processes: the ones roost started (each a sandbox, whose other
+/// processes descend from it), so those among [`processes_of`] whose parent is not.
 fn runtimes_of(instance: &str) -> Vec<Proc> {
-    processes_of(instance).into_iter().filter(|(p, pgrp)| p.pid == *pgrp).map(|(p, _)| p).collect()
+    let all = processes_of(instance);
+    let pids: Vec<i32> = all.iter().map(|(p, _)| p.pid).collect();
+    all.into_iter().filter(|(_, parent)| !pids.contains(parent)).map(|(p, _)| p).collect()
 }
 
 /// Polls `done` every 20 ms until it holds or `limit` passes; whether it held.
@@ -360,7 +362,9 @@ async fn runtime_processes_die_with_roost_and_are_not_doubled(backend: Backend) 
 async fn runtime_processes_that_outlive_roost_are_reaped_at_start(backend: Backend) {
     let install = Install::new(backend).await;
     let (_, key) = install.create_account(0);
-    let mut roost = install.serve(&[]);
+    // Unconfined: a sandboxed runtime cannot outlive roost at all (its sandbox dies with
+    // it), so only an unconfined one can leave the survivors the records are for.
+    let mut roost = install.serve(&["--runtime-sandbox", "off"]);
     let ids = provision_running(&roost.api(&key), "stubborn", 3).await;
     let before = one_process_each(&ids);
     let killed_roost = Proc::of(roost.pid());

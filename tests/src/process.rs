@@ -73,3 +73,28 @@ pub fn create_account(mut cmd: std::process::Command, credits: i64) -> String {
     let created: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     created["api_key"].as_str().expect("api_key").to_owned()
 }
+
+/// The host's processes of agent `instance_id`'s runtime (bubblewrap, the relay and the
+/// runtime itself when sandboxed), found by the `ROOST_INSTANCE_ID` in their environment:
+/// a sandboxed runtime knows only its own PID namespace's numbers.
+pub fn runtime_pids(instance_id: &str) -> Vec<i64> {
+    let needle = format!("ROOST_INSTANCE_ID={instance_id}");
+    let mut pids: Vec<i64> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i64>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == needle.as_bytes()))
+                && is_alive(*pid)
+        })
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
+/// Whether process `pid` runs (a reaped one has no `/proc` entry; a zombie shows state Z).
+pub fn is_alive(pid: i64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !stat.contains(") Z "))
+}

@@ -93,6 +93,8 @@ impl TestServer {
         config.update.index_url.clear();
         // Nor reaches Telegram: bot tokens are checked against the suite's fake.
         config.hosting.telegram_api_base = crate::fake_telegram::shared_base().to_owned();
+        // roost runs in this test binary; its sandboxes run the relay from the real one.
+        config.hosting.sandbox.relay_exe = Some(roost_binary());
         configure(&mut config);
         Self::launch(config, database, data_dir, bind.parse().expect("address")).await
     }
@@ -243,5 +245,20 @@ impl Drop for TestServer {
         if let Some(task) = self.task.take() {
             task.abort();
         }
+    }
+}
+
+/// The `roost` binary cargo built beside this test binary (`target/<profile>/roost`), which
+/// sandboxes run as their relay; a clear panic when it was not built.
+pub fn roost_binary() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    // target/<profile>/deps/<test> → target/<profile>/roost
+    let binary = exe.parent().and_then(|deps| deps.parent()).map(|profile| profile.join("roost"));
+    match binary {
+        Some(binary) if binary.is_file() => binary,
+        _ => panic!(
+            "the roost binary is not built beside {}: run `cargo build -p roost-server` (scripts/test does)",
+            exe.display()
+        ),
     }
 }

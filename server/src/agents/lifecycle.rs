@@ -649,5 +649,6 @@ pub(super) fn retired_runtime(row: &InstanceRow) -> RuntimeSpec {
         driver: DriverSpec::Echo,
         max_calls_per_turn: None,
         max_turn_spend_cents: None,
+        limits: crate::sandbox::Limits::default(),
     }
 }

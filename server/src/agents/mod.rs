@@ -64,6 +64,8 @@ pub struct HostingConfig {
     pub telegram_api_base: String,
     /// How agents' Telegram channels run.
     pub channels: channel::ChannelConfig,
+    /// The sandbox process agents run in.
+    pub sandbox: crate::sandbox::SandboxConfig,
 }
 
 impl Default for HostingConfig {
@@ -78,6 +80,7 @@ impl Default for HostingConfig {
             models: crate::llm::GatewayConfig::default(),
             telegram_api_base: crate::telegram::client::DEFAULT_API_BASE.to_owned(),
             channels: channel::ChannelConfig::default(),
+            sandbox: crate::sandbox::SandboxConfig::default(),
         }
     }
 }
@@ -137,10 +140,12 @@ impl Hosting {
     ) -> std::io::Result<Arc<Self>> {
         let runtimes_dir = data_dir.join("runtimes");
         process::ProcessDriver::install_example(&runtimes_dir)?;
+        let telemetry = turn_events.as_ref().map(|events| events.telemetry().clone());
         let drivers = Drivers {
             process: process::ProcessDriver::new(
-                runtimes_dir,
+                data_dir,
                 crate::runtimes::workspace::Workspaces::new(data_dir.join("agents")),
+                crate::sandbox::Sandbox::probe(&config.sandbox, data_dir, telemetry.clone()),
                 otlp,
                 config.boot_timeout,
                 ChildRecords::new(store.clone(), data_dir)?,
@@ -148,7 +153,6 @@ impl Hosting {
             assistant: assistant::AssistantDriver::new(store.clone(), models.clone()),
         };
         let observes_turns = turn_events.is_some();
-        let telemetry = turn_events.as_ref().map(|events| events.telemetry().clone());
         let (recorder, task) = Recorder::start(store.clone(), turn_events, replica.id.clone());
         Ok(Arc::new(Self {
             store,
@@ -168,6 +172,11 @@ impl Hosting {
             peers,
             renewed: std::sync::Mutex::new(None),
         }))
+    }
+
+    /// The sandbox process agents run in.
+    pub fn sandbox(&self) -> &crate::sandbox::Sandbox {
+        self.drivers.process.sandbox()
     }
 
     /// The catalogue.

@@ -72,6 +72,9 @@ enum Command {
     Backup(backup::BackupArgs),
     /// Restore a backup into a data directory no `roost serve` is running on.
     Restore(backup::RestoreArgs),
+    /// The relay roost runs as the first process of an agent's sandbox (internal).
+    #[command(hide = true)]
+    SandboxRelay(crate::sandbox::relay::RelayArgs),
 }
 
 impl GlobalArgs {
@@ -99,6 +102,10 @@ impl GlobalArgs {
 /// Runs the command line; the process's exit code: 0 done, 1 failed, 2 bad usage.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Inside a sandbox: no logging set-up, no multi-threaded runtime, nothing of roost's.
+    if let Command::SandboxRelay(args) = cli.command {
+        return crate::sandbox::relay::main(args);
+    }
     logging::init(cli.global.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
@@ -119,6 +126,7 @@ pub fn main() -> ExitCode {
             Command::Update(args) => update::update(&cli.global, args).await,
             Command::Backup(args) => backup::backup(&cli.global, args).await,
             Command::Restore(args) => backup::restore(&cli.global, args).await,
+            Command::SandboxRelay(_) => unreachable!("handled before the runtime starts"),
         }
     })
 }

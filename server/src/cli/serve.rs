@@ -109,6 +109,25 @@ pub struct ServeArgs {
     /// system's (a model server behind a private CA).
     #[arg(long, env = "ROOST_LLM_UPSTREAM_CA_FILE", value_name = "PATH")]
     llm_upstream_ca_file: Option<PathBuf>,
+    /// `required`: every process agent runs in a sandbox (bubblewrap, namespaces, cgroups,
+    /// seccomp, an egress proxy); when the host cannot sandbox, process agents do not boot
+    /// and health says why. `off`: they run unconfined, as roost's own user.
+    #[arg(long, env = "ROOST_RUNTIME_SANDBOX", value_enum, default_value_t = crate::sandbox::SandboxMode::Required)]
+    runtime_sandbox: crate::sandbox::SandboxMode,
+    /// bubblewrap's path, when it is not `bwrap` on PATH.
+    #[arg(long, env = "ROOST_SANDBOX_BWRAP", value_name = "PATH")]
+    sandbox_bwrap: Option<PathBuf>,
+    /// Destinations sandboxed agents may reach through the egress proxy even when they are
+    /// private or loopback addresses: host names, `*.domain`, IPs or CIDRs, each with an
+    /// optional `:port`; comma-separated.
+    #[arg(long, env = "ROOST_EGRESS_ALLOW", value_name = "PATTERN", value_delimiter = ',')]
+    egress_allow: Vec<String>,
+    /// Destinations sandboxed agents may never reach (same patterns; wins over allow).
+    #[arg(long, env = "ROOST_EGRESS_DENY", value_name = "PATTERN", value_delimiter = ',')]
+    egress_deny: Vec<String>,
+    /// Public destinations in neither list: `allow`, or `deny` (only --egress-allow passes).
+    #[arg(long, env = "ROOST_EGRESS_DEFAULT", value_name = "allow|deny", default_value = "allow", value_parser = ["allow", "deny"])]
+    egress_default: String,
     /// Also serve on this address, for OTLP exporters' default gRPC port (e.g. 127.0.0.1:4317).
     #[arg(long, env = "ROOST_OTLP_GRPC_ADDR", value_name = "ADDR")]
     otlp_grpc_addr: Option<String>,
@@ -322,6 +341,10 @@ impl ServeArgs {
             }
             models.upstream_roots = roots;
         }
+        hosting.sandbox.mode = self.runtime_sandbox;
+        hosting.sandbox.bwrap.clone_from(&self.sandbox_bwrap);
+        hosting.sandbox.egress =
+            crate::sandbox::EgressPolicy::new(&self.egress_allow, &self.egress_deny, self.egress_default == "allow")?;
         hosting.telegram_api_base.clone_from(&self.telegram_api_base);
         if self.telegram_mode == "webhook" {
             let base = self.public_url.clone().filter(|u| !u.trim().is_empty());

@@ -35,6 +35,8 @@ pub struct HealthChecks {
     pub workers: Arc<Workers>,
     /// Who runs the cluster-wide workers.
     pub leadership: Arc<Leadership>,
+    /// What confines process agents.
+    pub sandbox: crate::sandbox::Sandbox,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -61,7 +63,8 @@ fn check(name: &str, status: Status, detail: String) -> (Status, HealthCheck) {
 impl HealthChecks {
     /// Runs every check.
     pub async fn run(&self) -> HealthReport {
-        let checks = [self.store().await, self.ingest(), self.disk(), self.workers(), self.cluster().await];
+        let checks =
+            [self.store().await, self.ingest(), self.disk(), self.workers(), self.cluster().await, self.sandbox()];
         let worst = checks.iter().map(|(s, _)| *s).max().unwrap_or(Status::Ok);
         HealthReport {
             status: worst.name().into(),
@@ -127,6 +130,17 @@ impl HealthChecks {
             }
             _ => check("disk", Status::Warn, format!("cannot read the free space at {}", self.data_dir.display())),
         }
+    }
+
+    /// Fails while process agents cannot boot for want of a sandbox; warns when the
+    /// operator turned it off.
+    fn sandbox(&self) -> (Status, HealthCheck) {
+        let status = match &self.sandbox {
+            crate::sandbox::Sandbox::Ready(_) => Status::Ok,
+            crate::sandbox::Sandbox::Off => Status::Warn,
+            crate::sandbox::Sandbox::Unavailable(_) => Status::Fail,
+        };
+        check("sandbox", status, self.sandbox.describe())
     }
 
     fn workers(&self) -> (Status, HealthCheck) {

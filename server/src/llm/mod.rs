@@ -35,7 +35,7 @@ mod answer;
 mod anthropic;
 mod openai;
 mod record;
-mod spans;
+pub(crate) mod spans;
 mod sse;
 mod turn_meter;
 mod writer;

@@ -17,15 +17,15 @@ use super::{Api, answer::Answer, record::CallRecord};
 /// The instrumentation scope of roost's own spans.
 const SCOPE: &str = "roost.model_gateway";
 
-fn kv(key: &str, value: Any) -> KeyValue {
+pub(crate) fn kv(key: &str, value: Any) -> KeyValue {
     KeyValue { key: key.to_owned(), value: Some(AnyValue { value: Some(value) }), ..KeyValue::default() }
 }
 
-fn text(key: &str, value: &str) -> KeyValue {
+pub(crate) fn text(key: &str, value: &str) -> KeyValue {
     kv(key, Any::StringValue(value.to_owned()))
 }
 
-fn int(key: &str, value: i64) -> KeyValue {
+pub(crate) fn int(key: &str, value: i64) -> KeyValue {
     kv(key, Any::IntValue(value))
 }
 
@@ -34,7 +34,7 @@ fn ns(ms: i64) -> u64 {
 }
 
 /// One span in a request of its own, from the agent's runtime.
-fn request(instance_id: &str, runtime_id: &str, span: Span) -> ExportTraceServiceRequest {
+pub(crate) fn request(instance_id: &str, runtime_id: &str, span: Span) -> ExportTraceServiceRequest {
     let resource = Resource {
         attributes: vec![text("service.name", runtime_id), text("roost.instance.id", instance_id)],
         ..Resource::default()
@@ -193,7 +193,7 @@ pub fn random_trace_id() -> [u8; 16] {
     id
 }
 
-fn random_span_id() -> [u8; 8] {
+pub(crate) fn random_span_id() -> [u8; 8] {
     let mut id = [0u8; 8];
     // An all-zero id is invalid; getrandom failing leaves the time in it instead.
     if getrandom::fill(&mut id).is_err() || id == [0; 8] {

@@ -43,7 +43,7 @@ impl DriverSpec {
 }
 
 /// A catalogue entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RuntimeSpec {
     /// The id clients provision with.
     pub id: String,
@@ -65,6 +65,9 @@ pub struct RuntimeSpec {
     /// What one turn's model calls may cost, in cents, when the runtime sets its own (else
     /// the gateway's `--llm-max-turn-spend-cents`).
     pub max_turn_spend_cents: Option<i64>,
+    /// What one of its agents may use in its sandbox (`memory_mb`, `cpus`,
+    /// `max_processes`, `tmp_mb`; roost's defaults where it sets none).
+    pub limits: crate::sandbox::Limits,
 }
 
 impl RuntimeSpec {
@@ -87,6 +90,10 @@ impl RuntimeSpec {
             included_model: self.included_model,
             description: self.description.clone(),
             driver: self.driver.name().to_owned(),
+            memory_mb: self.limits.memory_mb,
+            cpus: self.limits.cpus,
+            max_processes: self.limits.max_processes,
+            tmp_mb: self.limits.tmp_mb,
         }
     }
 }
@@ -125,6 +132,14 @@ struct RuntimeEntry {
     max_calls_per_turn: Option<u32>,
     #[serde(default)]
     max_turn_spend_cents: Option<i64>,
+    #[serde(default)]
+    memory_mb: Option<u64>,
+    #[serde(default)]
+    cpus: Option<f64>,
+    #[serde(default)]
+    max_processes: Option<u32>,
+    #[serde(default)]
+    tmp_mb: Option<u64>,
 }
 
 /// Messaging channels roost can connect.
@@ -189,6 +204,23 @@ impl RuntimeEntry {
         if self.max_calls_per_turn == Some(0) || self.max_turn_spend_cents.is_some_and(|c| c <= 0) {
             return Err(format!("runtime {id}: max_calls_per_turn and max_turn_spend_cents must be above 0"));
         }
+        let defaults = crate::sandbox::Limits::default();
+        let limits = crate::sandbox::Limits {
+            memory_mb: self.memory_mb.unwrap_or(defaults.memory_mb),
+            cpus: self.cpus.unwrap_or(defaults.cpus),
+            max_processes: self.max_processes.unwrap_or(defaults.max_processes),
+            tmp_mb: self.tmp_mb.unwrap_or(defaults.tmp_mb),
+        };
+        if !(16..=1 << 20).contains(&limits.memory_mb)
+            || !(0.01..=1024.0).contains(&limits.cpus)
+            || !(8..=1 << 20).contains(&limits.max_processes)
+            || !(1..=1 << 20).contains(&limits.tmp_mb)
+        {
+            return Err(format!(
+                "runtime {id}: limits out of range (memory_mb 16-1048576, cpus 0.01-1024, max_processes 8-1048576, \
+                 tmp_mb 1-1048576)"
+            ));
+        }
         if self.driver != "process" && (!self.command.is_empty() || !self.env.is_empty()) {
             return Err(format!("runtime {id}: command and env are for process runtimes"));
         }
@@ -211,6 +243,7 @@ impl RuntimeEntry {
             driver,
             max_calls_per_turn: self.max_calls_per_turn,
             max_turn_spend_cents: self.max_turn_spend_cents,
+            limits,
         })
     }
 }
@@ -245,6 +278,8 @@ mod tests {
             ),
             ("[[runtime]]\nid = \"a\"\ndriver = \"echo\"\nprice_cents_month = 0\ncolour = 1\n", "unknown field"),
             ("[[runtime]]\nid = \"a\"\ndriver = \"echo\"\nprice_cents_month = 0\nmax_calls_per_turn = 0\n", "above 0"),
+            ("[[runtime]]\nid = \"a\"\ndriver = \"echo\"\nprice_cents_month = 0\nmemory_mb = 1\n", "out of range"),
+            ("[[runtime]]\nid = \"a\"\ndriver = \"echo\"\nprice_cents_month = 0\ncpus = 0.0\n", "out of range"),
         ];
         for (text, why) in cases {
             let err = Catalogue::from_toml(text).unwrap_err();

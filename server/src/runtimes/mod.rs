@@ -7,9 +7,9 @@
 
 pub mod assistant;
 pub mod catalogue;
-mod deathsig;
 pub mod echo;
 pub mod orphans;
+pub(crate) mod pre_exec;
 pub mod process;
 pub mod procfs;
 mod slots;

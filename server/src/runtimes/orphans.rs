@@ -1,6 +1,6 @@
 //! Runtime processes that outlived their roost, and the records that find them.
 //!
-//! On Linux a runtime dies with roost ([`super::deathsig`]). What can still outlive a roost
+//! On Linux a runtime dies with roost ([`super::pre_exec`]). What can still outlive a roost
 //! killed with SIGKILL: a runtime that cleared its parent-death signal or exec'd a
 //! set-user-ID program, and whatever a runtime started itself (the signal is not
 //! inherited). Left alone, they hold their ports and the secrets in their environment, and

@@ -1,5 +1,6 @@
 //! `process`: each agent is a child process that serves `GET /ready` and `POST /turn` on a
-//! port roost assigns (`$PORT`, on 127.0.0.1), configured through its environment.
+//! port roost assigns (`$PORT`, on 127.0.0.1: of its sandbox, or of the host when
+//! unconfined), configured through its environment.
 //!
 //! - Boot: spawn, then poll `/ready` until it answers 200; exiting first, or not being
 //!   ready within the boot timeout, fails the boot with the reason (and its last stderr
@@ -19,14 +20,18 @@
 //! Each agent works in its own workspace ([`super::workspace`]): its `HOME`, working
 //! directory and `ROOST_WORKSPACE`, kept until the agent is destroyed.
 //!
-//! The child inherits roost's environment minus roost's own settings (`ROOST_*`,
-//! `SERVICE_API_TOKENS`) and any provider key roost itself was given (`OPENAI_*`,
-//! `ANTHROPIC_*`): an agent must not see the database URL, dashboard tokens or keys. Its
-//! model comes through roost's model gateway ([`crate::llm`]): the variables the official
-//! SDKs read (`OPENAI_BASE_URL`, `OPENAI_API_KEY`, `ANTHROPIC_BASE_URL`,
-//! `ANTHROPIC_API_KEY`) name the gateway and this boot's agent token. The agent's own
-//! `PROVIDER_API_KEY` and `MESSAGING_BOT_TOKEN` stay in roost: the gateway puts the key on
-//! the agent's calls upstream, and roost runs the Telegram channel itself.
+//! Each runs in its sandbox ([`crate::sandbox`]) unless the operator turned it off: its
+//! command is bubblewrap's, roost reaches `/ready` and `/turn` through the Unix socket the
+//! sandbox's relay exposes, and the runtime reaches roost through the relay at
+//! `127.0.0.1:7300`. Its environment is then only roost's contract (and `PATH`, `LANG`,
+//! the egress proxy). Unconfined, the child inherits roost's environment minus roost's own
+//! settings (`ROOST_*`, `SERVICE_API_TOKENS`) and any provider key roost itself was given
+//! (`OPENAI_*`, `ANTHROPIC_*`). Either way an agent never sees the database URL, dashboard
+//! tokens or keys. Its model comes through roost's model gateway ([`crate::llm`]): the
+//! variables the official SDKs read (`OPENAI_BASE_URL`, `OPENAI_API_KEY`,
+//! `ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY`) name the gateway and this boot's agent token.
+//! The agent's own `PROVIDER_API_KEY` and `MESSAGING_BOT_TOKEN` stay in roost: the gateway
+//! puts the key on the agent's calls upstream, and roost runs the Telegram channel itself.
 
 use std::{
     collections::{BTreeMap, VecDeque},
@@ -55,7 +60,10 @@ use super::{
     tokens::{AgentIdentity, AgentToken, AgentTokens},
     workspace::Workspaces,
 };
-use crate::store::ChildRecord;
+use crate::{
+    sandbox::{self, Confined, Limits, Sandbox},
+    store::ChildRecord,
+};
 
 /// roost's example runtime, written to `<data-dir>/runtimes/` at start-up.
 pub const EXAMPLE_AGENT: &str = include_str!("example_agent.py");
@@ -82,7 +90,9 @@ pub struct OtlpExport {
 /// Starts process machines.
 pub struct ProcessDriver {
     runtimes_dir: PathBuf,
+    data_dir: PathBuf,
     workspaces: Workspaces,
+    sandbox: Sandbox,
     otlp: OtlpExport,
     boot_timeout: Duration,
     client: reqwest::Client,
@@ -91,19 +101,35 @@ pub struct ProcessDriver {
 }
 
 impl ProcessDriver {
-    /// A driver whose commands may use `{runtimes_dir}`, whose children work in their
-    /// agents' `workspaces`, send telemetry to `otlp` and are recorded in `records`, and
-    /// whose boots fail after `boot_timeout`.
+    /// A driver whose commands may use `{runtimes_dir}` (`<data_dir>/runtimes`), whose
+    /// children work in their agents' `workspaces` inside `sandbox`, send telemetry to
+    /// `otlp` and are recorded in `records`, and whose boots fail after `boot_timeout`.
     pub fn new(
-        runtimes_dir: PathBuf,
+        data_dir: &Path,
         workspaces: Workspaces,
+        sandbox: Sandbox,
         otlp: OtlpExport,
         boot_timeout: Duration,
         records: ChildRecords,
     ) -> Self {
         // Children are on loopback: never route to them through a proxy from the environment.
         let client = reqwest::Client::builder().no_proxy().build().unwrap_or_default();
-        Self { runtimes_dir, workspaces, otlp, boot_timeout, client, records, slots: Slots::default() }
+        Self {
+            runtimes_dir: data_dir.join("runtimes"),
+            data_dir: data_dir.to_path_buf(),
+            workspaces,
+            sandbox,
+            otlp,
+            boot_timeout,
+            client,
+            records,
+            slots: Slots::default(),
+        }
+    }
+
+    /// The sandbox agents run in.
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
     }
 
     /// The agents' workspaces.
@@ -128,45 +154,90 @@ impl ProcessDriver {
         Ok(())
     }
 
-    /// Spawns the agent's process and waits until it is ready.
+    /// Spawns the agent's process (in its sandbox, unless the sandbox is off) and waits
+    /// until it is ready.
     pub async fn start(
         &self,
         spec: &MachineSpec,
         command: &[String],
         extra_env: &BTreeMap<String, String>,
     ) -> Result<Arc<ProcessMachine>, String> {
-        let port = free_port().map_err(|e| format!("no free port for the runtime: {e}"))?;
+        if let Sandbox::Unavailable(why) = &self.sandbox {
+            return Err(format!("sandbox unavailable: {why}"));
+        }
         let runtimes_dir = self.runtimes_dir.display().to_string();
         let argv: Vec<String> = command.iter().map(|a| a.replace("{runtimes_dir}", &runtimes_dir)).collect();
-        let mut cmd = Command::new(&argv[0]);
-        cmd.args(&argv[1..]).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
-        #[cfg(unix)]
-        cmd.process_group(0);
-        for (name, _) in std::env::vars_os() {
-            let name = name.to_string_lossy();
-            if name.starts_with("ROOST_")
-                || name.starts_with("OPENAI_")
-                || name.starts_with("ANTHROPIC_")
-                || name == "SERVICE_API_TOKENS"
-            {
-                cmd.env_remove(name.as_ref());
-            }
+        if argv.is_empty() {
+            return Err("the runtime's command is empty".to_owned());
         }
-        // This boot's agent token, forgotten when the process ends.
-        let token = self.otlp.tokens.issue(AgentIdentity::of(spec));
         // Its workspace: its HOME and working directory, kept until it is destroyed.
         let workspace =
             self.workspaces.ensure(&spec.instance_id).map_err(|e| format!("cannot make the agent's workspace: {e}"))?;
-        cmd.current_dir(&workspace);
-        cmd.envs(extra_env)
-            .envs(self.environment(spec, port, token.secret()))
-            .envs([("HOME", workspace.display().to_string()), ("ROOST_WORKSPACE", workspace.display().to_string())]);
-
         // The agent's previous process, if any, must be gone first: never two at once.
         let slot = tokio::time::timeout(self.boot_timeout, self.slots.take(&spec.instance_id))
             .await
             .map_err(|_| "the agent's previous runtime process did not stop".to_owned())?;
-        let mut child = spawner::spawn(cmd).await.map_err(|e| format!("cannot start {:?}: {e}", argv[0]))?;
+        let limits = spec.runtime.limits;
+        let (mut cmd, target, confined, endpoint) = match &self.sandbox {
+            Sandbox::Ready(host) => {
+                let mut confined = host.confine(sandbox::Agent {
+                    instance_id: &spec.instance_id,
+                    runtime_id: &spec.runtime.id,
+                    argv: &argv,
+                    workspace: &workspace,
+                    runtimes_dir: &self.runtimes_dir,
+                    data_dir: &self.data_dir,
+                    limits,
+                })?;
+                let target = Target::Socket(confined.agent_socket.clone());
+                let endpoint = format!("http://{}", sandbox::INSIDE_GATEWAY);
+                (confined.take_command(), target, Some(confined), endpoint)
+            }
+            _ => {
+                let port = free_port().map_err(|e| format!("no free port for the runtime: {e}"))?;
+                let mut cmd = Command::new(&argv[0]);
+                cmd.args(&argv[1..]).current_dir(&workspace);
+                for (name, _) in std::env::vars_os() {
+                    let name = name.to_string_lossy();
+                    if name.starts_with("ROOST_")
+                        || name.starts_with("OPENAI_")
+                        || name.starts_with("ANTHROPIC_")
+                        || name == "SERVICE_API_TOKENS"
+                    {
+                        cmd.env_remove(name.as_ref());
+                    }
+                }
+                (cmd, Target::Port(port), None, self.otlp.endpoint.clone())
+            }
+        };
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+        #[cfg(unix)]
+        cmd.process_group(0);
+        // This boot's agent token, forgotten when the process ends.
+        let token = self.otlp.tokens.issue(AgentIdentity::of(spec));
+        let port = match &target {
+            Target::Port(port) => *port,
+            Target::Socket(_) => sandbox::RUNTIME_PORT,
+        };
+        let home = workspace.display().to_string();
+        cmd.envs(extra_env)
+            .envs(self.environment(spec, port, token.secret(), &endpoint))
+            .envs([("HOME", home.clone()), ("ROOST_WORKSPACE", home)]);
+
+        let spawned = spawner::spawn(cmd).await;
+        let mut confined = confined;
+        if let Some(confined) = &mut confined {
+            confined.spawned();
+        }
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(e) => {
+                if let Some(confined) = confined {
+                    let _ = tokio::task::spawn_blocking(move || confined.ended(&limits)).await;
+                }
+                return Err(format!("cannot start {:?}: {e}", argv[0]));
+            }
+        };
         let pid = child.id();
         let record = match pid {
             Some(pid) => self.records.record(pid, &spec.instance_id).await,
@@ -178,6 +249,9 @@ impl ProcessDriver {
                 // A child roost could not reap after a crash must not run.
                 kill_group(pid, Ending::Kill);
                 let _ = child.wait().await;
+                if let Some(confined) = confined {
+                    let _ = tokio::task::spawn_blocking(move || confined.ended(&limits)).await;
+                }
                 return Err(format!("cannot record the runtime process: {err}"));
             }
         };
@@ -188,27 +262,35 @@ impl ProcessDriver {
         if let Some(err) = child.stderr.take() {
             tokio::spawn(forward_lines(err, spec.instance_id.clone(), Some(stderr_tail.clone())));
         }
-        let ended = Ended { records: self.records.clone(), record, slot, token };
-        let machine = Arc::new(ProcessMachine::spawn_reaper(child, port, self.client.clone(), ended));
+        let client = match &target {
+            Target::Port(_) => self.client.clone(),
+            Target::Socket(path) => reqwest::Client::builder()
+                .unix_socket(path.clone())
+                .build()
+                .map_err(|e| format!("cannot make a client for the runtime's socket: {e}"))?,
+        };
+        let ended = Ended { records: self.records.clone(), record, slot, token, confined, limits };
+        let machine = Arc::new(ProcessMachine::spawn_reaper(child, &target, client, ended));
         if let Err(why) = machine.wait_ready(self.boot_timeout).await {
             machine.stop().await;
             let tail: Vec<String> = stderr_tail.lock().map(|t| t.iter().cloned().collect()).unwrap_or_default();
             return Err(if tail.is_empty() { why } else { format!("{why}; stderr: {}", tail.join(" | ")) });
         }
-        info!(instance = %spec.instance_id, port, "runtime process ready");
+        info!(instance = %spec.instance_id, sandboxed = matches!(target, Target::Socket(_)), "runtime process ready");
         Ok(machine)
     }
 
     /// The child's environment: roost's contract with process runtimes.
-    fn environment(&self, spec: &MachineSpec, port: u16, token: &str) -> Vec<(&'static str, String)> {
-        let gateway = format!("{}{}", self.otlp.endpoint, crate::llm::PREFIX);
+    /// `endpoint` is where the runtime reaches roost (inside its sandbox, the relay).
+    fn environment(&self, spec: &MachineSpec, port: u16, token: &str, endpoint: &str) -> Vec<(&'static str, String)> {
+        let gateway = format!("{endpoint}{}", crate::llm::PREFIX);
         vec![
             ("PORT", port.to_string()),
             ("AGENT_BRIEF", spec.brief.clone()),
             ("MODEL_MODE", spec.model_mode.as_str().to_owned()),
             ("MODEL", spec.model.clone()),
             ("ROOST_INSTANCE_ID", spec.instance_id.clone()),
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", self.otlp.endpoint.clone()),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.to_owned()),
             // The OTLP exporter header syntax: key=value, the value percent-encoded.
             ("OTEL_EXPORTER_OTLP_HEADERS", format!("authorization=Bearer%20{token}")),
             ("OTEL_SERVICE_NAME", spec.runtime.id.clone()),
@@ -223,6 +305,14 @@ impl ProcessDriver {
             ("ANTHROPIC_API_KEY", token.to_owned()),
         ]
     }
+}
+
+/// Where roost reaches a runtime's `/ready` and `/turn`.
+enum Target {
+    /// Unconfined: a port on 127.0.0.1.
+    Port(u16),
+    /// Sandboxed: the Unix socket its relay exposes.
+    Socket(PathBuf),
 }
 
 /// A port on 127.0.0.1 nobody listens on right now. The child binds it moments later; if
@@ -252,6 +342,7 @@ async fn forward_lines(stream: impl AsyncRead + Unpin, instance: String, tail: O
 
 /// An agent's child process.
 pub struct ProcessMachine {
+    /// `http://127.0.0.1:PORT`, or a name that stands for the runtime's socket.
     base_url: String,
     client: reqwest::Client,
     stop: CancellationToken,
@@ -275,39 +366,52 @@ struct TurnUsage {
     output_tokens: i64,
 }
 
-/// What is left to do once a child has ended: forget its record, free its agent's slot,
-/// revoke its agent token.
+/// What is left to do once a child has ended: take down its sandbox, forget its record,
+/// free its agent's slot, revoke its agent token.
 struct Ended {
     records: ChildRecords,
     record: Option<ChildRecord>,
     slot: Slot,
     token: AgentToken,
+    confined: Option<Confined>,
+    limits: Limits,
 }
 
 impl ProcessMachine {
     /// Hands the child to a reaper task that waits for it to exit, or stops it when asked;
     /// either way it kills what the child left in its process group, forgets its record and
     /// frees the agent's slot before reporting the death.
-    fn spawn_reaper(mut child: Child, port: u16, client: reqwest::Client, ended: Ended) -> Self {
+    fn spawn_reaper(mut child: Child, target: &Target, client: reqwest::Client, ended: Ended) -> Self {
         let stop = CancellationToken::new();
         let (died_tx, died) = watch::channel(None);
         let stopping = stop.clone();
         let pid = child.id();
+        let sandboxed = matches!(target, Target::Socket(_));
         tokio::spawn(async move {
-            let why = tokio::select! {
+            let mut ended = ended;
+            let mut why = tokio::select! {
                 status = child.wait() => match status {
                     Ok(status) => format!("runtime process exited ({status})"),
                     Err(e) => format!("lost the runtime process: {e}"),
                 },
                 () = stopping.cancelled() => {
-                    terminate(&mut child, pid).await;
+                    terminate(&mut child, pid, sandboxed).await;
                     "stopped".to_owned()
                 }
             };
             // What the runtime started itself may outlive it: the group goes with it. While
             // any member lives, the kernel does not reuse the leader's pid (the group's id),
             // so this reaches no one else's process; with no member left it reaches nothing.
+            // In a sandbox, the sandbox's first process ending took the rest with it.
             kill_group(pid, Ending::Kill);
+            if let Some(confined) = ended.confined.take() {
+                let limits = ended.limits;
+                if let Ok(Some(oom)) = tokio::task::spawn_blocking(move || confined.ended(&limits)).await
+                    && why != "stopped"
+                {
+                    why = oom;
+                }
+            }
             if let Some(record) = &ended.record {
                 ended.records.forget(record).await;
             }
@@ -317,7 +421,12 @@ impl ProcessMachine {
             drop(ended.token);
             died_tx.send_replace(Some(why));
         });
-        Self { base_url: format!("http://127.0.0.1:{port}"), client, stop, died }
+        let base_url = match target {
+            Target::Port(port) => format!("http://127.0.0.1:{port}"),
+            // The host is not looked up: the client connects to the socket.
+            Target::Socket(_) => "http://agent".to_owned(),
+        };
+        Self { base_url, client, stop, died }
     }
 
     async fn wait_ready(&self, timeout: Duration) -> Result<(), String> {
@@ -389,9 +498,14 @@ impl ProcessMachine {
     }
 }
 
-/// SIGTERM to the child's process group, then SIGKILL if it has not exited in time.
-async fn terminate(child: &mut Child, pid: Option<u32>) {
-    kill_group(pid, Ending::Term);
+/// SIGTERM to the child's process group, then SIGKILL if it has not exited in time. A
+/// sandbox's SIGTERM goes to its relay (bubblewrap would not pass it on), which passes it
+/// to the runtime.
+async fn terminate(child: &mut Child, pid: Option<u32>, sandboxed: bool) {
+    match pid.filter(|_| sandboxed).and_then(first_child) {
+        Some(relay) => signal(relay, Ending::Term),
+        None => kill_group(pid, Ending::Term),
+    }
     if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_ok() {
         return;
     }
@@ -406,6 +520,29 @@ enum Ending {
     Term,
     /// SIGKILL: now.
     Kill,
+}
+
+/// The first child of process `pid` (a sandbox's relay is bubblewrap's only child).
+fn first_child(pid: u32) -> Option<u32> {
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
+    children.split_whitespace().next()?.parse().ok()
+}
+
+/// Signals process `pid`.
+fn signal(pid: u32, ending: Ending) {
+    #[cfg(unix)]
+    {
+        use rustix::process::{Pid, Signal, kill_process};
+        let signal = match ending {
+            Ending::Term => Signal::TERM,
+            Ending::Kill => Signal::KILL,
+        };
+        if let Some(pid) = Pid::from_raw(pid as i32) {
+            let _ = kill_process(pid, signal);
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (pid, ending);
 }
 
 /// Signals the process group that child `pid` leads (roost starts each child as the leader

@@ -1,6 +1,6 @@
 //! Runtime children are forked from one thread that lives as long as roost.
 //!
-//! Linux sends a child's parent-death signal ([`super::deathsig`]) when the *thread* that
+//! Linux sends a child's parent-death signal ([`super::pre_exec`]) when the *thread* that
 //! forked it exits. A tokio task can run on a thread that exits while roost keeps running:
 //! blocking-pool threads exit after sitting idle (10 s by default), and `block_in_place`
 //! (roost's code does not call it, but a dependency may) hands the worker's scheduler to a
@@ -33,7 +33,7 @@ static SPAWNER: Mutex<Option<mpsc::Sender<Job>>> = Mutex::new(None);
 
 /// Starts `command` from the spawner thread, set up to die with roost.
 pub async fn spawn(mut command: Command) -> io::Result<Child> {
-    super::deathsig::die_with_roost(&mut command);
+    super::pre_exec::die_with_roost(&mut command);
     let (done, spawned) = oneshot::channel();
     let job = Job { command, runtime: Handle::current(), done };
     let gone = || io::Error::other("the runtime spawner thread stopped");

@@ -132,10 +132,11 @@ async fn sdk_calls_are_routed_metered_and_traced_under_their_turn(backend: Backe
     let api = server.api(Some(&account));
     let id = agent(&api).await;
 
-    // The runtime finds the gateway where the SDKs look, with its own token, and no key.
+    // The runtime finds the gateway where the SDKs look (its sandbox's relay to roost),
+    // with its own token, and no key.
     let env = environment(&api, &id).await;
-    assert_eq!(env["OPENAI_BASE_URL"], server.url("/llm/v1"));
-    assert_eq!(env["ANTHROPIC_BASE_URL"], server.url("/llm/anthropic"));
+    assert_eq!(env["OPENAI_BASE_URL"], "http://127.0.0.1:7300/llm/v1");
+    assert_eq!(env["ANTHROPIC_BASE_URL"], "http://127.0.0.1:7300/llm/anthropic");
     let token = env["OPENAI_API_KEY"].as_str().unwrap().to_owned();
     assert!(token.starts_with("rat_"), "{env}");
     assert_eq!(env["ANTHROPIC_API_KEY"], token.as_str());

@@ -10,6 +10,7 @@ mod money;
 mod process;
 mod recording;
 mod restart;
+mod sandbox;
 mod secrets;
 
 use std::time::Duration;

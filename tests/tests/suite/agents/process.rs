@@ -3,7 +3,10 @@
 
 use std::time::Duration;
 
-use roost_tests::{Api, Backend, each_backend};
+use roost_tests::{
+    Api, Backend, each_backend,
+    process::{is_alive as alive, runtime_pids},
+};
 use serde_json::{Value, json};
 
 use super::start;
@@ -21,19 +24,22 @@ async fn env(api: &Api, id: &str) -> Value {
     serde_json::from_str(api.message(id, "env").await.ok()["reply"].as_str().unwrap()).unwrap()
 }
 
-fn alive(pid: i64) -> bool {
-    // A reaped process leaves no /proc entry; a zombie would show state Z.
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !stat.contains(") Z "))
-}
-
-async fn wait_dead(pid: i64) {
+async fn wait_dead(pids: &[i64]) {
     for _ in 0..100 {
-        if !alive(pid) {
+        if !pids.iter().any(|pid| alive(*pid)) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("runtime process {pid} is still alive");
+    panic!("runtime processes {pids:?} are still alive");
+}
+
+/// The agent's runtime processes on the host: some, none shared with `before`.
+fn fresh_pids(id: &str, before: &[i64]) -> Vec<i64> {
+    let pids = runtime_pids(id);
+    assert!(!pids.is_empty(), "the agent's runtime runs");
+    assert!(pids.iter().all(|pid| !before.contains(pid)), "new processes: {pids:?} after {before:?}");
+    pids
 }
 
 async fn config_restarts_the_process_with_the_new_environment(backend: Backend) {
@@ -51,10 +57,12 @@ async fn config_restarts_the_process_with_the_new_environment(backend: Backend) 
     assert_eq!(before["model"], "example");
     assert_eq!(before["instance_id"], id);
     assert_eq!(before["provider_api_key_set"], false);
-    assert_eq!(before["otlp_endpoint"], server.url(""));
-    assert_eq!(before["openai_base_url"], server.url("/llm/v1"));
-    assert_eq!(before["anthropic_base_url"], server.url("/llm/anthropic"));
+    // Inside its sandbox, roost's relay stands for roost.
+    assert_eq!(before["otlp_endpoint"], "http://127.0.0.1:7300");
+    assert_eq!(before["openai_base_url"], "http://127.0.0.1:7300/llm/v1");
+    assert_eq!(before["anthropic_base_url"], "http://127.0.0.1:7300/llm/anthropic");
     assert_eq!(before["gateway_token_set"], true);
+    let before_pids = fresh_pids(&id, &[]);
 
     let body = json!({"agent_brief": "second brief", "PROVIDER_API_KEY": "sk-test", "MESSAGING_BOT_TOKEN": "1:t", "model": "gpt-4o"});
     api.post(&format!("/api/instances/{id}/config"), body).await.ok();
@@ -66,13 +74,13 @@ async fn config_restarts_the_process_with_the_new_environment(backend: Backend) 
     assert_eq!(view["model"], "gpt-4o");
 
     let after = env(&api, &id).await;
-    assert_ne!(after["pid"], before["pid"], "a new process");
+    fresh_pids(&id, &before_pids);
     assert_eq!(after["brief"], "second brief");
     assert_eq!(after["model"], "gpt-4o");
     // The secrets stay in roost: the model gateway and the Telegram channel use them.
     assert_eq!(after["provider_api_key_set"], false);
     assert_eq!(after["messaging_bot_token_set"], false);
-    wait_dead(before["pid"].as_i64().unwrap()).await;
+    wait_dead(&before_pids).await;
 
     // An empty value removes a secret.
     api.post(&format!("/api/instances/{id}/config"), json!({"PROVIDER_API_KEY": ""})).await.ok();
@@ -86,19 +94,17 @@ async fn pause_stops_the_process_and_resume_starts_another(backend: Backend) {
     let api = server.api(Some(&account));
     let id = api.provision("example", "sleepy").await["id"].as_str().unwrap().to_owned();
     api.wait_status(&id, "running").await;
-    let pid = env(&api, &id).await["pid"].as_i64().unwrap();
-    assert!(alive(pid));
+    let pids = fresh_pids(&id, &[]);
 
     api.post(&format!("/api/instances/{id}/pause"), json!({})).await.ok();
-    assert!(!alive(pid), "pause returns once the process is gone");
+    assert!(!pids.iter().any(|pid| alive(*pid)), "pause returns once the processes are gone");
 
     api.post(&format!("/api/instances/{id}/resume"), json!({})).await.ok();
     api.wait_status(&id, "running").await;
-    let new_pid = env(&api, &id).await["pid"].as_i64().unwrap();
-    assert_ne!(new_pid, pid);
+    let new_pids = fresh_pids(&id, &pids);
 
     api.post(&format!("/api/instances/{id}/destroy"), json!({})).await.ok();
-    assert!(!alive(new_pid), "destroy stops the process too");
+    assert!(!new_pids.iter().any(|pid| alive(*pid)), "destroy stops the processes too");
 }
 
 async fn a_crash_is_noticed_and_reported(backend: Backend) {

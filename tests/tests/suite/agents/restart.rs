@@ -20,11 +20,11 @@ async fn agents_come_back_after_a_restart(backend: Backend) {
     api.wait_status(&paused, "running").await;
     api.post(&format!("/api/instances/{paused}/pause"), json!({})).await.ok();
     api.message(&echo, "before").await.ok();
-    let env: Value = serde_json::from_str(api.message(&process, "env").await.ok()["reply"].as_str().unwrap()).unwrap();
-    let old_pid = env["pid"].as_i64().unwrap();
+    let old_pids = roost_tests::process::runtime_pids(&process);
+    assert!(!old_pids.is_empty());
 
     let server = server.restart().await;
-    assert!(!std::path::Path::new(&format!("/proc/{old_pid}")).exists(), "shutdown stopped the runtime process");
+    assert!(!old_pids.iter().any(|pid| roost_tests::process::is_alive(*pid)), "shutdown stopped the runtime process");
     let api = server.api(Some(&account));
     api.wait_status(&echo, "running").await;
     api.wait_status(&process, "running").await;
@@ -32,8 +32,9 @@ async fn agents_come_back_after_a_restart(backend: Backend) {
 
     assert_eq!(api.message(&echo, "after").await.ok()["reply"], "[echo brief] after");
     let env: Value = serde_json::from_str(api.message(&process, "env").await.ok()["reply"].as_str().unwrap()).unwrap();
-    assert_ne!(env["pid"].as_i64().unwrap(), old_pid);
-    assert_eq!(env["otlp_endpoint"], server.url(""), "the new process reports to the new address");
+    let pids = roost_tests::process::runtime_pids(&process);
+    assert!(!pids.is_empty() && pids.iter().all(|pid| !old_pids.contains(pid)));
+    assert_eq!(env["otlp_endpoint"], "http://127.0.0.1:7300", "the new process reports through its relay");
     let turns = api.get(&format!("/api/instances/{echo}/activity")).await.ok()["turns"].clone();
     let texts: Vec<&str> = turns.as_array().unwrap().iter().map(|t| t["text"].as_str().unwrap()).collect();
     assert_eq!(texts, ["after", "before"]);

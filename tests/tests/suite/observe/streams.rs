@@ -202,12 +202,13 @@ async fn the_health_stream_starts_with_the_report_and_keeps_alive() {
         TestServer::start_with(Backend::Sqlite, |c| c.gateway.sse_keepalive = Duration::from_millis(100)).await;
     let report = Reply::of(server.http.get(server.url("/api/health"))).await.ok();
     let names: Vec<&str> = report["checks"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["store", "ingest", "disk", "workers", "cluster"], "{report}");
+    assert_eq!(names, ["store", "ingest", "disk", "workers", "cluster", "sandbox"], "{report}");
     assert_eq!(report["checks"][0]["status"], "ok", "{report}");
     assert_eq!(report["checks"][3]["status"], "ok", "{report}");
+    assert_eq!(report["checks"][5]["status"], "ok", "bubblewrap sandboxes process agents here: {report}");
 
     let mut client = SseClient::open(server.http.get(server.url("/api/health-stream"))).await.unwrap();
     let streamed = client.next_event(WAIT).await.expect("the current report").json();
-    assert_eq!(streamed["checks"].as_array().unwrap().len(), 5, "{streamed}");
+    assert_eq!(streamed["checks"].as_array().unwrap().len(), 6, "{streamed}");
     assert!(matches!(client.next(WAIT).await, Some(SseItem::Comment(c)) if c == "keepalive"));
 }

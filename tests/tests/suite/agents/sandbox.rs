@@ -1,0 +1,238 @@
+//! The sandbox, tried from inside by a hostile runtime (tests/runtimes/hostile_agent.py,
+//! stdlib Python): it reaches nothing of roost, the host or another account's agent, is
+//! held to its limits, and still reaches what it is given (the model gateway with the
+//! SDK's variables, its workspace and /tmp, an egress host the operator allowed, which
+//! shows in its session). And the modes: no bubblewrap means no process agent boots, and
+//! health says why; `off` runs them unconfined.
+
+use std::{path::Path, time::Duration};
+
+use roost_server::{
+    llm::Upstream,
+    runtimes::Catalogue,
+    sandbox::{EgressPolicy, SandboxMode},
+};
+use roost_tests::{Api, Backend, TestServer, each_backend, fake_models::FakeModels};
+use serde_json::{Value, json};
+use tokio::{
+    io::{AsyncReadExt as _, AsyncWriteExt as _},
+    net::TcpListener,
+};
+
+use super::{TEST_CATALOGUE, start};
+
+each_backend!(
+    a_hostile_runtime_reaches_nothing_of_roost_the_host_or_another_agent,
+    an_agent_past_its_memory_limit_fails_saying_so_and_nothing_else_does
+);
+
+/// The hostile runtime: small limits, so forking and allocating past them is quick.
+fn catalogue() -> Catalogue {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("runtimes/hostile_agent.py");
+    let text = format!(
+        "{TEST_CATALOGUE}\n[[runtime]]\nid = \"hostile\"\ndriver = \"process\"\nprice_cents_month = 0\n\
+         included_model = true\ndefault_model = \"gpt-4o-mini\"\nmemory_mb = 96\nmax_processes = 24\ntmp_mb = 4\n\
+         command = [\"python3\", {:?}]\n",
+        script.display().to_string()
+    );
+    Catalogue::from_toml(&text).expect("catalogue")
+}
+
+/// Sends the runtime `ask` (JSON); the reply it made, parsed.
+async fn ask(api: &Api, id: &str, ask: Value) -> Value {
+    let reply = api.message(id, &ask.to_string()).await;
+    assert_eq!(reply.status, 200, "{ask}: {}", reply.body);
+    serde_json::from_str(reply.body["reply"].as_str().unwrap()).unwrap()
+}
+
+/// A plain HTTP server on loopback that answers every request with `hello from outside`.
+async fn outside_server() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = stream.read(&mut buf).await;
+                let body = "hello from outside";
+                let answer =
+                    format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+                let _ = stream.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    port
+}
+
+async fn a_hostile_runtime_reaches_nothing_of_roost_the_host_or_another_agent(backend: Backend) {
+    let fake = FakeModels::start().await;
+    let outside = outside_server().await;
+    let openai = fake.openai_base_url();
+    let server = start(backend, move |config| {
+        config.hosting.catalogue = catalogue();
+        config.hosting.models.openai = Some(Upstream { base_url: openai, api_key: Some("sk-roost".into()) });
+        // The one private destination the operator lets agents reach.
+        config.hosting.sandbox.egress = EgressPolicy::new(&[format!("127.0.0.1:{outside}")], &[], true).unwrap();
+    })
+    .await;
+    // Another account's agent, with a file in its workspace.
+    let stranger = server.account(1_000).await;
+    let stranger_api = server.api(Some(&stranger));
+    let other = stranger_api.provision("example", "other").await["id"].as_str().unwrap().to_owned();
+    stranger_api.wait_status(&other, "running").await;
+    assert_eq!(
+        stranger_api.message(&other, "keep notes.md the vault code").await.ok()["reply"],
+        "[other] kept notes.md"
+    );
+
+    let account = server.account(1_000).await;
+    let api = server.api(Some(&account));
+    let id = api.provision("hostile", "break out").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+
+    let data_dir = &server.config.data_dir;
+    assert!(data_dir.join("secret.key").exists(), "the key it will try to read is there");
+    let targets = json!({
+        "secret_key": data_dir.join("secret.key"),
+        "database": data_dir.join("roost.db"),
+        "other_workspace": data_dir.join("agents").join(&other),
+        "roost_port": server.bound.port(),
+    });
+    let report = ask(&api, &id, json!({"probe": targets})).await;
+    let report = report.as_object().unwrap();
+    let escapes = [
+        "secret_key",
+        "database",
+        "other_workspace",
+        "other_workspace_file",
+        "home",
+        "shadow",
+        "processes",
+        "roost_listener",
+        "roost_query",
+        "dashboard_via_gateway",
+        "postgres",
+        "metadata_direct",
+        "metadata_via_proxy",
+        "private_via_proxy",
+        "loopback_via_proxy",
+        "localhost_via_proxy",
+        "write_usr",
+        "write_root",
+        "write_runtimes",
+        "unshare_user",
+        "ptrace",
+        "mount",
+    ];
+    for escape in escapes {
+        let outcome = report[escape].as_str().unwrap();
+        assert!(outcome.starts_with("blocked: "), "{escape}: {outcome}");
+    }
+    assert!(report["dashboard_via_gateway"].as_str().unwrap().contains("404"), "{report:?}");
+    assert!(report["metadata_via_proxy"].as_str().unwrap().contains("403"), "{report:?}");
+    assert_eq!(report["no_new_privs"], "1");
+    assert_eq!(report["capabilities"], "0000000000000000");
+    assert_eq!(report["seccomp"], "2", "a seccomp filter");
+    assert!(report["workspace_writable"].as_str().unwrap().starts_with("REACHED"), "{report:?}");
+    assert!(report["tmp_writable"].as_str().unwrap().starts_with("REACHED"), "{report:?}");
+
+    // What it is given works: the model, with the SDK's variables, through roost.
+    let answer = ask(&api, &id, json!({"model": "hello"})).await;
+    assert_eq!(answer, json!(format!("REACHED: {}", roost_tests::fake_models::REPLY)), "{answer}");
+    // An egress host the operator allowed, through the proxy.
+    let url = format!("http://127.0.0.1:{outside}/hello");
+    let fetched = ask(&api, &id, json!({"egress": url})).await;
+    assert!(fetched.as_str().unwrap().contains("hello from outside"), "{fetched}");
+
+    // Its limits hold: processes.
+    let forks = ask(&api, &id, json!({"fork": 200})).await.as_i64().unwrap();
+    assert!((1..24).contains(&forks), "forked {forks} of at most 24 tasks");
+
+    // Every egress connection, allowed or refused, is in its session.
+    let dashboard = server.api(None);
+    let mut egress = Vec::new();
+    for _ in 0..100 {
+        let spans = crate::observe::q1(&dashboard, "spans", json!({"session_id": id, "limit": 200})).await;
+        egress = spans
+            .into_iter()
+            .filter(|s| s["name"].as_str().is_some_and(|n| n.starts_with("egress ")))
+            .collect::<Vec<_>>();
+        if egress.len() >= 5 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let named = |name: &str| egress.iter().find(|s| s["name"] == name).unwrap_or_else(|| panic!("{name}: {egress:?}"));
+    let allowed = named(&format!("egress 127.0.0.1:{outside}"));
+    assert_eq!(allowed["attributes"]["roost.egress.outcome"], "allowed", "{allowed:?}");
+    assert!(allowed["attributes"]["roost.egress.bytes_received"].as_i64().unwrap() > 0, "{allowed:?}");
+    let metadata = named("egress 169.254.169.254:80");
+    assert_eq!(metadata["attributes"]["roost.egress.outcome"], "refused", "{metadata:?}");
+    named("egress 10.0.0.1:443");
+
+    // roost kept serving, the other agent too, and nothing was written outside.
+    assert_eq!(server.http.get(server.url("/healthz")).send().await.unwrap().status(), 200);
+    assert_eq!(stranger_api.message(&other, "recall notes.md").await.ok()["reply"], "[other] the vault code");
+    assert!(!Path::new("/usr/roost-was-here").exists() && !Path::new("/roost-was-here").exists());
+    assert!(data_dir.join("agents").join(&id).join("probe.txt").exists(), "its workspace is its own directory");
+}
+
+async fn an_agent_past_its_memory_limit_fails_saying_so_and_nothing_else_does(backend: Backend) {
+    let server = start(backend, |config| config.hosting.catalogue = catalogue()).await;
+    let account = server.account(1_000).await;
+    let api = server.api(Some(&account));
+    let echo = api.provision("echo", "bystander").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&echo, "running").await;
+    let id = api.provision("hostile", "greedy").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+
+    let greedy = api.message(&id, &json!({"allocate_mb": 512}).to_string()).await;
+    greedy.err(502, "runtime_failed");
+    let failed = api.wait_status(&id, "failed").await;
+    let detail = failed["status_detail"].as_str().unwrap();
+    assert!(detail.contains("killed for memory") && detail.contains("96 MiB"), "{detail}");
+    assert_eq!(api.message(&echo, "still here").await.ok()["reply"], "[bystander] still here");
+    // It can be resumed, within its limit.
+    api.post(&format!("/api/instances/{id}/resume"), json!({})).await.ok();
+    api.wait_status(&id, "running").await;
+    assert_eq!(ask(&api, &id, json!({"allocate_mb": 8})).await, "allocated 8 MiB");
+}
+
+/// Health's `sandbox` check, from the dashboard API.
+async fn sandbox_check(server: &TestServer) -> Value {
+    let health = server.api(None).get("/api/health").await.ok();
+    health["checks"].as_array().unwrap().iter().find(|c| c["name"] == "sandbox").cloned().expect("a sandbox check")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_bubblewrap_no_process_agent_boots_and_health_says_why() {
+    let server = start(Backend::Sqlite, |config| {
+        config.hosting.sandbox.bwrap = Some("/nonexistent/bwrap".into());
+    })
+    .await;
+    let check = sandbox_check(&server).await;
+    assert_eq!(check["status"], "fail", "{check}");
+    assert!(check["detail"].as_str().unwrap().starts_with("sandbox unavailable: bubblewrap is not at"), "{check}");
+    let account = server.account(1_000).await;
+    let api = server.api(Some(&account));
+    let id = api.provision("example", "confined or nothing").await["id"].as_str().unwrap().to_owned();
+    let failed = api.wait_status(&id, "failed").await;
+    assert!(failed["status_detail"].as_str().unwrap().starts_with("sandbox unavailable: "), "{failed}");
+    // Agents that run inside roost are not affected.
+    let echo = api.provision("echo", "fine").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&echo, "running").await;
+    assert_eq!(api.message(&echo, "hi").await.ok()["reply"], "[fine] hi");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_sandbox_off_process_agents_run_unconfined_and_health_warns() {
+    let server = start(Backend::Sqlite, |config| config.hosting.sandbox.mode = SandboxMode::Off).await;
+    let check = sandbox_check(&server).await;
+    assert_eq!(check["status"], "warn", "{check}");
+    let account = server.account(1_000).await;
+    let api = server.api(Some(&account));
+    let id = api.provision("example", "loose").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+    let env: Value = serde_json::from_str(api.message(&id, "env").await.ok()["reply"].as_str().unwrap()).unwrap();
+    assert_eq!(env["otlp_endpoint"], server.url(""), "unconfined, it reaches roost's own listener");
+}
