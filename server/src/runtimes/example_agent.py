@@ -177,6 +177,9 @@ def answer(text):
 
 class Agent(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # The headers and the body are two writes: without TCP_NODELAY the body waits for
+    # the client's delayed ACK of the headers (~40 ms a turn).
+    disable_nagle_algorithm = True
 
     def send_json(self, status, body):
         data = json.dumps(body).encode()
