@@ -224,18 +224,32 @@ impl ProcessDriver {
             .envs(self.environment(spec, port, token.secret(), &endpoint))
             .envs([("HOME", home.clone()), ("ROOST_WORKSPACE", home)]);
 
-        let spawned = spawner::spawn(cmd).await;
+        // Made before the child starts: nothing can fail between its start and its reaper.
+        let client = match &target {
+            Target::Port(_) => Ok(self.client.clone()),
+            Target::Socket(path) => reqwest::Client::builder()
+                .unix_socket(path.clone())
+                .build()
+                .map_err(|e| format!("cannot make a client for the runtime's socket: {e}")),
+        };
+        let spawned = match client {
+            Ok(client) => spawner::spawn(cmd)
+                .await
+                .map(|child| (child, client))
+                .map_err(|e| format!("cannot start {:?}: {e}", argv[0])),
+            Err(why) => Err(why),
+        };
         let mut confined = confined;
         if let Some(confined) = &mut confined {
             confined.spawned();
         }
-        let mut child = match spawned {
-            Ok(child) => child,
-            Err(e) => {
+        let (mut child, client) = match spawned {
+            Ok(spawned) => spawned,
+            Err(why) => {
                 if let Some(confined) = confined {
                     let _ = tokio::task::spawn_blocking(move || confined.ended(&limits)).await;
                 }
-                return Err(format!("cannot start {:?}: {e}", argv[0]));
+                return Err(why);
             }
         };
         let pid = child.id();
@@ -262,13 +276,6 @@ impl ProcessDriver {
         if let Some(err) = child.stderr.take() {
             tokio::spawn(forward_lines(err, spec.instance_id.clone(), Some(stderr_tail.clone())));
         }
-        let client = match &target {
-            Target::Port(_) => self.client.clone(),
-            Target::Socket(path) => reqwest::Client::builder()
-                .unix_socket(path.clone())
-                .build()
-                .map_err(|e| format!("cannot make a client for the runtime's socket: {e}"))?,
-        };
         let ended = Ended { records: self.records.clone(), record, slot, token, confined, limits };
         let machine = Arc::new(ProcessMachine::spawn_reaper(child, &target, client, ended));
         if let Err(why) = machine.wait_ready(self.boot_timeout).await {

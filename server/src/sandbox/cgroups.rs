@@ -124,11 +124,15 @@ impl Cgroups {
     /// them.
     fn sweep(&self) {
         for base in self.bases() {
-            // Other installations' directories left empty by a roost that was killed (a
-            // live one's agents keep theirs: a cgroup with children is not removed).
+            // What other installations' roosts left when they were killed (or their data
+            // directories deleted): agent cgroups with no process in them for a minute, then
+            // their emptied directories. A live roost's agents keep theirs (a cgroup with
+            // processes, or children, is not removed), and one just made for a boot is
+            // younger than a minute.
             if let Some(Ok(siblings)) = base.parent().map(fs::read_dir) {
                 for sibling in siblings.flatten() {
                     if sibling.file_name().to_string_lossy().starts_with("roost-") && sibling.path() != base {
+                        remove_abandoned(&sibling.path());
                         let _ = fs::remove_dir(sibling.path());
                     }
                 }
@@ -207,6 +211,27 @@ fn enable_controllers(dir: &Path) -> Result<(), String> {
             dir.display()
         )
     })
+}
+
+/// How long an empty agent cgroup of another installation is left alone.
+const ABANDONED_AFTER: Duration = Duration::from_secs(60);
+
+/// Removes the agent cgroups under `base` that have had no process for a while.
+fn remove_abandoned(base: &Path) {
+    let Ok(entries) = fs::read_dir(base) else { return };
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        let empty = fs::read_to_string(dir.join("cgroup.procs")).is_ok_and(|procs| procs.trim().is_empty());
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > ABANDONED_AFTER);
+        if entry.file_type().is_ok_and(|t| t.is_dir()) && empty && old {
+            let _ = fs::remove_dir(&dir);
+        }
+    }
 }
 
 /// Kills every process in the cgroup at `dir` and removes it, waiting briefly for the
