@@ -15,12 +15,16 @@ what the turn's JSON asks and replies with what happened, as JSON:
   {"model_bench": n}           n model calls one after another on one keep-alive
                                connection; each one's duration in microseconds (the
                                sandbox benchmark)
+
+On SIGTERM it writes `stopped-by-sigterm` in its workspace and exits: a graceful stop
+reaches it through the sandbox's relay.
 """
 
 import ctypes
 import errno
 import json
 import os
+import signal
 import socket
 import sys
 import time
@@ -256,6 +260,14 @@ class Handler(BaseHTTPRequestHandler):
         self.reply(200, {"reply": json.dumps(result)})
 
 
+def stopped(*_):
+    """A graceful stop reached it (through the sandbox's relay): say so where roost sees it."""
+    with open(os.path.join(os.environ["ROOST_WORKSPACE"], "stopped-by-sigterm"), "w") as f:
+        f.write("SIGTERM")
+    os._exit(0)
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, stopped)
     print("hostile agent up", file=sys.stderr, flush=True)
     HTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()

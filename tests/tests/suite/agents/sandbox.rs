@@ -175,6 +175,11 @@ async fn a_hostile_runtime_reaches_nothing_of_roost_the_host_or_another_agent(ba
     assert_eq!(stranger_api.message(&other, "recall notes.md").await.ok()["reply"], "[other] the vault code");
     assert!(!Path::new("/usr/roost-was-here").exists() && !Path::new("/roost-was-here").exists());
     assert!(data_dir.join("agents").join(&id).join("probe.txt").exists(), "its workspace is its own directory");
+
+    // A pause stops it gracefully: SIGTERM reaches the runtime through the relay.
+    api.post(&format!("/api/instances/{id}/pause"), json!({})).await.ok();
+    let marker = data_dir.join("agents").join(&id).join("stopped-by-sigterm");
+    assert_eq!(std::fs::read_to_string(&marker).ok().as_deref(), Some("SIGTERM"), "the runtime was sent SIGTERM");
 }
 
 async fn an_agent_past_its_memory_limit_fails_saying_so_and_nothing_else_does(backend: Backend) {
