@@ -178,9 +178,9 @@ impl ProcessDriver {
             .await
             .map_err(|_| "the agent's previous runtime process did not stop".to_owned())?;
         let limits = spec.runtime.limits;
-        let (mut cmd, target, confined, endpoint) = match &self.sandbox {
+        let (mut cmd, target, mut confined, endpoint) = match &self.sandbox {
             Sandbox::Ready(host) => {
-                let mut confined = host.confine(sandbox::Agent {
+                let (cmd, confined) = host.confine(sandbox::Agent {
                     instance_id: &spec.instance_id,
                     runtime_id: &spec.runtime.id,
                     argv: &argv,
@@ -191,7 +191,7 @@ impl ProcessDriver {
                 })?;
                 let target = Target::Socket(confined.agent_socket.clone());
                 let endpoint = format!("http://{}", sandbox::INSIDE_GATEWAY);
-                (confined.take_command(), target, Some(confined), endpoint)
+                (cmd, target, Some(confined), endpoint)
             }
             _ => {
                 let port = free_port().map_err(|e| format!("no free port for the runtime: {e}"))?;
@@ -239,7 +239,6 @@ impl ProcessDriver {
                 .map_err(|e| format!("cannot start {:?}: {e}", argv[0])),
             Err(why) => Err(why),
         };
-        let mut confined = confined;
         if let Some(confined) = &mut confined {
             confined.spawned();
         }
@@ -535,18 +534,21 @@ fn first_child(pid: u32) -> Option<u32> {
     children.split_whitespace().next()?.parse().ok()
 }
 
+#[cfg(unix)]
+impl Ending {
+    fn signal(self) -> rustix::process::Signal {
+        match self {
+            Self::Term => rustix::process::Signal::TERM,
+            Self::Kill => rustix::process::Signal::KILL,
+        }
+    }
+}
+
 /// Signals process `pid`.
 fn signal(pid: u32, ending: Ending) {
     #[cfg(unix)]
-    {
-        use rustix::process::{Pid, Signal, kill_process};
-        let signal = match ending {
-            Ending::Term => Signal::TERM,
-            Ending::Kill => Signal::KILL,
-        };
-        if let Some(pid) = Pid::from_raw(pid as i32) {
-            let _ = kill_process(pid, signal);
-        }
+    if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+        let _ = rustix::process::kill_process(pid, ending.signal());
     }
     #[cfg(not(unix))]
     let _ = (pid, ending);
@@ -556,15 +558,8 @@ fn signal(pid: u32, ending: Ending) {
 /// of a new group).
 fn kill_group(pid: Option<u32>, ending: Ending) {
     #[cfg(unix)]
-    {
-        use rustix::process::{Pid, Signal, kill_process_group};
-        let signal = match ending {
-            Ending::Term => Signal::TERM,
-            Ending::Kill => Signal::KILL,
-        };
-        if let Some(pid) = pid.and_then(|pid| Pid::from_raw(pid as i32)) {
-            let _ = kill_process_group(pid, signal);
-        }
+    if let Some(pid) = pid.and_then(|pid| rustix::process::Pid::from_raw(pid as i32)) {
+        let _ = rustix::process::kill_process_group(pid, ending.signal());
     }
     #[cfg(not(unix))]
     let _ = (pid, ending);

@@ -297,9 +297,10 @@ impl Host {
         format!("{} with {}, seccomp, egress proxy", self.version, self.cgroups.describe())
     }
 
-    /// Makes an agent's sandbox: the command that starts its runtime in it, and what lives
-    /// as long as that runtime (its cgroup, egress proxy and socket directory).
-    pub fn confine(&self, agent: Agent<'_>) -> Result<Confined, String> {
+    /// Makes an agent's sandbox: the command that starts its runtime in it (to spawn once,
+    /// with the runtime's environment added), and what lives as long as that runtime (its
+    /// cgroup, egress proxy and socket directory).
+    pub fn confine(&self, agent: Agent<'_>) -> Result<(Command, Confined), String> {
         let agent_dir = self.dir.join(agent.instance_id);
         let _ = std::fs::remove_dir_all(&agent_dir);
         std::fs::create_dir_all(&agent_dir).map_err(|e| format!("cannot create {}: {e}", agent_dir.display()))?;
@@ -396,14 +397,8 @@ impl Host {
             ("no_proxy", "127.0.0.1,localhost,::1"),
         ]);
         crate::runtimes::pre_exec::enter_sandbox(&mut command, cgroup.join_files(), Some(filter.as_raw_fd()));
-        Ok(Confined {
-            command: Some(command),
-            agent_socket,
-            filter: Some(filter),
-            cgroup,
-            _stop_egress: stop_egress,
-            agent_dir,
-        })
+        let confined = Confined { agent_socket, filter: Some(filter), cgroup, _stop_egress: stop_egress, agent_dir };
+        Ok((command, confined))
     }
 }
 
@@ -427,7 +422,6 @@ pub struct Agent<'a> {
 
 /// An agent's sandbox, from the command that starts it until its runtime has ended.
 pub struct Confined {
-    command: Option<Command>,
     /// Where roost reaches the runtime's `/ready` and `/turn`.
     pub agent_socket: PathBuf,
     filter: Option<OwnedFd>,
@@ -437,11 +431,6 @@ pub struct Confined {
 }
 
 impl Confined {
-    /// Takes the command to spawn it.
-    pub fn take_command(&mut self) -> Command {
-        self.command.take().expect("the sandbox's command is spawned once")
-    }
-
     /// Call once the command was spawned: bubblewrap has its own copy of the filter.
     pub fn spawned(&mut self) {
         self.filter = None;
