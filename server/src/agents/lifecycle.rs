@@ -342,6 +342,21 @@ impl Hosting {
     /// message carries the token.
     async fn check_bot_token(&self, token: &str) -> Result<crate::telegram::BotUser> {
         use crate::telegram::TelegramError;
+        // Telegram's tokens are `<bot id>:<secret>` in URL-safe characters; anything else
+        // cannot be one, and would not even make a well-formed Bot API URL.
+        let shaped = token.split_once(':').is_some_and(|(id, secret)| {
+            !id.is_empty()
+                && id.bytes().all(|b| b.is_ascii_digit())
+                && !secret.is_empty()
+                && secret.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        });
+        if !shaped {
+            return Err(ApiError::invalid_argument(
+                "MESSAGING_BOT_TOKEN is not a Telegram bot token (<bot id>:<secret>, as @BotFather gives it); \
+                 nothing was changed",
+            )
+            .into());
+        }
         match self.telegram.get_me(token).await {
             Ok(bot) => Ok(bot),
             Err(err @ TelegramError::Api { code: 400..=499, .. }) => Err(ApiError::invalid_argument(format!(
