@@ -766,6 +766,15 @@ fn settle(state: Pending, turn: Option<TurnCall>, outcome: Outcome) {
         first_chunk_ms: state.first_chunk_ms,
         error,
     };
+    if let Some(turn) = &turn {
+        turn.count(TurnTotals {
+            calls: 1,
+            input_tokens: record.input_tokens,
+            output_tokens: record.output_tokens,
+            cost_nanocents: record.cost_nanocents,
+            charged_cents: 0,
+        });
+    }
     gateway.writer.write(writer::Finished {
         record,
         admitted,

@@ -5,16 +5,18 @@
 //! the turn's trace, its tokens and charge into the turn's totals). Calls made between
 //! turns (heartbeats, background jobs) find the slot empty and stand alone.
 //!
-//! A turn ends when its runtime answers, but a streamed call's charge is written just after
-//! its last chunk went out; the turn waits for its calls to settle ([`TurnMeter::settled`])
-//! before it reads the totals, so a turn's figures are the sum of its calls.
+//! A call's usage and cost join the turn's totals the moment its answer is complete, before
+//! the runtime has it ([`TurnCall::count`]), so the runtime's next call is judged on them.
+//! Its charge is written just after (by the batching writer), so the turn waits for its
+//! calls to settle ([`TurnMeter::settled`]) before it reads the totals: a turn's figures
+//! are the sum of its calls.
 //!
 //! A turn has limits ([`TurnLimits`]): a runtime stuck in a loop (one fed the same tool
 //! request made ~1,200 model calls in five minutes) is stopped at a number of calls or an
 //! amount spent. Past either the gateway refuses the turn's calls (429 `turn_limit`) and
 //! the turn ends as failed, saying which limit it hit ([`TurnMeter::tripped`]). Spend is
-//! what the turn's settled calls cost (byok included: a loop burns the agent's own key
-//! too), so calls already in flight when it is reached may pass it.
+//! what the turn's answered calls cost (byok included: a loop burns the agent's own key
+//! too), so only calls made in parallel, already in flight when it is reached, may pass it.
 
 use std::{
     sync::{Arc, Mutex},
@@ -176,8 +178,9 @@ impl TurnCall {
         &self.meter
     }
 
-    /// The call settled: its figures join the turn's.
-    pub fn settle(self, add: TurnTotals) {
+    /// The call's answer is complete: its figures join the turn's (before the runtime has
+    /// the answer, so a call it makes next is judged on them).
+    pub fn count(&self, add: TurnTotals) {
         let mut state = self.meter.state.lock().unwrap_or_else(|p| p.into_inner());
         let totals = &mut state.totals;
         totals.calls += add.calls;
@@ -185,6 +188,11 @@ impl TurnCall {
         totals.output_tokens = totals.output_tokens.saturating_add(add.output_tokens);
         totals.cost_nanocents = totals.cost_nanocents.saturating_add(add.cost_nanocents);
         totals.charged_cents = totals.charged_cents.saturating_add(add.charged_cents);
+    }
+
+    /// The call is stored and charged `charged_cents`: it settles.
+    pub fn settle(self, charged_cents: i64) {
+        self.count(TurnTotals { charged_cents, ..TurnTotals::default() });
         // Dropping `self` below counts the call out.
     }
 }
@@ -223,7 +231,8 @@ mod tests {
             async move { meter.settled(Duration::from_secs(5)).await }
         });
         tokio::time::sleep(Duration::from_millis(20)).await;
-        call.settle(TurnTotals { calls: 1, input_tokens: 3, output_tokens: 2, cost_nanocents: 10, charged_cents: 1 });
+        call.count(TurnTotals { calls: 1, input_tokens: 3, output_tokens: 2, cost_nanocents: 10, charged_cents: 0 });
+        call.settle(1);
         let totals = waiting.await.unwrap();
         assert_eq!((totals.calls, totals.input_tokens, totals.charged_cents), (1, 3, 1));
         // A dropped call counts out without adding anything.
@@ -236,7 +245,7 @@ mod tests {
     #[test]
     fn a_turn_stops_at_its_calls_or_its_spend() {
         let meter = Arc::new(TurnMeter::new("turn_1", TurnLimits { max_calls: 2, max_cost_nanocents: 1_000 }));
-        meter.call().unwrap().settle(TurnTotals { calls: 1, cost_nanocents: 10, ..TurnTotals::default() });
+        meter.call().unwrap().count(TurnTotals { calls: 1, cost_nanocents: 10, ..TurnTotals::default() });
         let _second = meter.call().unwrap();
         assert_eq!(meter.tripped(), None);
         let why = meter.call().err().expect("a third call is past the limit");
@@ -244,8 +253,10 @@ mod tests {
         assert_eq!(meter.tripped(), Some(why));
 
         let meter = Arc::new(TurnMeter::new("turn_2", TurnLimits { max_calls: 200, max_cost_nanocents: 1_000 }));
-        meter.call().unwrap().settle(TurnTotals { calls: 1, cost_nanocents: 999, ..TurnTotals::default() });
-        meter.call().unwrap().settle(TurnTotals { calls: 1, cost_nanocents: 5, ..TurnTotals::default() });
+        // Counted, not yet settled (the writer has not stored it): the spend already counts.
+        let first = meter.call().unwrap();
+        first.count(TurnTotals { calls: 1, cost_nanocents: 999, ..TurnTotals::default() });
+        meter.call().unwrap().count(TurnTotals { calls: 1, cost_nanocents: 5, ..TurnTotals::default() });
         let why = meter.call().err().expect("past the spend");
         assert!(why.contains("spending limit"), "{why}");
     }

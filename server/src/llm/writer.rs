@@ -5,7 +5,7 @@
 //! call then joins the writer's queue, and the writer commits everything queued in one
 //! transaction (`Store::record_model_calls`), so under load one commit (one fsync) serves
 //! many calls and the answer never waits for one. Once a batch is committed, each call's
-//! credit window is settled with what it was charged, its turn's totals take its figures,
+//! credit window is settled with what it was charged, its turn takes what it was charged,
 //! and its span is written (through the ingest path, attributed to its agent).
 //!
 //! The price of answering first: the calls of a batch not yet committed when roost is
@@ -20,7 +20,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{error, warn};
 
-use super::{Answer, Api, CallRecord, TurnCall, TurnTotals, spans};
+use super::{Answer, Api, CallRecord, TurnCall, spans};
 use crate::{billing::windows::Admitted, store::Store, telemetry::Telemetry};
 
 /// The most calls one transaction stores.
@@ -126,13 +126,7 @@ async fn write(store: &Store, telemetry: &std::sync::Arc<Telemetry>, batch: Vec<
             None => spans::Placement { trace_id: spans::random_trace_id(), parent: None },
         };
         if let Some(turn) = turn {
-            turn.settle(TurnTotals {
-                calls: 1,
-                input_tokens: record.input_tokens,
-                output_tokens: record.output_tokens,
-                cost_nanocents: record.cost_nanocents,
-                charged_cents: cents,
-            });
+            turn.settle(cents);
         }
         let span: ExportTraceServiceRequest =
             spans::call_span(&record, &runtime_id, &place, api, &request, &answer, cents);
