@@ -95,7 +95,13 @@ impl Api {
     /// Polls the instance until its status is `status` (panics after 20 s, or if it failed
     /// while waiting for something else).
     pub async fn wait_status(&self, id: &str, status: &str) -> Value {
-        for _ in 0..400 {
+        self.wait_status_within(id, status, Duration::from_secs(20)).await
+    }
+
+    /// Waits until the instance has `status`, for at most `within` (a runtime that takes
+    /// long to boot); the instance then. Fails if it fails or takes longer.
+    pub async fn wait_status_within(&self, id: &str, status: &str, within: Duration) -> Value {
+        for _ in 0..within.as_millis().div_ceil(50) {
             let instance = self.get(&format!("/api/instances/{id}")).await.ok();
             if instance["status"] == status {
                 return instance;

@@ -665,5 +665,6 @@ pub(super) fn retired_runtime(row: &InstanceRow) -> RuntimeSpec {
         max_calls_per_turn: None,
         max_turn_spend_cents: None,
         limits: crate::sandbox::Limits::default(),
+        boot_timeout: None,
     }
 }

@@ -149,6 +149,7 @@ impl Hosting {
                 otlp,
                 config.boot_timeout,
                 ChildRecords::new(store.clone(), data_dir)?,
+                telemetry.clone(),
             ),
             assistant: assistant::AssistantDriver::new(store.clone(), models.clone()),
         };

@@ -171,7 +171,7 @@ impl Output {
     }
 }
 
-async fn open(global: &GlobalArgs) -> Result<Store, ExitCode> {
+pub(super) async fn open(global: &GlobalArgs) -> Result<Store, ExitCode> {
     let config = global.serve_config().map_err(|err| {
         eprintln!("roost: {err}");
         ExitCode::from(2)

@@ -2,6 +2,7 @@
 
 mod accounts;
 mod backup;
+mod runtimes;
 mod serve;
 mod status;
 mod update;
@@ -63,6 +64,9 @@ enum Command {
     /// Add web-app users to accounts, with one-time invite links (operators).
     #[command(subcommand)]
     Users(accounts::UsersCommand),
+    /// Install packaged runtimes (OpenClaw, Hermes Agent) and list what is installed.
+    #[command(subcommand)]
+    Runtimes(runtimes::RuntimesCommand),
     /// Ask a running roost how it is: store, ingest, health checks, failing pages, updates.
     Status(status::StatusArgs),
     /// Check the package index and install the newest release now.
@@ -123,6 +127,7 @@ pub fn main() -> ExitCode {
             Command::Credits(command) => accounts::credits(&cli.global, command).await,
             Command::Users(command) => accounts::users(&cli.global, command).await,
             Command::Status(args) => status::status(args).await,
+            Command::Runtimes(command) => runtimes::runtimes(&cli.global, command).await,
             Command::Update(args) => update::update(&cli.global, args).await,
             Command::Backup(args) => backup::backup(&cli.global, args).await,
             Command::Restore(args) => backup::restore(&cli.global, args).await,

@@ -22,6 +22,15 @@ pub enum DriverSpec {
     },
     /// An LLM over an OpenAI-compatible chat-completions API.
     Assistant,
+    /// A packaged runtime ([`super::packaged`]): a child process like `Process`, whose
+    /// configuration roost writes and whose own chat endpoint takes the turns.
+    Packaged {
+        /// Which one.
+        package: super::packaged::Package,
+        /// Its install directory; else the newest pinned version installed in
+        /// `<data-dir>/runtimes/<name>/`.
+        install_dir: Option<std::path::PathBuf>,
+    },
 }
 
 impl DriverSpec {
@@ -31,6 +40,7 @@ impl DriverSpec {
             Self::Echo => "echo",
             Self::Process { .. } => "process",
             Self::Assistant => "assistant",
+            Self::Packaged { package, .. } => package.name(),
         }
     }
 
@@ -38,7 +48,7 @@ impl DriverSpec {
     /// which meters each one: its turns' usage and charge are then their calls' sum, and
     /// the turn itself is not metered.
     pub fn calls_models(&self) -> bool {
-        matches!(self, Self::Process { .. } | Self::Assistant)
+        matches!(self, Self::Process { .. } | Self::Assistant | Self::Packaged { .. })
     }
 }
 
@@ -68,6 +78,9 @@ pub struct RuntimeSpec {
     /// What one of its agents may use in its sandbox (`memory_mb`, `cpus`,
     /// `max_processes`, `tmp_mb`; roost's defaults where it sets none).
     pub limits: crate::sandbox::Limits,
+    /// How long one of its agents may take to be ready, when it sets its own (else
+    /// `--boot-timeout-secs`).
+    pub boot_timeout: Option<std::time::Duration>,
 }
 
 impl RuntimeSpec {
@@ -94,6 +107,7 @@ impl RuntimeSpec {
             cpus: self.limits.cpus,
             max_processes: self.limits.max_processes,
             tmp_mb: self.limits.tmp_mb,
+            boot_timeout_secs: self.boot_timeout.map_or(0, |t| t.as_secs()),
         }
     }
 }
@@ -140,6 +154,10 @@ struct RuntimeEntry {
     max_processes: Option<u32>,
     #[serde(default)]
     tmp_mb: Option<u64>,
+    #[serde(default)]
+    boot_timeout_secs: Option<u64>,
+    #[serde(default)]
+    install_dir: Option<std::path::PathBuf>,
 }
 
 /// Messaging channels roost can connect.
@@ -150,6 +168,19 @@ impl Catalogue {
     pub fn builtin() -> Self {
         // Parsed in a test below; cannot fail at run time.
         Self::from_toml(BUILTIN).unwrap_or(Self { runtimes: Vec::new() })
+    }
+
+    /// The built-in catalogue, with the packaged runtimes installed under `runtimes_dir`
+    /// (`<data-dir>/runtimes`) after its own: a runtime is offered once it is installed.
+    pub fn builtin_with_installed(runtimes_dir: &Path) -> Self {
+        let mut text = BUILTIN.to_owned();
+        for installed in super::packaged::Installation::all(runtimes_dir) {
+            if !text.contains(&format!("id = \"{}\"", installed.package.name())) {
+                text.push('\n');
+                text.push_str(&installed.package.catalogue_toml(&installed.dir));
+            }
+        }
+        Self::from_toml(&text).unwrap_or_else(|_| Self::builtin())
     }
 
     /// Reads a catalogue file.
@@ -224,14 +255,26 @@ impl RuntimeEntry {
         if self.driver != "process" && (!self.command.is_empty() || !self.env.is_empty()) {
             return Err(format!("runtime {id}: command and env are for process runtimes"));
         }
-        let driver = match self.driver.as_str() {
-            "echo" => DriverSpec::Echo,
-            "assistant" => DriverSpec::Assistant,
-            "process" if self.command.is_empty() => {
+        let package = super::packaged::Package::parse(&self.driver);
+        if package.is_none() && self.install_dir.is_some() {
+            return Err(format!("runtime {id}: install_dir is for packaged runtimes (openclaw, hermes)"));
+        }
+        if self.boot_timeout_secs.is_some_and(|s| !(1..=3600).contains(&s)) {
+            return Err(format!("runtime {id}: boot_timeout_secs must be 1-3600"));
+        }
+        let driver = match (self.driver.as_str(), package) {
+            (_, Some(package)) => DriverSpec::Packaged { package, install_dir: self.install_dir },
+            ("echo", _) => DriverSpec::Echo,
+            ("assistant", _) => DriverSpec::Assistant,
+            ("process", _) if self.command.is_empty() => {
                 return Err(format!("runtime {id}: a process runtime needs a command"));
             }
-            "process" => DriverSpec::Process { command: self.command, env: self.env },
-            other => return Err(format!("runtime {id}: unknown driver {other:?} (echo, process, assistant)")),
+            ("process", _) => DriverSpec::Process { command: self.command, env: self.env },
+            (other, _) => {
+                return Err(format!(
+                    "runtime {id}: unknown driver {other:?} (echo, process, assistant, openclaw, hermes)"
+                ));
+            }
         };
         Ok(RuntimeSpec {
             id,
@@ -244,6 +287,7 @@ impl RuntimeEntry {
             max_calls_per_turn: self.max_calls_per_turn,
             max_turn_spend_cents: self.max_turn_spend_cents,
             limits,
+            boot_timeout: self.boot_timeout_secs.map(std::time::Duration::from_secs),
         })
     }
 }
@@ -258,6 +302,25 @@ mod tests {
         assert_eq!(catalogue.get("echo").unwrap().driver, DriverSpec::Echo);
         assert!(catalogue.all().iter().any(|r| matches!(r.driver, DriverSpec::Process { .. })));
         assert!(catalogue.all().iter().any(|r| r.price_cents_month > 0));
+    }
+
+    #[test]
+    fn the_builtin_catalogue_offers_a_packaged_runtime_once_it_is_installed() {
+        use super::super::packaged::{Package, STAMP};
+        let dir = tempfile::tempdir().unwrap();
+        assert!(Catalogue::builtin_with_installed(dir.path()).get("hermes").is_none());
+        let pinned = Package::Hermes.default_version();
+        let at = Package::Hermes.dir(dir.path(), pinned.version);
+        std::fs::create_dir_all(&at).unwrap();
+        std::fs::write(at.join(STAMP), pinned.lock_hash()).unwrap();
+        let catalogue = Catalogue::builtin_with_installed(dir.path());
+        let hermes = catalogue.get("hermes").expect("offered once installed");
+        assert_eq!(
+            hermes.driver,
+            DriverSpec::Packaged { package: Package::Hermes, install_dir: Some(at.canonicalize().unwrap()) }
+        );
+        assert!(catalogue.get("openclaw").is_none(), "not installed, not offered");
+        assert!(catalogue.get("echo").is_some());
     }
 
     #[test]
@@ -280,6 +343,8 @@ mod tests {
             ("[[runtime]]\nid = \"a\"\ndriver = \"echo\"\nprice_cents_month = 0\nmax_calls_per_turn = 0\n", "above 0"),
             ("[[runtime]]\nid = \"a\"\ndriver = \"echo\"\nprice_cents_month = 0\nmemory_mb = 1\n", "out of range"),
             ("[[runtime]]\nid = \"a\"\ndriver = \"echo\"\nprice_cents_month = 0\ncpus = 0.0\n", "out of range"),
+            ("[[runtime]]\nid = \"a\"\ndriver = \"echo\"\nprice_cents_month = 0\ninstall_dir = \"/x\"\n", "packaged"),
+            ("[[runtime]]\nid = \"a\"\ndriver = \"hermes\"\nprice_cents_month = 0\nboot_timeout_secs = 0\n", "1-3600"),
         ];
         for (text, why) in cases {
             let err = Catalogue::from_toml(text).unwrap_err();

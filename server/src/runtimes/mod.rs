@@ -9,6 +9,8 @@ pub mod assistant;
 pub mod catalogue;
 pub mod echo;
 pub mod orphans;
+pub mod output;
+pub mod packaged;
 pub(crate) mod pre_exec;
 pub mod process;
 pub mod procfs;
@@ -161,7 +163,11 @@ impl Drivers {
             DriverSpec::Echo => Ok(Arc::new(echo::EchoMachine::new(&spec))),
             DriverSpec::Process { command, env } => {
                 let (command, env) = (command.clone(), env.clone());
-                Ok(self.process.start(&spec, &command, &env).await?)
+                Ok(self.process.start(&spec, process::Program::Command { command: &command, env: &env }).await?)
+            }
+            DriverSpec::Packaged { package, install_dir } => {
+                let program = process::Program::Packaged { package: *package, install_dir: install_dir.clone() };
+                Ok(self.process.start(&spec, program).await?)
             }
             DriverSpec::Assistant => Ok(self.assistant.start(&spec)),
         }

@@ -43,18 +43,19 @@ use std::{
 
 use serde::Deserialize;
 use tokio::{
-    io::{AsyncBufReadExt, AsyncRead, BufReader},
     process::{Child, Command},
     sync::watch,
 };
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use roost_proto::{ApiError, ErrorReason};
 
 use super::{
     Machine, MachineSpec, TurnInput, TurnOutput,
     orphans::{ChildRecords, Reaped},
+    output::{self, Output},
+    packaged::{self, ChatApi, Installation, Session},
     slots::{Slot, Slots},
     spawner,
     tokens::{AgentIdentity, AgentToken, AgentTokens},
@@ -72,8 +73,6 @@ pub const EXAMPLE_AGENT_FILE: &str = "example_agent.py";
 
 /// How long a stopped child gets between SIGTERM and SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(5);
-/// How many of a child's last stderr lines a boot failure quotes.
-const STDERR_TAIL: usize = 8;
 
 /// Where process runtimes send their OTLP telemetry and model calls: roost itself, each with
 /// its own agent token (`OTEL_EXPORTER_OTLP_HEADERS`, the SDKs' API keys), so what it sends
@@ -98,12 +97,15 @@ pub struct ProcessDriver {
     client: reqwest::Client,
     records: ChildRecords,
     slots: Slots,
+    /// Where runtimes' output is stored, when roost observes activity.
+    telemetry: Option<Arc<crate::telemetry::Telemetry>>,
 }
 
 impl ProcessDriver {
     /// A driver whose commands may use `{runtimes_dir}` (`<data_dir>/runtimes`), whose
     /// children work in their agents' `workspaces` inside `sandbox`, send telemetry to
-    /// `otlp` and are recorded in `records`, and whose boots fail after `boot_timeout`.
+    /// `otlp` and are recorded in `records`, whose boots fail after `boot_timeout` (unless
+    /// their runtime sets its own), and whose output is stored in `telemetry` when given.
     pub fn new(
         data_dir: &Path,
         workspaces: Workspaces,
@@ -111,6 +113,7 @@ impl ProcessDriver {
         otlp: OtlpExport,
         boot_timeout: Duration,
         records: ChildRecords,
+        telemetry: Option<Arc<crate::telemetry::Telemetry>>,
     ) -> Self {
         // Children are on loopback: never route to them through a proxy from the environment.
         let client = reqwest::Client::builder().no_proxy().build().unwrap_or_default();
@@ -124,6 +127,7 @@ impl ProcessDriver {
             client,
             records,
             slots: Slots::default(),
+            telemetry,
         }
     }
 
@@ -156,29 +160,55 @@ impl ProcessDriver {
 
     /// Spawns the agent's process (in its sandbox, unless the sandbox is off) and waits
     /// until it is ready.
-    pub async fn start(
-        &self,
-        spec: &MachineSpec,
-        command: &[String],
-        extra_env: &BTreeMap<String, String>,
-    ) -> Result<Arc<ProcessMachine>, String> {
+    pub async fn start(&self, spec: &MachineSpec, program: Program<'_>) -> Result<Arc<ProcessMachine>, String> {
         if let Sandbox::Unavailable(why) = &self.sandbox {
             return Err(format!("sandbox unavailable: {why}"));
         }
-        let runtimes_dir = self.runtimes_dir.display().to_string();
-        let argv: Vec<String> = command.iter().map(|a| a.replace("{runtimes_dir}", &runtimes_dir)).collect();
-        if argv.is_empty() {
-            return Err("the runtime's command is empty".to_owned());
-        }
+        let installation = match &program {
+            Program::Packaged { package, install_dir } => Some(self.installation(*package, install_dir.as_deref())?),
+            Program::Command { .. } => None,
+        };
         // Its workspace: its HOME and working directory, kept until it is destroyed.
         let workspace =
             self.workspaces.ensure(&spec.instance_id).map_err(|e| format!("cannot make the agent's workspace: {e}"))?;
+        let boot_timeout = spec.runtime.boot_timeout.unwrap_or(self.boot_timeout);
         // The agent's previous process, if any, must be gone first: never two at once.
-        let slot = tokio::time::timeout(self.boot_timeout, self.slots.take(&spec.instance_id))
+        let slot = tokio::time::timeout(boot_timeout, self.slots.take(&spec.instance_id))
             .await
             .map_err(|_| "the agent's previous runtime process did not stop".to_owned())?;
+        // Where it listens and where it reaches roost: inside its sandbox, the relay's
+        // ports; unconfined, a free port of the host and roost's own address.
+        let (port, endpoint) = match &self.sandbox {
+            Sandbox::Ready(_) => (sandbox::RUNTIME_PORT, format!("http://{}", sandbox::INSIDE_GATEWAY)),
+            _ => (free_port().map_err(|e| format!("no free port for the runtime: {e}"))?, self.otlp.endpoint.clone()),
+        };
+        // This boot's agent token, forgotten when the process ends.
+        let token = self.otlp.tokens.issue(AgentIdentity::of(spec));
+        let (argv, catalogue_env, launch_env, api, read_only) = match (&program, &installation) {
+            (Program::Packaged { .. }, Some(installation)) => {
+                let launch = installation.prepare(&packaged::Boot {
+                    instance_id: &spec.instance_id,
+                    brief: &spec.brief,
+                    model: &spec.model,
+                    workspace: &workspace,
+                    gateway_url: &format!("{endpoint}{}/v1", crate::llm::PREFIX),
+                    agent_token: token.secret(),
+                    port,
+                })?;
+                (launch.argv, BTreeMap::new(), launch.env, Some(launch.api), vec![installation.dir.clone()])
+            }
+            (Program::Command { command, env }, _) => {
+                let runtimes_dir = self.runtimes_dir.display().to_string();
+                let argv = command.iter().map(|a| a.replace("{runtimes_dir}", &runtimes_dir)).collect();
+                (argv, (*env).clone(), BTreeMap::new(), None, Vec::new())
+            }
+            (Program::Packaged { .. }, None) => return Err("the runtime is not installed".to_owned()),
+        };
+        if argv.is_empty() {
+            return Err("the runtime's command is empty".to_owned());
+        }
         let limits = spec.runtime.limits;
-        let (mut cmd, target, mut confined, endpoint) = match &self.sandbox {
+        let (mut cmd, target, mut confined) = match &self.sandbox {
             Sandbox::Ready(host) => {
                 let (cmd, confined) = host.confine(sandbox::Agent {
                     instance_id: &spec.instance_id,
@@ -187,14 +217,13 @@ impl ProcessDriver {
                     workspace: &workspace,
                     runtimes_dir: &self.runtimes_dir,
                     data_dir: &self.data_dir,
+                    read_only: &read_only,
                     limits,
                 })?;
                 let target = Target::Socket(confined.agent_socket.clone());
-                let endpoint = format!("http://{}", sandbox::INSIDE_GATEWAY);
-                (cmd, target, Some(confined), endpoint)
+                (cmd, target, Some(confined))
             }
             _ => {
-                let port = free_port().map_err(|e| format!("no free port for the runtime: {e}"))?;
                 let mut cmd = Command::new(&argv[0]);
                 cmd.args(&argv[1..]).current_dir(&workspace);
                 for (name, _) in std::env::vars_os() {
@@ -207,22 +236,19 @@ impl ProcessDriver {
                         cmd.env_remove(name.as_ref());
                     }
                 }
-                (cmd, Target::Port(port), None, self.otlp.endpoint.clone())
+                (cmd, Target::Port(port), None)
             }
         };
         cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
         #[cfg(unix)]
         cmd.process_group(0);
-        // This boot's agent token, forgotten when the process ends.
-        let token = self.otlp.tokens.issue(AgentIdentity::of(spec));
-        let port = match &target {
-            Target::Port(port) => *port,
-            Target::Socket(_) => sandbox::RUNTIME_PORT,
-        };
         let home = workspace.display().to_string();
-        cmd.envs(extra_env)
+        // The catalogue's environment, roost's contract over it, a packaged runtime's own
+        // settings last.
+        cmd.envs(&catalogue_env)
             .envs(self.environment(spec, port, token.secret(), &endpoint))
-            .envs([("HOME", home.clone()), ("ROOST_WORKSPACE", home)]);
+            .envs([("HOME", home.clone()), ("ROOST_WORKSPACE", home)])
+            .envs(&launch_env);
 
         // Made before the child starts: nothing can fail between its start and its reaper.
         let client = match &target {
@@ -268,22 +294,41 @@ impl ProcessDriver {
                 return Err(format!("cannot record the runtime process: {err}"));
             }
         };
-        let stderr_tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL)));
+        let stderr_tail = Arc::new(Mutex::new(VecDeque::with_capacity(output::TAIL_LINES)));
+        let output = Output {
+            instance_id: spec.instance_id.clone(),
+            runtime_id: spec.runtime.id.clone(),
+            telemetry: self.telemetry.clone(),
+        };
         if let Some(out) = child.stdout.take() {
-            tokio::spawn(forward_lines(out, spec.instance_id.clone(), None));
+            tokio::spawn(output.clone().forward(out, output::Stream::Stdout, None));
         }
         if let Some(err) = child.stderr.take() {
-            tokio::spawn(forward_lines(err, spec.instance_id.clone(), Some(stderr_tail.clone())));
+            tokio::spawn(output.forward(err, output::Stream::Stderr, Some(stderr_tail.clone())));
         }
         let ended = Ended { records: self.records.clone(), record, slot, token, confined, limits };
-        let machine = Arc::new(ProcessMachine::spawn_reaper(child, &target, client, ended));
-        if let Err(why) = machine.wait_ready(self.boot_timeout).await {
+        let machine = Arc::new(ProcessMachine::spawn_reaper(child, &target, client, api, ended));
+        if let Err(why) = machine.wait_ready(boot_timeout).await {
             machine.stop().await;
             let tail: Vec<String> = stderr_tail.lock().map(|t| t.iter().cloned().collect()).unwrap_or_default();
             return Err(if tail.is_empty() { why } else { format!("{why}; stderr: {}", tail.join(" | ")) });
         }
         info!(instance = %spec.instance_id, sandboxed = matches!(target, Target::Socket(_)), "runtime process ready");
         Ok(machine)
+    }
+
+    /// The install a packaged runtime boots from: `install_dir` if the catalogue names one,
+    /// else the newest pinned version installed under `<data-dir>/runtimes`.
+    fn installation(&self, package: packaged::Package, install_dir: Option<&Path>) -> Result<Installation, String> {
+        let found = match install_dir {
+            Some(dir) => Installation::at(package, dir),
+            None => Installation::current(package, &self.runtimes_dir),
+        };
+        found.ok_or_else(|| {
+            let place =
+                install_dir.map_or_else(|| self.runtimes_dir.display().to_string(), |d| d.display().to_string());
+            format!("{name} is not installed in {place}: run `roost runtimes install {name}`", name = package.name())
+        })
     }
 
     /// The child's environment: roost's contract with process runtimes.
@@ -313,6 +358,24 @@ impl ProcessDriver {
     }
 }
 
+/// What a process agent runs.
+pub enum Program<'a> {
+    /// A catalogue command speaking roost's `/ready` and `/turn`.
+    Command {
+        /// argv; `{runtimes_dir}` is `<data-dir>/runtimes`.
+        command: &'a [String],
+        /// Extra environment.
+        env: &'a BTreeMap<String, String>,
+    },
+    /// A packaged runtime: roost writes its configuration and talks to its chat endpoint.
+    Packaged {
+        /// Which one.
+        package: packaged::Package,
+        /// Where it is installed, if the catalogue says.
+        install_dir: Option<PathBuf>,
+    },
+}
+
 /// Where roost reaches a runtime's `/ready` and `/turn`.
 enum Target {
     /// Unconfined: a port on 127.0.0.1.
@@ -327,30 +390,13 @@ fn free_port() -> std::io::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-/// Logs a child's output lines under the agent's id, keeping the last stderr lines.
-async fn forward_lines(stream: impl AsyncRead + Unpin, instance: String, tail: Option<Arc<Mutex<VecDeque<String>>>>) {
-    let mut lines = BufReader::new(stream).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        match &tail {
-            Some(tail) => {
-                warn!(target: "roost::runtime", instance = %instance, "{line}");
-                if let Ok(mut tail) = tail.lock() {
-                    if tail.len() == STDERR_TAIL {
-                        tail.pop_front();
-                    }
-                    tail.push_back(line);
-                }
-            }
-            None => info!(target: "roost::runtime", instance = %instance, "{line}"),
-        }
-    }
-}
-
 /// An agent's child process.
 pub struct ProcessMachine {
     /// `http://127.0.0.1:PORT`, or a name that stands for the runtime's socket.
     base_url: String,
     client: reqwest::Client,
+    /// A packaged runtime's chat endpoint; else it speaks roost's `/turn`.
+    api: Option<ChatApi>,
     stop: CancellationToken,
     died: watch::Receiver<Option<String>>,
 }
@@ -387,7 +433,13 @@ impl ProcessMachine {
     /// Hands the child to a reaper task that waits for it to exit, or stops it when asked;
     /// either way it kills what the child left in its process group, forgets its record and
     /// frees the agent's slot before reporting the death.
-    fn spawn_reaper(mut child: Child, target: &Target, client: reqwest::Client, ended: Ended) -> Self {
+    fn spawn_reaper(
+        mut child: Child,
+        target: &Target,
+        client: reqwest::Client,
+        api: Option<ChatApi>,
+        ended: Ended,
+    ) -> Self {
         let stop = CancellationToken::new();
         let (died_tx, died) = watch::channel(None);
         let stopping = stop.clone();
@@ -432,12 +484,12 @@ impl ProcessMachine {
             // The host is not looked up: the client connects to the socket.
             Target::Socket(_) => "http://agent".to_owned(),
         };
-        Self { base_url, client, stop, died }
+        Self { base_url, client, api, stop, died }
     }
 
     async fn wait_ready(&self, timeout: Duration) -> Result<(), String> {
         let started = Instant::now();
-        let url = format!("{}/ready", self.base_url);
+        let url = format!("{}{}", self.base_url, self.api.as_ref().map_or("/ready", |api| api.ready_path));
         loop {
             if let Some(why) = self.died.borrow().clone() {
                 return Err(format!("{why} before it was ready"));
@@ -480,6 +532,9 @@ impl Machine for ProcessMachine {
 impl ProcessMachine {
     /// One `POST /turn`; the error says how the runtime failed.
     async fn exchange(&self, input: TurnInput) -> Result<TurnOutput, String> {
+        if let Some(api) = &self.api {
+            return self.chat(api, input).await;
+        }
         let body = serde_json::json!({ "turn_id": input.turn_id, "text": input.text });
         let resp =
             self.client.post(format!("{}/turn", self.base_url)).json(&body).send().await.map_err(|e| {
@@ -501,6 +556,49 @@ impl ProcessMachine {
             output_tokens: usage.output_tokens.max(0),
             model: reply.model.unwrap_or_default(),
         })
+    }
+}
+
+impl ProcessMachine {
+    /// One message to a packaged runtime's chat endpoint, in the agent's one session. Its
+    /// usage is not read here: the turn's model calls went through roost's gateway, which
+    /// metered each.
+    async fn chat(&self, api: &ChatApi, input: TurnInput) -> Result<TurnOutput, String> {
+        let mut body = serde_json::json!({
+            "model": api.model,
+            "messages": [{ "role": "user", "content": input.text }],
+            "stream": false,
+        });
+        let mut request = self.client.post(format!("{}/v1/chat/completions", self.base_url)).bearer_auth(&api.token);
+        match &api.session {
+            Session::UserField(user) => body["user"] = user.clone().into(),
+            Session::Header(name, value) => request = request.header(*name, value),
+        }
+        let resp = request.json(&body).send().await.map_err(|e| match self.died.borrow().clone() {
+            Some(why) => why,
+            None => format!("runtime unreachable: {e}"),
+        })?;
+        let status = resp.status();
+        let bytes = resp.bytes().await.map_err(|e| format!("runtime reply cut short: {e}"))?;
+        let answer: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        if !status.is_success() {
+            let said = answer["error"]["message"].as_str().or_else(|| answer["error"].as_str()).unwrap_or("");
+            let said: String = said.chars().take(300).collect();
+            return Err(format!(
+                "runtime answered HTTP {status}{}",
+                if said.is_empty() { String::new() } else { format!(": {said}") }
+            ));
+        }
+        let reply = &answer["choices"][0]["message"]["content"];
+        let reply = match reply {
+            serde_json::Value::String(text) => text.clone(),
+            // Content parts: their text, in order.
+            serde_json::Value::Array(parts) => {
+                parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join("")
+            }
+            _ => return Err("runtime answered garbage: no choices[0].message.content".to_owned()),
+        };
+        Ok(TurnOutput { reply, input_tokens: 0, output_tokens: 0, model: String::new() })
     }
 }
 

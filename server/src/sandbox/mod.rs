@@ -352,6 +352,9 @@ impl Host {
         for root in install_roots(agent.argv, agent.data_dir) {
             ro(&root);
         }
+        for dir in agent.read_only.iter().filter(|d| !d.starts_with(agent.runtimes_dir)) {
+            ro(dir);
+        }
         args.extend(["--bind".into(), workspace.clone(), workspace.clone(), "--chdir".into(), workspace.clone()]);
         args.extend(["--bind".into(), agent_dir.display().to_string(), INSIDE_DIR.into()]);
         args.extend(["--bind".into(), self.gateway_path.display().to_string(), INSIDE_GATEWAY_SOCKET.into()]);
@@ -416,6 +419,8 @@ pub struct Agent<'a> {
     pub runtimes_dir: &'a Path,
     /// roost's data directory (never bound into a sandbox).
     pub data_dir: &'a Path,
+    /// Directories it reads besides its command's (a packaged runtime's install).
+    pub read_only: &'a [PathBuf],
     /// Its limits.
     pub limits: Limits,
 }

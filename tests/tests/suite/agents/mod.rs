@@ -7,6 +7,7 @@ mod errors;
 mod flow;
 mod gateway;
 mod money;
+mod packaged;
 mod process;
 mod recording;
 mod restart;

@@ -1,0 +1,91 @@
+//! Hermes Agent's configuration for one boot.
+//!
+//! `HERMES_HOME` is `.hermes/` in the workspace: its `config.yaml` (written as JSON, which
+//! YAML reads), `SOUL.md` (the brief, which opens its system prompt), its sessions, memory
+//! and logs. Its terminal and file tools work in the workspace (`terminal.cwd`).
+//!
+//! Hermes keeps a session's system prompt in its state database and reuses it for the
+//! rest of the session (for the provider's prompt cache), so a new brief would reach only
+//! new sessions. When the brief changed since the last boot, the boot first clears the
+//! agent's stored prompt ([`LAUNCHER`], run inside the sandbox with Hermes's own Python):
+//! Hermes rebuilds it, with the new `SOUL.md`, on the next turn, and the conversation
+//! goes on.
+//!
+//! Off by default, because they spend credits unasked or reach out: the skill curator
+//! (a periodic model job), the kanban dispatcher, the model catalogue refresh and lazy
+//! package installs. Telegram stays with roost: it never gets the bot token.
+
+use std::path::Path;
+
+use serde_json::json;
+
+use super::{Boot, ChatApi, Launch, Session, api_token, write};
+
+/// Starts Hermes after clearing the stored system prompt of session `$ROOST_NEW_BRIEF_FOR`
+/// when that is set.
+const LAUNCHER: &str = "import os, sqlite3, sys
+session = os.environ.pop('ROOST_NEW_BRIEF_FOR', '')
+db = os.path.join(os.environ['HERMES_HOME'], 'state.db')
+if session and os.path.exists(db):
+    with sqlite3.connect(db, timeout=10) as conn:
+        conn.execute('UPDATE sessions SET system_prompt = NULL WHERE id = ?', (session,))
+os.execv(sys.argv[1], sys.argv[1:])
+";
+
+/// Where a boot records the brief it wrote (its hash), to see a change at the next.
+const BRIEF_STAMP: &str = ".roost-brief.sha256";
+
+pub(super) fn prepare(install: &Path, boot: &Boot<'_>) -> std::io::Result<Launch> {
+    use sha2::{Digest as _, Sha256};
+    let home = boot.workspace.join(".hermes");
+    let token = api_token();
+    let session = format!("roost-{}", boot.instance_id);
+    let brief_hash = hex::encode(Sha256::digest(boot.brief.as_bytes()));
+    let brief_changed = std::fs::read_to_string(home.join(BRIEF_STAMP)).is_ok_and(|h| h.trim() != brief_hash);
+    let config = json!({
+        "model": {
+            "default": boot.model,
+            "provider": "custom",
+            "base_url": boot.gateway_url,
+            "api_key": boot.agent_token,
+        },
+        "terminal": { "backend": "local", "cwd": boot.workspace.display().to_string() },
+        "curator": { "enabled": false },
+        "kanban": { "dispatch_in_gateway": false },
+        "model_catalog": { "enabled": false },
+        "security": { "allow_lazy_installs": false },
+    });
+    write(&home.join("config.yaml"), &serde_json::to_string_pretty(&config).unwrap_or_default())?;
+    write(&home.join("SOUL.md"), boot.brief)?;
+    write(&home.join(BRIEF_STAMP), &brief_hash)?;
+
+    let env = [
+        ("HERMES_HOME", home.display().to_string()),
+        ("API_SERVER_ENABLED", "true".to_owned()),
+        ("API_SERVER_KEY", token.clone()),
+        ("API_SERVER_HOST", "127.0.0.1".to_owned()),
+        ("API_SERVER_PORT", boot.port.to_string()),
+        ("ROOST_NEW_BRIEF_FOR", if brief_changed { session.clone() } else { String::new() }),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    Ok(Launch {
+        argv: vec![
+            install.join("venv/bin/python").display().to_string(),
+            "-c".into(),
+            LAUNCHER.into(),
+            install.join("venv/bin/hermes").display().to_string(),
+            "gateway".into(),
+            "run".into(),
+            "--external-supervisor".into(),
+        ],
+        env,
+        api: ChatApi {
+            ready_path: "/health",
+            token,
+            model: "hermes-agent",
+            session: Session::Header("X-Hermes-Session-Id", session),
+        },
+    })
+}

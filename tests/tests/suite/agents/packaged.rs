@@ -1,0 +1,203 @@
+//! The real runtimes people host, OpenClaw and Hermes Agent, at the versions roost pins,
+//! installed by `roost runtimes install` (scripts/test does it once, cached), each in its
+//! sandbox, against a scripted model behind roost's gateway
+//! ([`roost_tests::fake_agent_model`]): provision, three turns where the third is answered
+//! from the first, a tool turn that writes and reads a workspace file inside the sandbox,
+//! every model call a span with its tool calls, the account charged exactly what the
+//! gateway metered, a brief change reaching the system prompt, pause/resume keeping the
+//! conversation, destroy removing the workspace and every process.
+
+use std::{path::PathBuf, time::Duration};
+
+use roost_server::{
+    billing::metering::PriceBook,
+    llm::Upstream,
+    runtimes::{
+        Catalogue,
+        packaged::{Installation, Package},
+    },
+};
+use roost_tests::{
+    Api, Backend, TestServer, each_backend,
+    fake_agent_model::{self as scripted, ScriptedModel},
+    process::runtime_pids,
+    tools,
+};
+use serde_json::json;
+
+use super::{TEST_CATALOGUE, money::assert_books_balance, start};
+
+each_backend!(openclaw_is_hosted_end_to_end, hermes_is_hosted_end_to_end);
+
+/// The scripted model's price: 1 cent per 1,000 prompt tokens, 2 cents per 1,000
+/// completion tokens (USD per million tokens).
+const PRICES: &str = r#"
+[models."gpt-4o-mini"]
+input_usd_per_mtok = 10
+output_usd_per_mtok = 20
+"#;
+
+/// The longest a real runtime may take to be ready here (OpenClaw: 13-19 s alone; tests
+/// run side by side on two cores).
+const BOOT: Duration = Duration::from_secs(240);
+/// The longest one turn may take (OpenClaw's first loads lazily: 6-10 s alone).
+const TURN: Duration = Duration::from_secs(180);
+
+/// Where scripts/test installed `package` (target/agent-runtimes, a link into the cache).
+pub fn installed(package: Package) -> Installation {
+    let runtimes = tools::workspace_target().join("agent-runtimes/runtimes");
+    let dir: PathBuf = package.dir(&runtimes, package.default_version().version);
+    Installation::at(package, &dir).unwrap_or_else(|| {
+        panic!(
+            "{} is not installed in {} (or not at roost's lock): run `scripts/test --setup-only`",
+            package.name(),
+            dir.display()
+        )
+    })
+}
+
+/// roost with `package` in its catalogue (its built-in entry) and the scripted model as
+/// the managed upstream.
+pub async fn start_with(backend: Backend, package: Package, model: &ScriptedModel) -> TestServer {
+    let install = installed(package);
+    let catalogue = format!("{TEST_CATALOGUE}\n{}", package.catalogue_toml(&install.dir));
+    let upstream = model.base_url();
+    start(backend, move |config| {
+        config.hosting.catalogue = Catalogue::from_toml(&catalogue).expect("catalogue");
+        config.hosting.prices = PriceBook::from_toml(PRICES).expect("prices");
+        config.hosting.models.openai = Some(Upstream { base_url: upstream, api_key: Some("sk-operator".into()) });
+        config.hosting.turn_timeout = TURN;
+    })
+    .await
+}
+
+async fn openclaw_is_hosted_end_to_end(backend: Backend) {
+    hosted_end_to_end(backend, Package::OpenClaw).await;
+}
+
+async fn hermes_is_hosted_end_to_end(backend: Backend) {
+    hosted_end_to_end(backend, Package::Hermes).await;
+}
+
+/// One turn's reply.
+async fn said(api: &Api, id: &str, text: &str) -> String {
+    let reply = api.post_with_timeout(&format!("/api/instances/{id}/messages"), json!({ "text": text }), TURN).await;
+    let body = reply.expect("the turn ended in time").ok();
+    body["reply"].as_str().unwrap_or_else(|| panic!("a reply: {body}")).to_owned()
+}
+
+async fn hosted_end_to_end(backend: Backend, package: Package) {
+    let name = package.name();
+    let model = ScriptedModel::start().await;
+    let server = start_with(backend, package, &model).await;
+    let account = server.account(100_000).await;
+    let api = server.api(Some(&account));
+
+    // The catalogue offers it with defaults that fit it.
+    let runtimes = api.get("/api/runtimes").await.ok();
+    let entry = runtimes.as_array().unwrap().iter().find(|r| r["id"] == name).expect("listed").clone();
+    assert_eq!(entry["driver"], name, "{entry}");
+    assert!(
+        entry["memory_mb"].as_u64().unwrap() >= 512 && entry["boot_timeout_secs"].as_u64().unwrap() >= 60,
+        "{entry}"
+    );
+
+    let id = api.provision(name, "You are Pip, a terse test agent.").await["id"].as_str().unwrap().to_owned();
+    api.wait_status_within(&id, "running", BOOT).await;
+    let workspace = server.config.data_dir.join("agents").join(&id);
+    let soul = match package {
+        Package::OpenClaw => workspace.join("SOUL.md"),
+        Package::Hermes => workspace.join(".hermes/SOUL.md"),
+    };
+    assert_eq!(std::fs::read_to_string(soul).unwrap(), "You are Pip, a terse test agent.", "the brief is its SOUL.md");
+
+    // Three turns: the third is answered from the first (the model is sent the history).
+    assert_eq!(said(&api, &id, "Please remember the word pomegranate.").await, "Noted: pomegranate.");
+    assert_eq!(said(&api, &id, "Hello there.").await, scripted::HELLO);
+    assert_eq!(said(&api, &id, "Now, which word did I ask you to remember?").await, "The word was pomegranate.");
+    let calls = model.calls();
+    let last = calls.last().unwrap();
+    assert!(last.user_messages.iter().any(|m| m.contains("pomegranate")), "history sent: {:?}", last.user_messages);
+    assert!(last.system.contains("You are Pip"), "the brief opens the system prompt");
+
+    // A tool turn: the runtime writes then reads a workspace file in its sandbox.
+    let reply = said(&api, &id, "Please write the file and read it back.").await;
+    assert!(reply.contains(scripted::TOOL_CONTENT), "the read result reached the model: {reply}");
+    assert_eq!(std::fs::read_to_string(workspace.join(scripted::TOOL_FILE)).unwrap(), scripted::TOOL_CONTENT);
+    let tool_calls: Vec<String> = model.calls().iter().filter_map(|c| c.tool_call.clone()).collect();
+    assert_eq!(tool_calls.len(), 2, "a write then a read: {tool_calls:?}");
+
+    // Every model call is a span in the agent's session, tool calls included.
+    let chats = model.calls().len();
+    let dashboard = server.api(None);
+    let mut spans = Vec::new();
+    for _ in 0..200 {
+        spans = crate::observe::q1(&dashboard, "spans", json!({"session_id": id, "limit": 500})).await;
+        if spans.iter().filter(|s| s["operation"] == "chat").count() >= chats {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let chat_spans: Vec<_> = spans.iter().filter(|s| s["operation"] == "chat").collect();
+    assert_eq!(chat_spans.len(), chats, "one span per model call");
+    assert!(chat_spans.iter().all(|s| s["input_tokens"] == scripted::PROMPT_TOKENS), "tokens on each");
+    let text = serde_json::to_string(&chat_spans).unwrap();
+    assert!(text.contains(scripted::TOOL_FILE) && text.contains(&tool_calls[0]), "the tool calls are in the spans");
+
+    // The account paid exactly what the gateway metered, turn by turn.
+    let metered = server
+        .sql(&format!(
+            "SELECT CAST(COALESCE(SUM(charged_cents), 0) AS BIGINT) FROM model_calls WHERE instance_id = '{id}'"
+        ))
+        .await
+        .unwrap()[0];
+    let turns = server
+        .sql(&format!("SELECT CAST(COALESCE(SUM(charged_cents), 0) AS BIGINT) FROM turns WHERE instance_id = '{id}'"))
+        .await
+        .unwrap()[0];
+    assert!(metered > 0, "the calls were charged");
+    assert_eq!(turns, metered, "the turns' charges are their calls'");
+    let ledger = api.get("/api/account/ledger?limit=500").await.ok();
+    let usage: i64 = ledger["charges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "usage")
+        .map(|c| c["amount_cents"].as_i64().unwrap())
+        .sum();
+    assert_eq!(-usage, metered, "{ledger}");
+    assert_books_balance(&server, &account).await;
+
+    // Its output is in the log store, in its session, under its runtime's name.
+    let mut output = Vec::new();
+    for _ in 0..100 {
+        output = crate::observe::q1(&dashboard, "logs", json!({"session_id": id, "service": name})).await;
+        if !output.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!output.is_empty(), "the runtime's stdout/stderr are stored");
+
+    // A new brief restarts the runtime; the next call's system prompt carries it.
+    api.post(&format!("/api/instances/{id}/config"), json!({"agent_brief": "You are Quill, who speaks in rhyme."}))
+        .await
+        .ok();
+    api.wait_status_within(&id, "running", BOOT).await;
+    assert_eq!(said(&api, &id, "Hello again.").await, scripted::HELLO);
+    assert!(model.calls().last().unwrap().system.contains("You are Quill"), "the new brief is in the system prompt");
+
+    // Pause and resume keep the conversation.
+    let before = runtime_pids(&id);
+    assert!(!before.is_empty());
+    api.post(&format!("/api/instances/{id}/pause"), json!({})).await.ok();
+    assert!(runtime_pids(&id).is_empty(), "paused: no runtime process left (workers included)");
+    api.post(&format!("/api/instances/{id}/resume"), json!({})).await.ok();
+    api.wait_status_within(&id, "running", BOOT).await;
+    assert_eq!(said(&api, &id, "So, which word did I ask you to remember?").await, "The word was pomegranate.");
+
+    // Destroy takes the workspace and every process.
+    api.post(&format!("/api/instances/{id}/destroy"), json!({})).await.ok();
+    assert!(!workspace.exists(), "destroy deletes the workspace");
+    assert!(runtime_pids(&id).is_empty());
+}
