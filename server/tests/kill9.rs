@@ -29,6 +29,7 @@ use serde_json::{Value, json};
 
 each_backend!(
     runtime_processes_die_with_roost_and_are_not_doubled,
+    openclaw_dies_with_roost_workers_included_and_comes_back,
     runtime_processes_that_outlive_roost_are_reaped_at_start,
     a_boot_cancelled_while_starting_never_doubles_the_process,
     acked_spans_survive_a_kill_during_ingest,
@@ -92,9 +93,13 @@ struct Install {
 
 impl Install {
     async fn new(backend: Backend) -> Self {
+        Self::with_catalogue(backend, CATALOGUE).await
+    }
+
+    async fn with_catalogue(backend: Backend, catalogue_text: &str) -> Self {
         let data_dir = tempfile::tempdir().unwrap();
         let catalogue = data_dir.path().join("catalogue.toml");
-        std::fs::write(&catalogue, CATALOGUE).unwrap();
+        std::fs::write(&catalogue, catalogue_text).unwrap();
         let database = match backend {
             Backend::Sqlite => None,
             Backend::Postgres => Some(TestDatabase::create().await),
@@ -357,6 +362,32 @@ async fn runtime_processes_die_with_roost_and_are_not_doubled(backend: Backend) 
         before.len(),
         after.len()
     );
+}
+
+/// OpenClaw (the real package, as scripts/test installed it) is a Node gateway with
+/// workers: a killed roost leaves none of its processes, and the agent runs again after
+/// the restart, in one sandbox.
+async fn openclaw_dies_with_roost_workers_included_and_comes_back(backend: Backend) {
+    let package = roost_server::runtimes::packaged::Package::OpenClaw;
+    let installed = roost_tests::tools::installed_runtime(package);
+    let catalogue = format!("{CATALOGUE}\n{}", package.catalogue_toml(&installed.dir));
+    let install = Install::with_catalogue(backend, &catalogue).await;
+    let (_, key) = install.create_account(10_000);
+    let mut roost = install.serve(&[]);
+    let api = roost.api(&key);
+    let id = api.provision("openclaw", "You are a test agent.").await["id"].as_str().unwrap().to_owned();
+    api.wait_status_within(&id, "running", Duration::from_secs(240)).await;
+    let before = processes_of(&id);
+    assert!(before.len() >= 3, "bubblewrap, the relay and OpenClaw at least: {before:?}");
+
+    roost.kill9();
+    let all_gone = eventually(Duration::from_secs(5), || processes_of(&id).is_empty()).await;
+    assert!(all_gone, "OpenClaw's processes outlived the killed roost: {:?}", processes_of(&id));
+
+    let roost = install.serve(&[]);
+    roost.api(&key).wait_status_within(&id, "running", Duration::from_secs(240)).await;
+    assert_eq!(runtimes_of(&id).len(), 1, "one sandbox after the restart");
+    println!("openclaw: {} processes before the kill, 0 after it, back after the restart", before.len());
 }
 
 async fn runtime_processes_that_outlive_roost_are_reaped_at_start(backend: Backend) {

@@ -36,3 +36,19 @@ pub fn venv(name: &str, requirements: &Path, hint: &str) -> PathBuf {
     require_fresh(&format!("the Python venv target/{name}"), &venv.join(".requirements.sha256"), requirements, hint);
     venv
 }
+
+/// Where scripts/test installed packaged runtime `package` with `roost runtimes install`
+/// (`target/agent-runtimes`, a link into the cache), checked complete and at roost's lock.
+pub fn installed_runtime(
+    package: roost_server::runtimes::packaged::Package,
+) -> roost_server::runtimes::packaged::Installation {
+    let runtimes = workspace_target().join("agent-runtimes/runtimes");
+    let dir = package.dir(&runtimes, package.default_version().version);
+    roost_server::runtimes::packaged::Installation::at(package, &dir).unwrap_or_else(|| {
+        panic!(
+            "{} is not installed in {} (or not at roost's lock): run `scripts/test --setup-only`",
+            package.name(),
+            dir.display()
+        )
+    })
+}

@@ -79,6 +79,19 @@ struct RuntimeChoice {
     label: String,
 }
 
+/// How the agent form offers a runtime: id, price, description and, for a runtime that
+/// runs as processes in a sandbox, what one agent may use and how long it may take to start.
+fn runtime_label(rt: &roost_proto::v1::Runtime) -> String {
+    let mut label = format!("{} · {}/month · {}", rt.id, cents(rt.price_cents_month), rt.description);
+    if !matches!(rt.driver.as_str(), "echo" | "assistant") {
+        label.push_str(&format!(" · {} MiB memory", rt.memory_mb));
+        if rt.boot_timeout_secs > 0 {
+            label.push_str(&format!(", starts within {} s", rt.boot_timeout_secs));
+        }
+    }
+    label
+}
+
 /// One ledger row.
 pub(super) struct ChargeRow {
     pub when: When,
@@ -148,15 +161,7 @@ async fn render_home(core: &Core, page: &PageCall, user: &Signed) -> Response {
         first_agent_free: user.account.first_agent_free,
         agents,
         runtimes: runtimes
-            .map(|r| {
-                r.runtimes
-                    .into_iter()
-                    .map(|rt| RuntimeChoice {
-                        label: format!("{} · {}/month · {}", rt.id, cents(rt.price_cents_month), rt.description),
-                        id: rt.id,
-                    })
-                    .collect()
-            })
+            .map(|r| r.runtimes.into_iter().map(|rt| RuntimeChoice { label: runtime_label(&rt), id: rt.id }).collect())
             .map_err(Failure::from),
         charges: charges.map(|l| l.charges.into_iter().map(ChargeRow::from).collect()).map_err(Failure::from),
         settling,

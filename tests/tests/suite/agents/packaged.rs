@@ -7,15 +7,12 @@
 //! gateway metered, a brief change reaching the system prompt, pause/resume keeping the
 //! conversation, destroy removing the workspace and every process.
 
-use std::{path::PathBuf, time::Duration};
+use std::time::Duration;
 
 use roost_server::{
     billing::metering::PriceBook,
     llm::Upstream,
-    runtimes::{
-        Catalogue,
-        packaged::{Installation, Package},
-    },
+    runtimes::{Catalogue, packaged::Package},
 };
 use roost_tests::{
     Api, Backend, TestServer, each_backend,
@@ -43,23 +40,10 @@ const BOOT: Duration = Duration::from_secs(240);
 /// The longest one turn may take (OpenClaw's first loads lazily: 6-10 s alone).
 const TURN: Duration = Duration::from_secs(180);
 
-/// Where scripts/test installed `package` (target/agent-runtimes, a link into the cache).
-pub fn installed(package: Package) -> Installation {
-    let runtimes = tools::workspace_target().join("agent-runtimes/runtimes");
-    let dir: PathBuf = package.dir(&runtimes, package.default_version().version);
-    Installation::at(package, &dir).unwrap_or_else(|| {
-        panic!(
-            "{} is not installed in {} (or not at roost's lock): run `scripts/test --setup-only`",
-            package.name(),
-            dir.display()
-        )
-    })
-}
-
 /// roost with `package` in its catalogue (its built-in entry) and the scripted model as
 /// the managed upstream.
 pub async fn start_with(backend: Backend, package: Package, model: &ScriptedModel) -> TestServer {
-    let install = installed(package);
+    let install = tools::installed_runtime(package);
     let catalogue = format!("{TEST_CATALOGUE}\n{}", package.catalogue_toml(&install.dir));
     let upstream = model.base_url();
     start(backend, move |config| {
