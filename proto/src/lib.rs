@@ -24,3 +24,8 @@ pub mod v1 {
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/roost_descriptor.bin"));
 
 pub use error::{ApiError, ErrorReason};
+
+/// The event name of the log records that hold a hosted agent's runtime output (its stdout
+/// and stderr lines, in its session): part of the contract because the q/1 `logs` shape
+/// filters on it and the `transcript` shape leaves such records out of a conversation.
+pub const RUNTIME_OUTPUT_EVENT: &str = "roost.runtime.output";

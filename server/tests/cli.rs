@@ -1,4 +1,4 @@
-//! The operator CLI (`roost accounts|keys|credits|status|backup|restore`) as operators run
+//! The operator CLI (`roost accounts|keys|credits|status|backup|restore|runtimes`) as operators run
 //! it: the real binary, on the same store as a running `roost serve`, on SQLite and
 //! PostgreSQL.
 
@@ -15,7 +15,8 @@ each_backend!(
     web_users_are_invited_with_one_time_links,
     bad_cli_input_is_refused_clearly,
     status_reports_the_store_ingest_and_checks,
-    backups_are_taken_online_and_restored
+    backups_are_taken_online_and_restored,
+    packaged_runtimes_install_once_and_are_listed
 );
 
 /// `roost <args>` on the server's store.
@@ -267,4 +268,40 @@ async fn backups_are_taken_online_and_restored(backend: Backend) {
     let turns =
         api.get(&format!("/api/instances/{id}/activity?limit=500")).await.ok()["turns"].as_array().unwrap().len();
     assert!(turns >= before.min(500), "{turns} turns restored, {before} answered before the backup");
+}
+
+/// `roost runtimes install` leaves a complete install alone and refuses what it has no
+/// lock for; `roost runtimes list` shows what is installed and offered. (The install
+/// itself runs in scripts/test, which installs the real packages once per lock hash.)
+async fn packaged_runtimes_install_once_and_are_listed(backend: Backend) {
+    use roost_server::runtimes::packaged::Package;
+    let server = TestServer::start(backend).await;
+    let out = roost(&server, &["runtimes", "list", "--json"]);
+    assert_eq!(json_of(&out), json!([]));
+
+    // The install scripts/test made, as if made in this data directory.
+    let hermes = roost_tests::tools::installed_runtime(Package::Hermes);
+    let dir = server.config.data_dir.join("runtimes/hermes");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(&hermes.dir, dir.join(&hermes.version)).unwrap();
+    let out = roost(&server, &["runtimes", "install", "hermes"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("hermes 0.19.0 is installed in"), "nothing reinstalled: {said}");
+
+    let listed = json_of(&roost(&server, &["runtimes", "list", "--json"]));
+    let rows = listed.as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{listed}");
+    assert_eq!(
+        (&rows[0]["name"], &rows[0]["version"], &rows[0]["offered"]),
+        (&json!("hermes"), &json!("0.19.0"), &json!(true))
+    );
+    assert_eq!(rows[0]["agents"], 0);
+
+    let out = roost(&server, &["runtimes", "install", "hermes", "--version", "0.1.0"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no tested lock for hermes 0.1.0"));
+    let out = roost(&server, &["runtimes", "install", "langchain"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("roost installs openclaw and hermes"));
 }

@@ -424,7 +424,21 @@ struct Detail {
     traces_more: Option<String>,
     runs: Result<Vec<RunRow>, Failure>,
     runs_warning: String,
+    /// A hosted agent's runtime output (its stdout and stderr), its last lines.
+    output: Result<Vec<OutputLine>, Failure>,
+    output_warning: String,
 }
+
+/// A line a hosted agent's runtime printed.
+struct OutputLine {
+    when: When,
+    /// Printed on stderr.
+    stderr: bool,
+    text: String,
+}
+
+/// How many of a runtime's last output lines the session page shows.
+const OUTPUT_LINES: i64 = 40;
 
 struct Summary {
     stats: Vec<Stat>,
@@ -513,11 +527,17 @@ async fn detail(
     let from = view.from.trim().to_owned();
     let from = if unix_ns(&from).is_some() { from } else { String::new() };
     let skip = if from.is_empty() { 0 } else { view.skip.trim().parse::<usize>().unwrap_or(0) };
-    let (summary, transcript, traces, runs) = tokio::join!(
+    let (summary, transcript, traces, runs, output) = tokio::join!(
         query::run(&core, &page, "sessions", json!({ "session_id": id, "limit": 1 })),
         query::run(&core, &page, "transcript", json!({ "session_id": id, "limit": TRANSCRIPT_ITEMS, "since": from })),
         query::run(&core, &page, "traces", json!({ "session_id": id, "limit": RELATED + 1 })),
         query::run(&core, &page, "runs", json!({ "session_id": id, "limit": RELATED })),
+        query::run(
+            &core,
+            &page,
+            "logs",
+            json!({ "session_id": id, "event_name": roost_proto::RUNTIME_OUTPUT_EVENT, "limit": OUTPUT_LINES }),
+        ),
     );
 
     let (summary, summary_warning) = match summary {
@@ -553,6 +573,24 @@ async fn detail(
         Err(err) => (Err(Failure::from(err)), String::new()),
     };
 
+    // Newest first from the store; shown oldest first, as a terminal would.
+    let (output, output_warning) = match output {
+        Ok(rows) => (
+            Ok(rows
+                .rows
+                .iter()
+                .rev()
+                .map(|r| OutputLine {
+                    when: When::iso(&text(r, "time")),
+                    stderr: int(r, "severity_number") >= 13,
+                    text: text(r, "body"),
+                })
+                .collect::<Vec<_>>()),
+            rows_warning(&rows),
+        ),
+        Err(err) => (Err(Failure::from(err)), String::new()),
+    };
+
     let missing = from.is_empty()
         && matches!(summary, Ok(None))
         && transcript_empty
@@ -581,6 +619,8 @@ async fn detail(
         traces_more,
         runs,
         runs_warning,
+        output,
+        output_warning,
         id,
     };
     page.render_with(if missing { StatusCode::NOT_FOUND } else { StatusCode::OK }, &view)

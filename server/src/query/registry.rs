@@ -556,7 +556,7 @@ pub const SHAPES: &[Shape] = &[
     },
     Shape {
         name: "transcript",
-        description: "One session's or one trace's conversation in time order, oldest first: its messages (kind \"message\": role, text, tool_calls), spans, events (and hosted turns) and other log records.",
+        description: "One session's or one trace's conversation in time order, oldest first: its messages (kind \"message\": role, text, tool_calls), spans, events (and hosted turns) and other log records (a hosted agent's runtime output, event roost.runtime.output, left out: see the logs shape).",
         args: &[
             ArgSpec::one_of("conversation", "session_id", "the session"),
             ArgSpec::one_of("conversation", "trace_id", "the trace (hex), for senders that send no session"),

@@ -229,11 +229,12 @@ fn transcript(args: &Args) -> Sql {
                   COALESCE(tool_name, ''), NULL, COALESCE(input_tokens, 0), COALESCE(output_tokens, 0), \
                   COALESCE(cost_nanocents, 0), COALESCE(trace_id, ''), COALESCE(span_id, ''), '', CAST(id AS TEXT) \
              FROM logs WHERE {column} = {key}{logs_after} \
-              AND messages = 0 \
+              AND messages = 0 AND (event_name IS NULL OR event_name <> '{RUNTIME_OUTPUT}') \
          ) AS merged ORDER BY t, part, seq, id LIMIT {limit}",
         spans_after = after("start_ns"),
         messages_after = after("time_ns"),
         logs_after = after("time_ns"),
+        RUNTIME_OUTPUT = crate::runtimes::output::EVENT_NAME,
     );
     sql
 }

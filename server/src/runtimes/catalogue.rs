@@ -30,6 +30,9 @@ pub enum DriverSpec {
         /// Its install directory; else the newest pinned version installed in
         /// `<data-dir>/runtimes/<name>/`.
         install_dir: Option<std::path::PathBuf>,
+        /// Whether its own background model use is on (heartbeats, memory jobs): off by
+        /// default, because it spends the account's credits without being asked.
+        background: bool,
     },
 }
 
@@ -158,6 +161,8 @@ struct RuntimeEntry {
     boot_timeout_secs: Option<u64>,
     #[serde(default)]
     install_dir: Option<std::path::PathBuf>,
+    #[serde(default)]
+    background_model_use: Option<bool>,
 }
 
 /// Messaging channels roost can connect.
@@ -256,14 +261,20 @@ impl RuntimeEntry {
             return Err(format!("runtime {id}: command and env are for process runtimes"));
         }
         let package = super::packaged::Package::parse(&self.driver);
-        if package.is_none() && self.install_dir.is_some() {
-            return Err(format!("runtime {id}: install_dir is for packaged runtimes (openclaw, hermes)"));
+        if package.is_none() && (self.install_dir.is_some() || self.background_model_use.is_some()) {
+            return Err(format!(
+                "runtime {id}: install_dir and background_model_use are for packaged runtimes (openclaw, hermes)"
+            ));
         }
         if self.boot_timeout_secs.is_some_and(|s| !(1..=3600).contains(&s)) {
             return Err(format!("runtime {id}: boot_timeout_secs must be 1-3600"));
         }
         let driver = match (self.driver.as_str(), package) {
-            (_, Some(package)) => DriverSpec::Packaged { package, install_dir: self.install_dir },
+            (_, Some(package)) => DriverSpec::Packaged {
+                package,
+                install_dir: self.install_dir,
+                background: self.background_model_use.unwrap_or(false),
+            },
             ("echo", _) => DriverSpec::Echo,
             ("assistant", _) => DriverSpec::Assistant,
             ("process", _) if self.command.is_empty() => {
@@ -317,7 +328,11 @@ mod tests {
         let hermes = catalogue.get("hermes").expect("offered once installed");
         assert_eq!(
             hermes.driver,
-            DriverSpec::Packaged { package: Package::Hermes, install_dir: Some(at.canonicalize().unwrap()) }
+            DriverSpec::Packaged {
+                package: Package::Hermes,
+                install_dir: Some(at.canonicalize().unwrap()),
+                background: false
+            }
         );
         assert!(catalogue.get("openclaw").is_none(), "not installed, not offered");
         assert!(catalogue.get("echo").is_some());

@@ -165,8 +165,12 @@ impl Drivers {
                 let (command, env) = (command.clone(), env.clone());
                 Ok(self.process.start(&spec, process::Program::Command { command: &command, env: &env }).await?)
             }
-            DriverSpec::Packaged { package, install_dir } => {
-                let program = process::Program::Packaged { package: *package, install_dir: install_dir.clone() };
+            DriverSpec::Packaged { package, install_dir, background } => {
+                let program = process::Program::Packaged {
+                    package: *package,
+                    install_dir: install_dir.clone(),
+                    background: *background,
+                };
                 Ok(self.process.start(&spec, program).await?)
             }
             DriverSpec::Assistant => Ok(self.assistant.start(&spec)),

@@ -1,8 +1,10 @@
 //! A runtime's stdout and stderr: each line goes to roost's own log (target
 //! `roost::runtime`, with the agent's id) and, when roost observes activity, into its log
 //! store as a record of the agent's session (`session.id` = the instance id, service = the
-//! runtime's id, severity info for stdout and warn for stderr), so the logs page finds it
-//! and the agent's page shows it.
+//! runtime's id, severity info for stdout and warn for stderr, event name
+//! [`EVENT_NAME`]), so the logs page finds it and the session page shows it apart from the
+//! conversation (the transcript leaves these records out: a runtime's boot chatter is not
+//! what the agent said).
 //!
 //! Lines are stored in batches (at most [`BATCH`] lines or [`FLUSH`] apart), cut at
 //! [`MAX_LINE`] bytes, and at most [`PER_SECOND`] a second per stream: a runtime printing
@@ -25,6 +27,8 @@ use tracing::{info, warn};
 
 use crate::{llm::spans::text, telemetry::Telemetry};
 
+/// The event name of a runtime's output records.
+pub use roost_proto::RUNTIME_OUTPUT_EVENT as EVENT_NAME;
 /// Most lines in one stored batch.
 const BATCH: usize = 200;
 /// Longest a line waits to be stored.
@@ -165,6 +169,7 @@ impl Output {
                 severity_text: severity.to_owned(),
                 body: Some(AnyValue { value: Some(Any::StringValue(line)) }),
                 attributes: vec![text("session.id", &self.instance_id), text("log.iostream", which.name())],
+                event_name: EVENT_NAME.to_owned(),
                 ..LogRecord::default()
             })
             .collect();

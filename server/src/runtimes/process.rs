@@ -165,7 +165,9 @@ impl ProcessDriver {
             return Err(format!("sandbox unavailable: {why}"));
         }
         let installation = match &program {
-            Program::Packaged { package, install_dir } => Some(self.installation(*package, install_dir.as_deref())?),
+            Program::Packaged { package, install_dir, .. } => {
+                Some(self.installation(*package, install_dir.as_deref())?)
+            }
             Program::Command { .. } => None,
         };
         // Its workspace: its HOME and working directory, kept until it is destroyed.
@@ -185,8 +187,9 @@ impl ProcessDriver {
         // This boot's agent token, forgotten when the process ends.
         let token = self.otlp.tokens.issue(AgentIdentity::of(spec));
         let (argv, catalogue_env, launch_env, api, read_only) = match (&program, &installation) {
-            (Program::Packaged { .. }, Some(installation)) => {
+            (Program::Packaged { background, .. }, Some(installation)) => {
                 let launch = installation.prepare(&packaged::Boot {
+                    background: *background,
                     instance_id: &spec.instance_id,
                     brief: &spec.brief,
                     model: &spec.model,
@@ -373,6 +376,8 @@ pub enum Program<'a> {
         package: packaged::Package,
         /// Where it is installed, if the catalogue says.
         install_dir: Option<PathBuf>,
+        /// Its own background model use on.
+        background: bool,
     },
 }
 

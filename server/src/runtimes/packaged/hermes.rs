@@ -11,9 +11,9 @@
 //! Hermes rebuilds it, with the new `SOUL.md`, on the next turn, and the conversation
 //! goes on.
 //!
-//! Off by default, because they spend credits unasked or reach out: the skill curator
-//! (a periodic model job), the kanban dispatcher, the model catalogue refresh and lazy
-//! package installs. Telegram stays with roost: it never gets the bot token.
+//! Off, because they reach out: the model catalogue refresh and lazy package installs.
+//! Off unless the catalogue entry sets `background_model_use = true`, because they spend
+//! credits unasked: the skill curator (a periodic model job) and the kanban dispatcher. Telegram stays with roost: it never gets the bot token.
 
 use std::path::Path;
 
@@ -50,8 +50,8 @@ pub(super) fn prepare(install: &Path, boot: &Boot<'_>) -> std::io::Result<Launch
             "api_key": boot.agent_token,
         },
         "terminal": { "backend": "local", "cwd": boot.workspace.display().to_string() },
-        "curator": { "enabled": false },
-        "kanban": { "dispatch_in_gateway": false },
+        "curator": { "enabled": boot.background },
+        "kanban": { "dispatch_in_gateway": boot.background },
         "model_catalog": { "enabled": false },
         "security": { "allow_lazy_installs": false },
     });

@@ -216,6 +216,9 @@ pub struct Boot<'a> {
     pub agent_token: &'a str,
     /// The port its HTTP API listens on (127.0.0.1 of its sandbox).
     pub port: u16,
+    /// Its own background model use (heartbeats, memory jobs) on, as the catalogue's
+    /// `background_model_use` says; off, those are turned off.
+    pub background: bool,
 }
 
 /// How to start a packaged runtime and talk to it.
@@ -292,5 +295,83 @@ mod tests {
             assert_eq!(spec.driver.name(), package.name());
             assert!(spec.driver.calls_models());
         }
+    }
+}
+
+#[cfg(test)]
+mod boot_tests {
+    use super::*;
+
+    fn boot<'a>(workspace: &'a Path, brief: &'a str, background: bool) -> Boot<'a> {
+        Boot {
+            instance_id: "ins_1",
+            brief,
+            model: "gpt-4o-mini",
+            workspace,
+            gateway_url: "http://127.0.0.1:7300/llm/v1",
+            agent_token: "rat_secret",
+            port: 8080,
+            background,
+        }
+    }
+
+    fn installation(package: Package) -> Installation {
+        Installation { package, version: package.default_version().version.into(), dir: "/opt/rt".into() }
+    }
+
+    #[test]
+    fn openclaw_gets_the_gateway_its_token_and_no_background_model_use() {
+        let ws = tempfile::tempdir().unwrap();
+        let launch = installation(Package::OpenClaw).prepare(&boot(ws.path(), "Be brief.", false)).unwrap();
+        let config: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(ws.path().join(".openclaw/openclaw.json")).unwrap()).unwrap();
+        assert_eq!(config["gateway"]["port"], 8080);
+        assert_eq!(config["gateway"]["auth"]["token"], launch.api.token.as_str());
+        assert_eq!(launch.env["OPENCLAW_GATEWAY_TOKEN"], launch.api.token);
+        assert_eq!(config["models"]["providers"]["roost"]["baseUrl"], "http://127.0.0.1:7300/llm/v1");
+        assert_eq!(config["models"]["providers"]["roost"]["apiKey"], "rat_secret");
+        assert_eq!(config["agents"]["defaults"]["model"]["primary"], "roost/gpt-4o-mini");
+        assert_eq!(config["agents"]["defaults"]["heartbeat"]["every"], "0m");
+        assert_eq!(config["plugins"]["entries"]["memory-core"]["config"]["dreaming"]["enabled"], false);
+        assert!(config["logging"]["file"].as_str().unwrap().starts_with(&ws.path().display().to_string()));
+        assert_eq!(std::fs::read_to_string(ws.path().join("SOUL.md")).unwrap(), "Be brief.");
+        assert_eq!(launch.env["OPENCLAW_SKIP_CHANNELS"], "1");
+        assert_eq!(
+            (&config["telemetry"]["enabled"], &config["update"]["checkOnStart"]),
+            (&false.into(), &false.into())
+        );
+        assert!(launch.argv[0].starts_with("/opt/rt/"));
+
+        // Each boot has a token of its own; background use on leaves the runtime's defaults.
+        let again = installation(Package::OpenClaw).prepare(&boot(ws.path(), "Be brief.", true)).unwrap();
+        assert_ne!(again.api.token, launch.api.token);
+        let config: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(ws.path().join(".openclaw/openclaw.json")).unwrap()).unwrap();
+        assert!(config["agents"]["defaults"]["heartbeat"].is_null() && config["plugins"].is_null(), "{config}");
+    }
+
+    #[test]
+    fn hermes_clears_its_stored_prompt_only_when_the_brief_changed() {
+        let ws = tempfile::tempdir().unwrap();
+        let hermes = installation(Package::Hermes);
+        let first = hermes.prepare(&boot(ws.path(), "Be brief.", false)).unwrap();
+        assert_eq!(first.env["ROOST_NEW_BRIEF_FOR"], "", "a first boot has nothing stored");
+        let config: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(ws.path().join(".hermes/config.yaml")).unwrap()).unwrap();
+        assert_eq!(config["model"]["base_url"], "http://127.0.0.1:7300/llm/v1");
+        assert_eq!(config["model"]["api_key"], "rat_secret");
+        assert_eq!(config["curator"]["enabled"], false);
+        assert_eq!(config["terminal"]["cwd"], ws.path().display().to_string());
+        assert_eq!(first.env["API_SERVER_KEY"], first.api.token);
+        assert!(first.api.token.len() >= 16, "Hermes wants 16 characters or more");
+
+        let same = hermes.prepare(&boot(ws.path(), "Be brief.", false)).unwrap();
+        assert_eq!(same.env["ROOST_NEW_BRIEF_FOR"], "", "same brief: the stored prompt stays");
+        let changed = hermes.prepare(&boot(ws.path(), "Speak in rhyme.", true)).unwrap();
+        assert_eq!(changed.env["ROOST_NEW_BRIEF_FOR"], "roost-ins_1");
+        assert_eq!(std::fs::read_to_string(ws.path().join(".hermes/SOUL.md")).unwrap(), "Speak in rhyme.");
+        let config: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(ws.path().join(".hermes/config.yaml")).unwrap()).unwrap();
+        assert_eq!(config["curator"]["enabled"], true);
     }
 }

@@ -6,9 +6,10 @@
 //! default `/tmp/openclaw` would be shared by every agent) and its agent workspace (the
 //! workspace itself, where its file tools write and where `SOUL.md`, the brief, is read).
 //!
-//! Off by default, because they spend credits unasked: heartbeats (`heartbeat.every`
-//! `"0m"`; an operator's own catalogue file can't turn them on yet, see the README),
-//! memory "dreaming", and channels (`OPENCLAW_SKIP_CHANNELS`: roost runs the bot).
+//! Off always: its usage telemetry and update checks (roost pins the version it runs).
+//! Off unless the catalogue entry sets `background_model_use = true`, because they spend
+//! credits unasked: heartbeats (`heartbeat.every` `"0m"`) and memory "dreaming". Channels
+//! are always off (`OPENCLAW_SKIP_CHANNELS`): roost runs the bot.
 
 use std::path::Path;
 
@@ -24,7 +25,7 @@ pub(super) fn prepare(install: &Path, boot: &Boot<'_>) -> std::io::Result<Launch
     let state = boot.workspace.join(".openclaw");
     let config_path = state.join("openclaw.json");
     let token = api_token();
-    let config = json!({
+    let mut config = json!({
         "gateway": {
             "mode": "local",
             "bind": "loopback",
@@ -53,7 +54,19 @@ pub(super) fn prepare(install: &Path, boot: &Boot<'_>) -> std::io::Result<Launch
         },
         "plugins": { "entries": { "memory-core": { "config": { "dreaming": { "enabled": false } } } } },
         "logging": { "file": state.join("logs").join("openclaw.log").display().to_string() },
+        // No phoning home: its usage telemetry and update checks (roost pins its version).
+        "telemetry": { "enabled": false },
+        "update": { "checkOnStart": false },
     });
+    if boot.background {
+        // Its own defaults: a heartbeat every 30 minutes, dreaming on.
+        if let Some(defaults) = config["agents"]["defaults"].as_object_mut() {
+            defaults.remove("heartbeat");
+        }
+        if let Some(config) = config.as_object_mut() {
+            config.remove("plugins");
+        }
+    }
     write(&config_path, &serde_json::to_string_pretty(&config).unwrap_or_default())?;
     write(&boot.workspace.join("SOUL.md"), boot.brief)?;
 
@@ -69,6 +82,8 @@ pub(super) fn prepare(install: &Path, boot: &Boot<'_>) -> std::io::Result<Launch
         ("OPENCLAW_DISABLE_BONJOUR", "1".to_owned()),
         // roost supervises it: no respawning itself under a new pid.
         ("OPENCLAW_NO_RESPAWN", "1".to_owned()),
+        ("OPENCLAW_NO_AUTO_UPDATE", "1".to_owned()),
+        ("DO_NOT_TRACK", "1".to_owned()),
         // Its tools and scripts find its own Node first.
         ("PATH", format!("{node_bin}:/usr/local/bin:/usr/bin:/bin")),
     ]

@@ -15,7 +15,9 @@ use roost_server::{
     runtimes::{Catalogue, packaged::Package},
 };
 use roost_tests::{
-    Api, Backend, TestServer, each_backend,
+    Api, Backend, TestServer,
+    browser::Browser,
+    each_backend,
     fake_agent_model::{self as scripted, ScriptedModel},
     process::runtime_pids,
     tools,
@@ -155,13 +157,18 @@ async fn hosted_end_to_end(backend: Backend, package: Package) {
     // Its output is in the log store, in its session, under its runtime's name.
     let mut output = Vec::new();
     for _ in 0..100 {
-        output = crate::observe::q1(&dashboard, "logs", json!({"session_id": id, "service": name})).await;
+        let args = json!({"session_id": id, "service": name, "event_name": roost_proto::RUNTIME_OUTPUT_EVENT});
+        output = crate::observe::q1(&dashboard, "logs", args).await;
         if !output.is_empty() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(!output.is_empty(), "the runtime's stdout/stderr are stored");
+    // ...apart from its conversation.
+    let transcript = crate::observe::q1(&dashboard, "transcript", json!({"session_id": id, "limit": 5000})).await;
+    let first_line = output.last().unwrap()["body"].as_str().unwrap().to_owned();
+    assert!(!transcript.iter().any(|r| r["text"] == first_line.as_str()), "output is not in the conversation");
 
     // A new brief restarts the runtime; the next call's system prompt carries it.
     api.post(&format!("/api/instances/{id}/config"), json!({"agent_brief": "You are Quill, who speaks in rhyme."}))
@@ -179,6 +186,21 @@ async fn hosted_end_to_end(backend: Backend, package: Package) {
     api.post(&format!("/api/instances/{id}/resume"), json!({})).await.ok();
     api.wait_status_within(&id, "running", BOOT).await;
     assert_eq!(said(&api, &id, "So, which word did I ask you to remember?").await, "The word was pomegranate.");
+
+    // The agent's session page reads as its conversation: the messages, the replies and
+    // the tool calls (a real browser, on one backend; the screenshot is for people).
+    if backend == Backend::Sqlite && !Browser::skipped() {
+        let browser = Browser::start().await;
+        browser.open(&server.url(&format!("/dashboard/sessions/{id}"))).await;
+        let page = browser.main_text().await;
+        for needle in
+            ["remember the word pomegranate", "The word was pomegranate.", scripted::TOOL_CONTENT, "Runtime output"]
+        {
+            assert!(page.contains(needle), "{needle:?} on the session page:\n{page}");
+        }
+        browser.screenshot(&format!("packaged-{name}-session")).await;
+        browser.close().await;
+    }
 
     // Destroy takes the workspace and every process.
     api.post(&format!("/api/instances/{id}/destroy"), json!({})).await.ok();

@@ -417,8 +417,10 @@ async fn a_session_shows_its_totals_conversation_traces_and_runs(backend: Backen
             json!({"shape": "transcript", "args": {"limit": 500, "session_id": session}}),
             json!({"shape": "traces", "args": {"limit": 21, "session_id": session}}),
             json!({"shape": "runs", "args": {"limit": 20, "session_id": session}}),
+            json!({"shape": "logs", "args": {"event_name": "roost.runtime.output", "limit": 40, "session_id": session}}),
         ]
     );
+    assert!(page.texts("#output-h").is_empty(), "no runtime output, no section");
 }
 
 async fn a_hosted_agents_turns_read_as_a_conversation(backend: Backend) {
