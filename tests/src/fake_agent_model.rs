@@ -9,6 +9,8 @@
 //! - "write the file" → a call of the runtime's write tool (`write` or `write_file`,
 //!   whichever it offers) for [`TOOL_FILE`] with [`TOOL_CONTENT`]; once that result is in,
 //!   a call of its read tool; once that is in, `The file says: <the read result>`.
+//! - "run the command: C" → a call of its shell tool (`exec` or `terminal`) with C; once
+//!   the result is in, `The command printed: <the result>`.
 //! - anything else → [`HELLO`].
 //!
 //! "The user's message" is the last user message that is not one OpenClaw adds itself
@@ -182,6 +184,14 @@ fn answer(request: &Value, user: &[String], tool_results: &[String]) -> Answer {
             (0 | 1, _, _) => return Answer::Text("I have no file tools.".to_owned()),
             _ => {}
         }
+    }
+    if let Some(command) = last.split("run the command: ").nth(1) {
+        if tool_results.is_empty()
+            && let Some((name, _)) = tool(request, &["exec", "terminal"])
+        {
+            return Answer::Tool { name, arguments: json!({ "command": command.trim() }) };
+        }
+        return Answer::Text(format!("The command printed: {}", tool_results.join("\n")));
     }
     if last.contains("write the file") {
         let read = tool_results.last().cloned().unwrap_or_default();

@@ -113,6 +113,22 @@ async fn hosted_end_to_end(backend: Backend, package: Package) {
     let tool_calls: Vec<String> = model.calls().iter().filter_map(|c| c.tool_call.clone()).collect();
     assert_eq!(tool_calls.len(), 2, "a write then a read: {tool_calls:?}");
 
+    // The model is the tenant's: what it makes the runtime's shell do stays in the
+    // sandbox. roost's key and store, the host's secrets and other processes are not there.
+    let data_dir = server.config.data_dir.display().to_string();
+    let probe = format!(
+        "Please run the command: cat {data_dir}/secret.key {data_dir}/roost.db /etc/shadow 2>&1; ls /root 2>&1; \
+         id -u"
+    );
+    let printed = said(&api, &id, &probe).await;
+    println!("{name}: the shell probe printed {printed:?}");
+    assert!(printed.starts_with("The command printed:"), "{printed}");
+    let secret = std::fs::read_to_string(server.config.data_dir.join("secret.key")).unwrap_or_default();
+    assert!(secret.trim().is_empty() || !printed.contains(secret.trim()), "roost's key leaked: {printed}");
+    assert!(printed.contains("No such file"), "roost's files are not in the sandbox: {printed}");
+    assert!(printed.contains("1000"), "it runs as the sandbox's user: {printed}");
+    assert!(!printed.contains("root:"), "no shadow file: {printed}");
+
     // Every model call is a span in the agent's session, tool calls included.
     let chats = model.calls().len();
     let dashboard = server.api(None);
