@@ -35,13 +35,13 @@ fn main() {
         cold.push(elapsed);
         if run == 0 {
             std::thread::sleep(Duration::from_secs(2));
-            rss.push(rss_kib(roost.0.id()));
+            rss.push(roost_tests::bench::rss_kib(roost.0.id()));
         }
         drop(roost);
         let (roost, elapsed) = start(dir.path());
         warm.push(elapsed);
         std::thread::sleep(Duration::from_millis(500));
-        rss.push(rss_kib(roost.0.id()));
+        rss.push(roost_tests::bench::rss_kib(roost.0.id()));
     }
     report("start to /healthz, new data dir", &mut cold);
     report("start to /healthz, existing data dir", &mut warm);
@@ -80,15 +80,6 @@ fn healthz_ok(port: u16) -> bool {
     stream.write_all(request.as_bytes()).is_ok()
         && stream.read_to_string(&mut response).is_ok()
         && response.starts_with("HTTP/1.1 200")
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }
 
 fn report(what: &str, samples: &mut [Duration]) {

@@ -226,7 +226,7 @@ async fn first_chunks(client: &reqwest::Client, target: &Target, seconds: u64) -
 /// Opens `count` streams through the gateway that the upstream keeps open, and reports the
 /// process's resident memory before and with them.
 async fn held_streams(client: &reqwest::Client, fake: &FakeModels, gateway: &[Target], count: usize) {
-    let before = rss_mib();
+    let before = bench::rss_kib("self") as f64 / 1024.0;
     // A chunk a minute: every stream stays open once its first chunk is through.
     fake.set_delay(60_000);
     let body = request(true);
@@ -239,7 +239,7 @@ async fn held_streams(client: &reqwest::Client, fake: &FakeModels, gateway: &[Ta
     }
     let opened = started.elapsed();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let with = rss_mib();
+    let with = bench::rss_kib("self") as f64 / 1024.0;
     println!(
         "{count} streams open through the gateway (opened in {:.1} s): resident memory {before:.1} MiB before, \
          {with:.1} MiB with them ({:.1} KiB a stream, server, upstream and clients together)",
@@ -248,17 +248,6 @@ async fn held_streams(client: &reqwest::Client, fake: &FakeModels, gateway: &[Ta
     );
     fake.set_delay(0);
     drop(open);
-}
-
-fn rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap();
-    kib / 1024.0
 }
 
 /// Prints the direct and gateway figures and the gateway's overhead at p50 and p99.

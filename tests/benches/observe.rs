@@ -169,7 +169,7 @@ async fn run() {
     let stored = server.api(None).post("/api/local/query", json!({"shape": "aggregates"})).await.ok();
     let spans: i64 = stored["rows"].as_array().unwrap().iter().map(|d| d["spans"].as_i64().unwrap()).sum();
     assert_eq!(spans as usize, requests * per_request, "every acknowledged span is stored");
-    println!("resident memory after ingest: {:.0} MiB (server and clients)", rss_mib());
+    println!("resident memory after ingest: {:.0} MiB (server and clients)", bench::rss_kib("self") as f64 / 1024.0);
 
     let api = server.api(None);
     let cases: Vec<(&str, Json)> = vec![
@@ -289,14 +289,4 @@ async fn linked_assets(server: &TestServer, html: &[u8], gzipped: bool) -> usize
         total += resp.bytes().await.unwrap().len();
     }
     total
-}
-
-fn rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0.0);
-    kib / 1024.0
 }

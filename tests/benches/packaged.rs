@@ -98,7 +98,7 @@ async fn measure(backend: roost_tests::Backend, package: Package, provisions: us
     }
     // Idle: what the agent holds between turns.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let rss_kib: u64 = runtime_pids(&id).iter().map(|pid| rss(*pid)).sum();
+    let rss_kib: u64 = runtime_pids(&id).iter().map(bench::rss_kib).sum();
 
     let direct = Direct::of(&server, package, &id);
     let (mut through, mut alone) = (Vec::new(), Vec::new());
@@ -124,16 +124,6 @@ async fn measure(backend: roost_tests::Backend, package: Package, provisions: us
     let mib = rss_kib as f64 / 1024.0;
     println!("  idle RSS per agent: {mib:.0} MiB ({:.1} agents per GiB)", 1024.0 / mib);
     server.stop().await.unwrap();
-}
-
-/// A process's resident set (KiB).
-fn rss(pid: i64) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }
 
 /// The runtime's own chat endpoint, reached as roost reaches it: its sandbox's socket,

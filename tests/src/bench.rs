@@ -32,3 +32,14 @@ pub fn percentiles(samples: &mut [Duration]) -> String {
     let at = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize].as_secs_f64() * 1000.0;
     format!("p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms", at(0.5), at(0.99), at(1.0))
 }
+
+/// Resident memory of process `pid` (a number, or `"self"`) in KiB, from
+/// `/proc/<pid>/status`; 0 when it cannot be read (the process is gone).
+pub fn rss_kib(pid: impl std::fmt::Display) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}

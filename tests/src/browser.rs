@@ -39,6 +39,15 @@ impl Browser {
 
     /// Starts chromedriver and a browser session.
     pub async fn start() -> Self {
+        Self::start_in(false).await
+    }
+
+    /// Like [`Browser::start`], but the pages see `prefers-color-scheme: dark`.
+    pub async fn start_dark() -> Self {
+        Self::start_in(true).await
+    }
+
+    async fn start_in(dark: bool) -> Self {
         assert!(
             Path::new(CHROMEDRIVER).exists() && Path::new(CHROMIUM).exists(),
             "browser tests need Debian's chromium and chromium-driver (apt-get install chromium chromium-driver; \
@@ -56,19 +65,25 @@ impl Browser {
             .expect("starting chromedriver");
         let driver_url = format!("http://127.0.0.1:{port}");
         let profile = tempfile::tempdir().expect("profile dir");
+        let mut args = vec![
+            "--headless=new".to_owned(),
+            "--no-sandbox".into(),
+            "--disable-gpu".into(),
+            "--disable-dev-shm-usage".into(),
+            "--no-first-run".into(),
+            "--disable-background-networking".into(),
+            "--disable-component-update".into(),
+            "--disable-sync".into(),
+            "--window-size=1280,800".into(),
+            "--hide-scrollbars".into(),
+            format!("--user-data-dir={}", profile.path().display()),
+        ];
+        if dark {
+            // Blink's preferred colour scheme: 0 is dark.
+            args.push("--blink-settings=preferredColorScheme=0".into());
+        }
         let mut capabilities = serde_json::Map::new();
-        capabilities.insert(
-            "goog:chromeOptions".into(),
-            json!({
-                "binary": CHROMIUM,
-                "args": [
-                    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                    "--window-size=1280,800", "--hide-scrollbars",
-                    format!("--user-data-dir={}", profile.path().display()),
-                ],
-            }),
-        );
+        capabilities.insert("goog:chromeOptions".into(), json!({ "binary": CHROMIUM, "args": args }));
         capabilities.insert("goog:loggingPrefs".into(), json!({ "browser": "ALL" }));
         let mut last_error = String::new();
         for _ in 0..100 {

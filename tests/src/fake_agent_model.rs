@@ -248,11 +248,11 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
         "completion_tokens": COMPLETION_TOKENS,
         "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS,
     });
-    let id = format!("chatcmpl-{}", rand_suffix());
+    let id = format!("chatcmpl-{}", next_id());
     let (message, delta, finish) = match &answer {
         Answer::Text(text) => (json!({"role": "assistant", "content": text}), json!({"content": text}), "stop"),
         Answer::Tool { name, arguments } => {
-            let call = json!({"id": format!("call_{}", rand_suffix()), "type": "function",
+            let call = json!({"id": format!("call_{}", next_id()), "type": "function",
                 "function": {"name": name, "arguments": arguments.to_string()}});
             let mut streamed = call.clone();
             streamed["index"] = json!(0);
@@ -292,7 +292,7 @@ async fn chat(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     (StatusCode::OK, headers, Body::from(frames.concat())).into_response()
 }
 
-fn rand_suffix() -> String {
+fn next_id() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(1);
     format!("{:08}", NEXT.fetch_add(1, Ordering::Relaxed))

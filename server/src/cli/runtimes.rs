@@ -81,7 +81,8 @@ pub async fn runtimes(global: &GlobalArgs, command: RuntimesCommand) -> ExitCode
             let rows: Vec<Value> = installs
                 .iter()
                 .map(|i| {
-                    let offered = Installation::current(i.package, &runtimes_dir).as_ref() == Some(i);
+                    // The catalogue offers each package's newest install: the first listed.
+                    let offered = installs.iter().find(|other| other.package == i.package) == Some(i);
                     let using = agents.iter().filter(|a| offered && a.runtime == i.package.name());
                     let running = using.clone().filter(|a| a.status == "running").count();
                     json!({

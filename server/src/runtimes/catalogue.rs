@@ -178,12 +178,11 @@ impl Catalogue {
     /// The built-in catalogue, with the packaged runtimes installed under `runtimes_dir`
     /// (`<data-dir>/runtimes`) after its own: a runtime is offered once it is installed.
     pub fn builtin_with_installed(runtimes_dir: &Path) -> Self {
+        use super::packaged::{Installation, Package};
         let mut text = BUILTIN.to_owned();
-        for installed in super::packaged::Installation::all(runtimes_dir) {
-            if !text.contains(&format!("id = \"{}\"", installed.package.name())) {
-                text.push('\n');
-                text.push_str(&installed.package.catalogue_toml(&installed.dir));
-            }
+        for installed in Package::ALL.into_iter().filter_map(|p| Installation::current(p, runtimes_dir)) {
+            text.push('\n');
+            text.push_str(&installed.package.catalogue_toml(&installed.dir));
         }
         Self::from_toml(&text).unwrap_or_else(|_| Self::builtin())
     }

@@ -166,11 +166,8 @@ impl Drivers {
                 Ok(self.process.start(&spec, process::Program::Command { command: &command, env: &env }).await?)
             }
             DriverSpec::Packaged { package, install_dir, background } => {
-                let program = process::Program::Packaged {
-                    package: *package,
-                    install_dir: install_dir.clone(),
-                    background: *background,
-                };
+                let installation = self.process.installation(*package, install_dir.as_deref())?;
+                let program = process::Program::Packaged { installation, background: *background };
                 Ok(self.process.start(&spec, program).await?)
             }
             DriverSpec::Assistant => Ok(self.assistant.start(&spec)),

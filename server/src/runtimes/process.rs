@@ -164,12 +164,6 @@ impl ProcessDriver {
         if let Sandbox::Unavailable(why) = &self.sandbox {
             return Err(format!("sandbox unavailable: {why}"));
         }
-        let installation = match &program {
-            Program::Packaged { package, install_dir, .. } => {
-                Some(self.installation(*package, install_dir.as_deref())?)
-            }
-            Program::Command { .. } => None,
-        };
         // Its workspace: its HOME and working directory, kept until it is destroyed.
         let workspace =
             self.workspaces.ensure(&spec.instance_id).map_err(|e| format!("cannot make the agent's workspace: {e}"))?;
@@ -186,8 +180,8 @@ impl ProcessDriver {
         };
         // This boot's agent token, forgotten when the process ends.
         let token = self.otlp.tokens.issue(AgentIdentity::of(spec));
-        let (argv, catalogue_env, launch_env, api, read_only) = match (&program, &installation) {
-            (Program::Packaged { background, .. }, Some(installation)) => {
+        let (argv, catalogue_env, launch_env, api, read_only) = match &program {
+            Program::Packaged { installation, background } => {
                 let launch = installation.prepare(&packaged::Boot {
                     background: *background,
                     instance_id: &spec.instance_id,
@@ -200,12 +194,11 @@ impl ProcessDriver {
                 })?;
                 (launch.argv, BTreeMap::new(), launch.env, Some(launch.api), vec![installation.dir.clone()])
             }
-            (Program::Command { command, env }, _) => {
+            Program::Command { command, env } => {
                 let runtimes_dir = self.runtimes_dir.display().to_string();
                 let argv = command.iter().map(|a| a.replace("{runtimes_dir}", &runtimes_dir)).collect();
                 (argv, (*env).clone(), BTreeMap::new(), None, Vec::new())
             }
-            (Program::Packaged { .. }, None) => return Err("the runtime is not installed".to_owned()),
         };
         if argv.is_empty() {
             return Err("the runtime's command is empty".to_owned());
@@ -322,7 +315,7 @@ impl ProcessDriver {
 
     /// The install a packaged runtime boots from: `install_dir` if the catalogue names one,
     /// else the newest pinned version installed under `<data-dir>/runtimes`.
-    fn installation(&self, package: packaged::Package, install_dir: Option<&Path>) -> Result<Installation, String> {
+    pub fn installation(&self, package: packaged::Package, install_dir: Option<&Path>) -> Result<Installation, String> {
         let found = match install_dir {
             Some(dir) => Installation::at(package, dir),
             None => Installation::current(package, &self.runtimes_dir),
@@ -372,10 +365,8 @@ pub enum Program<'a> {
     },
     /// A packaged runtime: roost writes its configuration and talks to its chat endpoint.
     Packaged {
-        /// Which one.
-        package: packaged::Package,
-        /// Where it is installed, if the catalogue says.
-        install_dir: Option<PathBuf>,
+        /// Where it is installed ([`ProcessDriver::installation`]).
+        installation: Installation,
         /// Its own background model use on.
         background: bool,
     },

@@ -186,7 +186,7 @@ impl Installation {
     /// The install of `package` the built-in catalogue uses: its newest pinned version
     /// installed.
     pub fn current(package: Package, runtimes_dir: &Path) -> Option<Self> {
-        Self::all(runtimes_dir).into_iter().find(|i| i.package == package)
+        package.pinned().iter().find_map(|pinned| Self::at(package, &package.dir(runtimes_dir, pinned.version)))
     }
 
     /// Writes the runtime's configuration for one boot into `boot.workspace` and says how

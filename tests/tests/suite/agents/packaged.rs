@@ -215,7 +215,20 @@ async fn hosted_end_to_end(backend: Backend, package: Package) {
             assert!(page.contains(needle), "{needle:?} on the session page:\n{page}");
         }
         browser.screenshot(&format!("packaged-{name}-session")).await;
+        let output = server.url(&format!("/dashboard/sessions/{id}#output-h"));
+        browser.open(&output).await;
+        browser.screenshot(&format!("packaged-{name}-output")).await;
+        browser.resize(390, 844).await;
+        browser.open(&output).await;
+        browser.screenshot(&format!("packaged-{name}-output-390")).await;
         browser.close().await;
+        let dark = Browser::start_dark().await;
+        dark.open(&output).await;
+        dark.screenshot(&format!("packaged-{name}-output-dark")).await;
+        dark.resize(390, 844).await;
+        dark.open(&output).await;
+        dark.screenshot(&format!("packaged-{name}-output-dark-390")).await;
+        dark.close().await;
     }
 
     // Destroy takes the workspace and every process.
