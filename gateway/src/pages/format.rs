@@ -36,7 +36,9 @@ pub fn tokens(n: i64) -> String {
     }
 }
 
-/// Dollars: `$1,234.56`; below a cent, four significant decimals (`$0.0042`); zero is `$0`.
+/// Dollars: `$1,234.56` from a cent up; below a cent, two significant digits
+/// (`$0.0042`, `$0.000045`: a cheap call's cost is never `$0.0000`); zero is `$0`.
+/// Every page and the usage charts use this one rule, so costs side by side compare.
 pub fn usd(value: f64) -> String {
     if value == 0.0 || !value.is_finite() {
         return "$0".into();
@@ -44,10 +46,39 @@ pub fn usd(value: f64) -> String {
     let sign = if value < 0.0 { "-" } else { "" };
     let abs = value.abs();
     if abs < 0.01 {
-        return format!("{sign}${abs:.4}");
+        // Store costs are whole nanocents (1e-11 dollars): 11 decimals hold any of them.
+        let decimals = ((-abs.log10()).ceil() as usize + 1).min(11);
+        let text = format!("{abs:.decimals$}");
+        return format!("{sign}${}", text.trim_end_matches('0'));
     }
     let cents = (abs * 100.0).round() as i64;
     format!("{sign}${}.{:02}", count(cents / 100), cents % 100)
+}
+
+/// A q/1 row's cost: `None` when it has none (null: its model has no price).
+pub fn cost(row: &serde_json::Map<String, serde_json::Value>, key: &str) -> Option<f64> {
+    row.get(key).and_then(serde_json::Value::as_f64)
+}
+
+/// One call's cost: `usd`, or `unpriced` when it reports tokens but no cost (its model
+/// has no price: `$0` would read as free); empty when there is neither.
+pub fn call_cost(cost: Option<f64>, tokens: i64) -> String {
+    match (cost, tokens > 0) {
+        (Some(c), _) if c != 0.0 => usd(c),
+        (None, true) => "unpriced".into(),
+        (Some(_), true) => usd(0.0),
+        _ => String::new(),
+    }
+}
+
+/// A total that leaves out the cost of `unpriced` calls: `$0.0013`, `$0.0013 (partial)`,
+/// or `unpriced` when no call in it has a price.
+pub fn total_cost(cost: f64, unpriced: i64) -> String {
+    match (unpriced > 0, cost != 0.0) {
+        (false, _) => usd(cost),
+        (true, true) => format!("{} (partial)", usd(cost)),
+        (true, false) => "unpriced".into(),
+    }
 }
 
 /// Integer cents as dollars, always with cents: `$12.00`, `-$0.35`.
@@ -194,6 +225,16 @@ mod tests {
         assert_eq!(tokens(4_560_000), "4.56M");
         assert_eq!(usd(0.0), "$0");
         assert_eq!(usd(0.00423), "$0.0042");
+        assert_eq!(usd(0.0000450), "$0.000045");
+        assert_eq!(usd(0.00004), "$0.00004");
+        assert_eq!(usd(0.009), "$0.009");
+        assert_eq!(usd(1e-11), "$0.00000000001");
+        assert_eq!(call_cost(None, 420), "unpriced");
+        assert_eq!(call_cost(None, 0), "");
+        assert_eq!(call_cost(Some(0.000045), 420), "$0.000045");
+        assert_eq!(total_cost(0.0013, 0), "$0.0013");
+        assert_eq!(total_cost(0.0013, 2), "$0.0013 (partial)");
+        assert_eq!(total_cost(0.0, 2), "unpriced");
         assert_eq!(usd(1234.567), "$1,234.57");
         assert_eq!(rate(0.0), "0/s");
         assert_eq!(rate(1204.4), "1,204/s");

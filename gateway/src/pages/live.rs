@@ -107,7 +107,11 @@ async fn logs(State(core): State<Core>, page: PageCall, Query(filter): Query<Log
     let level = LEVELS.iter().find(|(name, _)| *name == filter.level).copied().unwrap_or(("info", 9));
     let stream = format!("/api/logs?level={}", level.0);
     page.note(format!("GET {stream} (EventSource)"));
-    let recent = query::run(&core, &page, "logs", json!({ "limit": RECENT, "min_severity": level.1 })).await;
+    // Records with no severity (GenAI events) count as info, as in the stream.
+    let unset = level.1 <= 9;
+    let recent =
+        query::run(&core, &page, "logs", json!({ "limit": RECENT, "min_severity": level.1, "unset_severity": unset }))
+            .await;
     let (recent, warning) = split(recent, |r| {
         let trace = text(r, "trace_id");
         let severity = text(r, "severity");
@@ -141,7 +145,8 @@ async fn logs(State(core): State<Core>, page: PageCall, Query(filter): Query<Log
     page.render(&view)
 }
 
-/// The level name of an OTLP severity number (or its text when the number is unset).
+/// The level name of an OTLP severity number (or its text when the number is unset;
+/// "unset" when both are).
 fn level_of(number: i64, text: &str) -> &'static str {
     match number {
         1..=4 => "trace",
@@ -154,6 +159,7 @@ fn level_of(number: i64, text: &str) -> &'static str {
             "debug" => "debug",
             "warn" | "warning" => "warn",
             "error" | "fatal" | "critical" => "error",
+            "" => "unset",
             _ => "info",
         },
     }
@@ -185,6 +191,7 @@ mod tests {
         assert_eq!(level_of(13, ""), "warn");
         assert_eq!(level_of(21, ""), "error");
         assert_eq!(level_of(0, "WARNING"), "warn");
-        assert_eq!(level_of(0, ""), "info");
+        assert_eq!(level_of(0, ""), "unset");
+        assert_eq!(level_of(0, "notice"), "info");
     }
 }

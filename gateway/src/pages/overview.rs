@@ -18,7 +18,7 @@ use super::{
     forms::{Posted, csrf_field, submit},
     int,
     layout::{Chrome, PageCall, percent_encode},
-    query, rate, text, tokens, usd,
+    query, rate, text, tokens, total_cost, usd,
 };
 use crate::Core;
 
@@ -62,7 +62,7 @@ impl Totals {
     fn of(row: Option<&UsageRow>) -> Self {
         let row = row.cloned().unwrap_or_default();
         Self {
-            cost: usd(row.cost_usd),
+            cost: total_cost(row.cost_usd, row.unpriced_calls),
             input: tokens(row.input_tokens),
             output: tokens(row.output_tokens),
             calls: count(row.calls),
@@ -70,8 +70,12 @@ impl Totals {
     }
 }
 
+/// A conversation active in the last hour: a session, or a trace that holds model calls
+/// and no session id (the official OpenAI instrumentation sends none).
 struct ActiveSession {
     id: String,
+    /// "no session" for a trace listed in a session's place.
+    marker: &'static str,
     href: String,
     service: String,
     model: String,
@@ -80,13 +84,18 @@ struct ActiveSession {
     cost: String,
 }
 
+/// Conversations the overview lists.
+const ACTIVE: i64 = 10;
+
 pub(super) async fn overview(State(core): State<Core>, page: PageCall) -> Response {
     let since = format::rfc3339(format::now_ms() / 1000 - 3600, 0);
     let (status, usage, active) = tokio::join!(
         page.load("GET /api/status", core.features.get_status(page.request(GetStatusRequest {}))),
         page.load("GET /api/usage?days=7", core.features.get_usage(page.request(GetUsageRequest { days: 7 }))),
-        query::run(&core, &page, "sessions", json!({ "limit": 10, "since": since })),
+        query::run(&core, &page, "sessions", json!({ "limit": ACTIVE, "since": since })),
     );
+    let sessionless =
+        query::run(&core, &page, "traces", json!({ "limit": ACTIVE, "since": since, "sessionless": true })).await;
     let status = status.map_err(Failure::from).map(|s| {
         let health = s.health.clone().unwrap_or_default();
         let ingest = s.ingest.unwrap_or_default();
@@ -110,27 +119,52 @@ pub(super) async fn overview(State(core): State<Core>, page: PageCall) -> Respon
     let usage = usage
         .map_err(Failure::from)
         .map(|u| Usage { today: Totals::of(u.today.as_ref()), week: Totals::of(u.week.as_ref()) });
-    let (active, active_warning) = match active {
-        Ok(rows) => (
-            Ok(rows
+    let (active, active_warning) = match (active, sessionless) {
+        (Ok(sessions), Ok(traces)) => {
+            let mut rows: Vec<(String, ActiveSession)> = sessions
                 .rows
                 .iter()
                 .map(|r| {
                     let id = text(r, "session_id");
-                    ActiveSession {
-                        href: format!("/dashboard/sessions/{}", percent_encode(&id)),
-                        id,
-                        service: text(r, "service"),
-                        model: text(r, "last_model"),
-                        last_seen: When::iso(&text(r, "last_seen")),
-                        tokens: tokens(int(r, "input_tokens") + int(r, "output_tokens")),
-                        cost: usd(float(r, "cost_usd")),
-                    }
+                    let last = text(r, "last_seen");
+                    (
+                        last.clone(),
+                        ActiveSession {
+                            href: format!("/dashboard/sessions/{}", percent_encode(&id)),
+                            id,
+                            marker: "",
+                            service: text(r, "service"),
+                            model: text(r, "last_model"),
+                            last_seen: When::iso(&last),
+                            tokens: tokens(int(r, "input_tokens") + int(r, "output_tokens")),
+                            cost: total_cost(float(r, "cost_usd"), int(r, "unpriced_calls")),
+                        },
+                    )
                 })
-                .collect()),
-            rows.warning,
-        ),
-        Err(err) => (Err(err.into()), String::new()),
+                .collect();
+            rows.extend(traces.rows.iter().map(|r| {
+                let id = text(r, "trace_id");
+                let last = text(r, "end_time");
+                (
+                    last.clone(),
+                    ActiveSession {
+                        href: format!("/dashboard/traces/{}", percent_encode(&id)),
+                        id: text(r, "root_name"),
+                        marker: "no session",
+                        service: text(r, "service"),
+                        model: String::new(),
+                        last_seen: When::iso(&last),
+                        tokens: tokens(int(r, "input_tokens") + int(r, "output_tokens")),
+                        cost: total_cost(float(r, "cost_usd"), int(r, "unpriced_calls")),
+                    },
+                )
+            }));
+            rows.sort_by_key(|(last, _)| std::cmp::Reverse(super::sessions::unix_ns(last)));
+            rows.truncate(ACTIVE as usize);
+            let warning = [sessions.warning, traces.warning].into_iter().filter(|w| !w.is_empty()).collect::<Vec<_>>();
+            (Ok(rows.into_iter().map(|(_, row)| row).collect()), warning.join(" "))
+        }
+        (Err(err), _) | (_, Err(err)) => (Err(err.into()), String::new()),
     };
     page.render(&Overview { chrome: page.chrome("Overview", "/dashboard"), status, usage, active, active_warning })
 }

@@ -34,7 +34,7 @@ use super::{
     listing::{
         Filters, PAGE_SIZE, Pager, WINDOWS, known_window, link, page_number, rows_page, rows_warning, window_since,
     },
-    query, text, tokens, usd,
+    query, text, tokens,
 };
 use crate::Core;
 
@@ -67,15 +67,18 @@ pub(super) fn unix_ns(value: &str) -> Option<i64> {
     Some(ts.seconds.saturating_mul(1_000_000_000).saturating_add(i64::from(ts.nanos)))
 }
 
-/// `120 in · 30 out · $0.0012`, leaving out what is zero.
-pub(super) fn usage_text(input: i64, output: i64, cost: f64) -> String {
+/// `120 in · 30 out · $0.0012` (or `· unpriced`) for a q/1 row's usage, leaving out what
+/// is zero.
+pub(super) fn usage_text(r: &Map<String, Value>) -> String {
+    let (input, output) = (int(r, "input_tokens"), int(r, "output_tokens"));
     let mut parts = Vec::new();
     if input != 0 || output != 0 {
         parts.push(format!("{} in", tokens(input)));
         parts.push(format!("{} out", tokens(output)));
     }
-    if cost != 0.0 {
-        parts.push(usd(cost));
+    let cost = format::call_cost(format::cost(r, "cost_usd"), input + output);
+    if !cost.is_empty() && cost != "$0" {
+        parts.push(cost);
     }
     parts.join(" · ")
 }
@@ -148,6 +151,8 @@ fn role_class(role: &str) -> &'static str {
         "assistant" => "assistant",
         "tool" => "tool",
         "system" | "developer" => "system",
+        // Not a GenAI role: a failed call or turn, shown in the conversation.
+        "error" => "error",
         _ => "",
     }
 }
@@ -194,7 +199,7 @@ pub(super) fn conversation(rows: &[Map<String, Value>], activity: bool) -> Vec<E
     for row in rows {
         let time = When::iso(&text(row, "time"));
         let model = text(row, "model");
-        let usage = usage_text(int(row, "input_tokens"), int(row, "output_tokens"), float(row, "cost_usd"));
+        let usage = usage_text(row);
         let href = span_href(&text(row, "trace_id"), &text(row, "span_id"));
         let body = text(row, "text");
         let kind = text(row, "kind");
@@ -202,7 +207,19 @@ pub(super) fn conversation(rows: &[Map<String, Value>], activity: bool) -> Vec<E
             "message" => {
                 let mut entry = message(time, &text(row, "role"), &body, model, usage, href);
                 entry.tool_calls = tool_calls(row.get("tool_calls"));
-                entries.push(entry);
+                // A failed call's empty answer says nothing; its span says why (below).
+                if !entry.text.is_empty() || !entry.tool_calls.is_empty() {
+                    entries.push(entry);
+                }
+            }
+            "span" if text(row, "status") == "error" && kind != "span" => {
+                // A failed GenAI call (a span with an operation) is part of the conversation
+                // whatever the view: the span's status message (`upstream 529 overloaded`)
+                // in a bubble marked as an error, after the messages it was sent (the
+                // transcript orders failed spans after their instant's messages).
+                let why = text(row, "status_message");
+                let what = if why.is_empty() { format!("{body} failed") } else { format!("{body}: {why}") };
+                entries.push(message(time, "error", &what, model, usage, href));
             }
             "event" if kind == "turn" && text(row, "run_id").is_empty() => {
                 // A hosted agent's turn: its data holds the message and the reply.
@@ -217,8 +234,12 @@ pub(super) fn conversation(rows: &[Map<String, Value>], activity: bool) -> Vec<E
                     String::new(),
                 ));
                 let (reply, error) = (field("reply"), field("error"));
-                let answer = if reply.is_empty() && !error.is_empty() { format!("(failed: {error})") } else { reply };
-                entries.push(message(time, "assistant", &answer, model, usage, String::new()));
+                if reply.is_empty() && !error.is_empty() {
+                    let what = format!("The turn failed: {error}");
+                    entries.push(message(time, "error", &what, model, usage, String::new()));
+                } else {
+                    entries.push(message(time, "assistant", &reply, model, usage, String::new()));
+                }
             }
             source if activity => {
                 let source = match source {
@@ -315,7 +336,15 @@ struct List {
     sessions: Result<Vec<SessionRow>, Failure>,
     warning: String,
     pager: Pager,
+    /// Conversations without a session (one per trace), on the first page when no agent
+    /// or id search narrows the list: such traces have neither.
+    sessionless: Option<Result<Vec<TraceRow>, Failure>>,
+    /// The Traces page with all of them, when there are more than shown.
+    sessionless_more: String,
 }
+
+/// Sessionless conversations shown under the sessions.
+const SESSIONLESS: i64 = 20;
 
 struct SessionRow {
     id: String,
@@ -352,6 +381,33 @@ async fn list(State(core): State<Core>, page: PageCall, Query(filter): Query<Lis
     });
     let answer = query::run(&core, &page, "sessions", args).await;
     let (sessions, warning, pager) = rows_page(answer, "Sessions", number, &filter, |r| session_row(r, &filter));
+    let (mut sessionless, mut sessionless_more) = (None, String::new());
+    if number == 1 && filter.agent.is_empty() && filter.search.is_empty() {
+        let args = json!({
+            "limit": SESSIONLESS + 1,
+            "sessionless": true,
+            "service": filter.service,
+            "model": filter.model,
+            "since": window_since(&filter.window),
+        });
+        sessionless = Some(match query::run(&core, &page, "traces", args).await {
+            Ok(rows) => {
+                if rows.rows.len() as i64 > SESSIONLESS {
+                    sessionless_more = link(
+                        "/dashboard/traces",
+                        &[
+                            ("sessionless", "1"),
+                            ("service", &filter.service),
+                            ("model", &filter.model),
+                            ("window", &filter.window),
+                        ],
+                    );
+                }
+                Ok(rows.rows.iter().take(SESSIONLESS as usize).map(TraceRow::of).collect())
+            }
+            Err(err) => Err(err.into()),
+        });
+    }
     let view = List {
         chrome: page.chrome("Sessions", "/dashboard/sessions"),
         filtered: filter.filtered(),
@@ -361,6 +417,8 @@ async fn list(State(core): State<Core>, page: PageCall, Query(filter): Query<Lis
         sessions,
         warning,
         pager,
+        sessionless,
+        sessionless_more,
     };
     page.render(&view)
 }
@@ -386,7 +444,7 @@ fn session_row(r: &Map<String, Value>, filter: &ListQuery) -> SessionRow {
         failed: int(r, "errors") > 0,
         input: tokens(int(r, "input_tokens")),
         output: tokens(int(r, "output_tokens")),
-        cost: usd(float(r, "cost_usd")),
+        cost: format::total_cost(float(r, "cost_usd"), int(r, "unpriced_calls")),
     }
 }
 
@@ -502,7 +560,7 @@ impl TraceRow {
             failed: int(r, "errors") > 0,
             input: tokens(int(r, "input_tokens")),
             output: tokens(int(r, "output_tokens")),
-            cost: usd(float(r, "cost_usd")),
+            cost: format::total_cost(float(r, "cost_usd"), int(r, "unpriced_calls")),
         }
     }
 }
@@ -639,7 +697,7 @@ fn summarise(r: &Map<String, Value>) -> Summary {
             Stat { label: "Errors", value: count(int(r, "errors")), alert: int(r, "errors") > 0 },
             Stat::new("Input tokens", tokens(int(r, "input_tokens"))),
             Stat::new("Output tokens", tokens(int(r, "output_tokens"))),
-            Stat::new("Cost", usd(float(r, "cost_usd"))),
+            Stat::new("Cost", format::total_cost(float(r, "cost_usd"), int(r, "unpriced_calls"))),
         ],
         agent_href: link("/dashboard/sessions", &[("agent", &agent)]),
         service_href: link("/dashboard/sessions", &[("service", &service)]),
@@ -659,7 +717,7 @@ fn run_row(r: &Map<String, Value>) -> RunRow {
         started: When::iso(&text(r, "started_at")),
         ended: When::iso(&text(r, "ended_at")),
         events: count(int(r, "events")),
-        usage: usage_text(int(r, "input_tokens"), int(r, "output_tokens"), float(r, "cost_usd")),
+        usage: usage_text(r),
     }
 }
 

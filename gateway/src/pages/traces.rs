@@ -36,7 +36,7 @@ use super::{
     },
     query,
     sessions::{Entry, Stat, TraceRow, conversation, session_href, span_href, unix_ns, usage_text},
-    text, tokens, usd,
+    text, tokens,
 };
 use crate::Core;
 
@@ -64,20 +64,28 @@ struct ListQuery {
     model: String,
     #[serde(default)]
     errors: String,
+    /// Only conversations without a session (traces with model calls and no session id).
+    #[serde(default)]
+    sessionless: String,
     #[serde(default)]
     window: String,
     #[serde(default)]
     page: String,
 }
 
+/// A checkbox's value as the filter keeps it: "1" when ticked, else empty.
+fn ticked(value: &str) -> String {
+    if matches!(value.trim(), "1" | "on" | "true" | "yes") { "1".into() } else { String::new() }
+}
+
 impl ListQuery {
     fn trimmed(self) -> Self {
-        let errors = matches!(self.errors.trim(), "1" | "on" | "true" | "yes");
         Self {
             session: self.session.trim().to_owned(),
             service: self.service.trim().to_owned(),
             model: self.model.trim().to_owned(),
-            errors: if errors { "1".into() } else { String::new() },
+            errors: ticked(&self.errors),
+            sessionless: ticked(&self.sessionless),
             window: known_window(self.window.trim()),
             page: self.page,
         }
@@ -85,6 +93,10 @@ impl ListQuery {
 
     fn errors_only(&self) -> bool {
         !self.errors.is_empty()
+    }
+
+    fn sessionless_only(&self) -> bool {
+        !self.sessionless.is_empty()
     }
 }
 
@@ -97,6 +109,7 @@ impl Filters for ListQuery {
             ("service", &self.service),
             ("model", &self.model),
             ("errors", &self.errors),
+            ("sessionless", &self.sessionless),
             ("window", &self.window),
         ]
     }
@@ -131,6 +144,7 @@ async fn list(State(core): State<Core>, page: PageCall, Query(filter): Query<Lis
         "service": filter.service,
         "model": filter.model,
         "errors_only": filter.errors_only().then_some(true),
+        "sessionless": filter.sessionless_only().then_some(true),
         "since": window_since(&filter.window),
     });
     let answer = query::run(&core, &page, "traces", args).await;
@@ -388,7 +402,7 @@ fn waterfall(
 
     let mut services: Vec<String> = Vec::new();
     let mut sessions: Vec<(String, String)> = Vec::new();
-    let (mut input, mut output, mut cost, mut errors) = (0, 0, 0.0, 0);
+    let (mut input, mut output, mut cost, mut errors, mut unpriced) = (0, 0, 0.0, 0, 0);
     for r in rows {
         let (service, session) = (text(r, "service"), text(r, "session_id"));
         if !service.is_empty() && !services.contains(&service) {
@@ -400,6 +414,10 @@ fn waterfall(
         input += int(r, "input_tokens");
         output += int(r, "output_tokens");
         cost += float(r, "cost_usd");
+        unpriced += i64::from(
+            format::call_cost(format::cost(r, "cost_usd"), int(r, "input_tokens") + int(r, "output_tokens"))
+                == "unpriced",
+        );
         errors += i64::from(text(r, "status") == "error");
     }
     let lines = tree
@@ -425,7 +443,7 @@ fn waterfall(
             let duration = format::duration_ms(float(r, "duration_ms"));
             let offset = format::duration_ms((start - t0) as f64 / 1e6);
             let model = text(r, "model");
-            let usage = usage_text(int(r, "input_tokens"), int(r, "output_tokens"), float(r, "cost_usd"));
+            let usage = usage_text(r);
             let detail = [model, usage].into_iter().filter(|s| !s.is_empty()).collect::<Vec<_>>().join(" · ");
             Line {
                 name: text(r, "name"),
@@ -447,11 +465,12 @@ fn waterfall(
     let (mut duration_ms, mut spans) = ((t1 - t0) as f64 / 1e6, rows.len() as i64);
     if let Some(summary) = summary {
         (duration_ms, spans) = (float(summary, "duration_ms"), int(summary, "spans"));
-        (errors, input, output, cost) = (
+        (errors, input, output, cost, unpriced) = (
             int(summary, "errors"),
             int(summary, "input_tokens"),
             int(summary, "output_tokens"),
             float(summary, "cost_usd"),
+            int(summary, "unpriced_calls"),
         );
     }
     let root = tree.first().map(|(i, _)| text(&rows[*i], "name")).unwrap_or_default();
@@ -464,7 +483,7 @@ fn waterfall(
             Stat { label: "Errors", value: count(errors), alert: errors > 0 },
             Stat::new("Input tokens", tokens(input)),
             Stat::new("Output tokens", tokens(output)),
-            Stat::new("Cost", usd(cost)),
+            Stat::new("Cost", format::total_cost(cost, unpriced)),
         ],
         services,
         sessions,
@@ -526,9 +545,10 @@ fn span_detail(r: &Map<String, Value>, trace_id: &str, messages: &[Map<String, V
             fields.push((label, count(int(r, key))));
         }
     }
-    if float(r, "cost_usd") != 0.0 {
-        fields.push(("Cost", usd(float(r, "cost_usd"))));
-    }
+    fields.push((
+        "Cost",
+        format::call_cost(format::cost(r, "cost_usd"), int(r, "input_tokens") + int(r, "output_tokens")),
+    ));
     fields.retain(|(_, value)| !value.is_empty());
     let parent = text(r, "parent_span_id");
     let session = text(r, "session_id");

@@ -22,7 +22,7 @@ use serde_json::json;
 use super::{
     Failure, When, count, float, int,
     layout::{Chrome, PageCall, percent_encode},
-    query, text, tokens, usd,
+    query, text, tokens, total_cost, usd,
 };
 use crate::Core;
 
@@ -108,7 +108,11 @@ async fn usage(State(core): State<Core>, page: PageCall, Query(range): Query<Ran
 fn summarise(usage: GetUsageResponse) -> Summary {
     let total = |label, row: Option<&UsageRow>| {
         let row = row.cloned().unwrap_or_default();
-        (label, usd(row.cost_usd), format!("{} in · {} out", tokens(row.input_tokens), tokens(row.output_tokens)))
+        (
+            label,
+            total_cost(row.cost_usd, row.unpriced_calls),
+            format!("{} in · {} out", tokens(row.input_tokens), tokens(row.output_tokens)),
+        )
     };
     let lines = |rows: &[UsageRow], label: fn(&UsageRow) -> String| {
         let max = rows.iter().map(|r| r.cost_usd).fold(0.0_f64, f64::max);
@@ -118,7 +122,7 @@ fn summarise(usage: GetUsageResponse) -> Summary {
                 calls: count(r.calls),
                 input: tokens(r.input_tokens),
                 output: tokens(r.output_tokens),
-                cost: usd(r.cost_usd),
+                cost: total_cost(r.cost_usd, r.unpriced_calls),
                 bar: if max > 0.0 { format!("{:.1}", 1000.0 * r.cost_usd / max) } else { "0".into() },
             })
             .collect::<Vec<_>>()

@@ -145,6 +145,7 @@
     const state = root.querySelector(".feed-state");
     const toggle = root.querySelector("button.pause");
     const empty = root.querySelector(".feed-empty");
+    const table = root.querySelector(".scroll");
     const render = renderers[kind];
     let lastId = "";
     let stream = null;
@@ -170,6 +171,7 @@
         body.insertBefore(row, body.firstChild);
         while (body.rows.length > max) body.deleteRow(body.rows.length - 1);
         if (empty) empty.hidden = true;
+        if (table) table.hidden = false;
         root.setAttribute("data-count", String(Number(root.getAttribute("data-count") || 0) + 1));
       };
       stream.addEventListener("lagged", function (event) {
@@ -207,6 +209,17 @@
     open();
   }
 
+  // Dollars by the pages' rule (format.rs `usd`): cents from a cent up, two significant
+  // digits below, so a chart's values read like the tables beside it.
+  function usd(v) {
+    if (!v || !isFinite(v)) return "$0";
+    const abs = Math.abs(v);
+    const sign = v < 0 ? "-" : "";
+    if (abs >= 0.01) return sign + "$" + abs.toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+    const decimals = Math.min(11, Math.ceil(-Math.log10(abs)) + 1);
+    return sign + "$" + abs.toFixed(decimals).replace(/0+$/, "");
+  }
+
   // The usage charts: data from a JSON script element (not executed; the CSP allows it).
   function usageCharts() {
     const dataEl = document.getElementById("usage-data");
@@ -226,7 +239,7 @@
           stroke: palette[i % palette.length],
           fill: palette[i % palette.length] + "33",
           width: 2,
-          value: function (_, v) { return v === null ? "–" : metric === "cost" ? "$" + v.toFixed(4) : Math.round(v).toLocaleString(); },
+          value: function (_, v) { return v === null ? "–" : metric === "cost" ? usd(v) : Math.round(v).toLocaleString(); },
         });
         columns.push(data[metric][i]);
       });
@@ -236,7 +249,7 @@
         width: width,
         height: 240,
         series: series,
-        axes: [{}, { values: function (_, ticks) { return ticks.map(function (v) { return metric === "cost" ? "$" + v : v.toLocaleString(); }); }, size: 70 }],
+        axes: [{}, { values: function (_, ticks) { return ticks.map(function (v) { return metric === "cost" ? usd(v) : v.toLocaleString(); }); }, size: 70 }],
         scales: { x: { time: true } },
       }, columns, el);
       window.addEventListener("resize", function () { plot.setSize({ width: Math.max(280, el.clientWidth - 16), height: 240 }); });

@@ -63,6 +63,10 @@ pub enum FilterKind {
     Contains,
     /// `sql` (a condition) holds, with `{arg}` in it standing for the string argument.
     Holds,
+    /// `sql >= arg` (an integer), or `sql = 0` too when the boolean argument named here is
+    /// true: log records whose severity is unset (GenAI events carry none) pass a minimum
+    /// the way the log stream passes them, as info.
+    AtLeastOrUnset(&'static str),
 }
 
 /// One filter of a table shape.
@@ -124,7 +128,7 @@ pub struct Shape {
 }
 
 use ColKind::{CostUsd, DurationMs, Float, Int, Json, Status, Text, Time};
-use FilterKind::{AtLeast, AtMost, Contains, DaysBack, Eq, Flag, Holds};
+use FilterKind::{AtLeast, AtLeastOrUnset, AtMost, Contains, DaysBack, Eq, Flag, Holds};
 
 const SINCE: &str = "only rows at or after this time";
 const UNTIL: &str = "only rows at or before this time";
@@ -214,6 +218,7 @@ pub const SHAPES: &[Shape] = &[
             col("output_tokens", "output_tokens", Int),
             col("cost_usd", "cost_nanocents", CostUsd),
             col("last_model", "last_model", Text),
+            col("unpriced_calls", "unpriced_calls", Int),
         ],
         plan: Plan::Table {
             from: "sessions",
@@ -354,6 +359,11 @@ pub const SHAPES: &[Shape] = &[
             ArgSpec::string("service", "only traces whose root is in this service"),
             ArgSpec::string("model", "only traces with a span of this model"),
             ArgSpec::boolean("errors_only", "only traces with an error span"),
+            ArgSpec::boolean(
+                "sessionless",
+                "only conversations without a session: traces that hold a model call and no session id (the official \
+                 OpenAI instrumentation sends none)",
+            ),
             ArgSpec::time("since", "only traces started at or after this time"),
             ArgSpec::time("until", "only traces started at or before this time"),
         ],
@@ -370,6 +380,8 @@ pub const SHAPES: &[Shape] = &[
             col("input_tokens", "input_tokens", Int),
             col("output_tokens", "output_tokens", Int),
             col("cost_usd", "cost_nanocents", CostUsd),
+            col("model_calls", "model_calls", Int),
+            col("unpriced_calls", "unpriced_calls", Int),
         ],
         plan: Plan::Table {
             from: "traces",
@@ -384,6 +396,7 @@ pub const SHAPES: &[Shape] = &[
                     Holds,
                 ),
                 filter("errors_only", "errors > 0", Flag),
+                filter("sessionless", "session_id = '' AND model_calls > 0", Flag),
                 filter("since", "start_ns", AtLeast),
                 filter("until", "start_ns", AtMost),
             ],
@@ -407,6 +420,11 @@ pub const SHAPES: &[Shape] = &[
                 0,
                 0,
                 24,
+            ),
+            ArgSpec::boolean(
+                "unset_severity",
+                "with min_severity, also records whose severity is unset (0), as the log stream \
+                 counts them: info",
             ),
             ArgSpec::time("since", SINCE),
             ArgSpec::time("until", UNTIL),
@@ -438,7 +456,7 @@ pub const SHAPES: &[Shape] = &[
                 filter("session_id", "session_id", Eq),
                 filter("trace_id", "trace_id", Eq),
                 filter("service", "service", Eq),
-                filter("min_severity", "severity_number", AtLeast),
+                filter("min_severity", "severity_number", AtLeastOrUnset("unset_severity")),
                 filter("since", "time_ns", AtLeast),
                 filter("until", "time_ns", AtMost),
             ],
@@ -556,7 +574,7 @@ pub const SHAPES: &[Shape] = &[
     },
     Shape {
         name: "transcript",
-        description: "One session's or one trace's conversation in time order, oldest first: its messages (kind \"message\": role, text, tool_calls), spans, events (and hosted turns) and other log records (a hosted agent's runtime output, event roost.runtime.output, left out: see the logs shape).",
+        description: "One session's or one trace's conversation in time order, oldest first: its messages (kind \"message\": role, text, tool_calls), spans (with their status: a failed model call is an error), events (and hosted turns) and other log records (a hosted agent's runtime output, event roost.runtime.output, left out: see the logs shape).",
         args: &[
             ArgSpec::one_of("conversation", "session_id", "the session"),
             ArgSpec::one_of("conversation", "trace_id", "the trace (hex), for senders that send no session"),
@@ -579,6 +597,8 @@ pub const SHAPES: &[Shape] = &[
             col("span_id", "span_id", Text),
             col("run_id", "run_id", Text),
             col("id", "id", Text),
+            col("status", "status", Status),
+            col("status_message", "status_message", Text),
         ],
         plan: Plan::Transcript,
         post: None,
@@ -667,22 +687,22 @@ mod tests {
     const BEGIN: &str = "<!-- q/1 shapes: generated from server/src/query/registry.rs -->\n";
     const END: &str = "<!-- end of q/1 shapes -->";
 
-    /// The README's q/1 table is the registry's. `ROOST_UPDATE_DOCS=1 cargo test` rewrites it.
+    /// docs/query.md's q/1 table is the registry's. `ROOST_UPDATE_DOCS=1 cargo test` rewrites it.
     #[test]
-    fn the_readme_documents_every_shape() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md");
-        let readme = std::fs::read_to_string(path).unwrap();
+    fn the_query_docs_document_every_shape() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/query.md");
+        let docs = std::fs::read_to_string(path).unwrap();
         let (start, end) =
-            (readme.find(BEGIN).expect("README has the q/1 markers") + BEGIN.len(), readme.find(END).unwrap());
+            (docs.find(BEGIN).expect("docs/query.md has the q/1 markers") + BEGIN.len(), docs.find(END).unwrap());
         let expected = markdown();
         if std::env::var_os("ROOST_UPDATE_DOCS").is_some() {
-            std::fs::write(path, format!("{}{expected}{}", &readme[..start], &readme[end..])).unwrap();
+            std::fs::write(path, format!("{}{expected}{}", &docs[..start], &docs[end..])).unwrap();
             return;
         }
         assert_eq!(
-            &readme[start..end],
+            &docs[start..end],
             expected,
-            "README.md's q/1 table drifted; run ROOST_UPDATE_DOCS=1 cargo test -p roost-server"
+            "docs/query.md's q/1 table drifted; run ROOST_UPDATE_DOCS=1 cargo test -p roost-server --lib registry"
         );
     }
 

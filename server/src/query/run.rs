@@ -100,6 +100,14 @@ fn table(shape: &Shape, from: &str, filters: &[super::registry::Filter], order: 
                 });
                 value.map(|v| format!("{} {op} {}", filter.sql, sql.bind(Bind::Int(v))))
             }
+            FilterKind::AtLeastOrUnset(unset) => {
+                let min = sql.bind(Bind::Int(args.integer(filter.arg)));
+                Some(if args.boolean(unset) {
+                    format!("({0} >= {min} OR {0} = 0)", filter.sql)
+                } else {
+                    format!("{} >= {min}", filter.sql)
+                })
+            }
             FilterKind::Flag => args.boolean(filter.arg).then(|| filter.sql.to_owned()),
             FilterKind::Contains => args.string(filter.arg).map(|v| {
                 let pattern = sql.bind(Bind::Text(format!("%{}%", like_escaped(v))));
@@ -185,7 +193,8 @@ async fn span_events(store: &Store, args: &Args, fetched: &mut Fetched) -> Resul
 }
 
 /// A session's (or a trace's) messages, spans, events and logs, merged oldest first (at
-/// one time: events, logs, spans, then the spans' messages in their order). Each
+/// one time: events, logs, spans, the spans' messages in their order, then failed spans,
+/// so a failed call reads after what it was sent). Each
 /// part uses its table's (session_id, time) or (trace_id, time) index. Log records whose
 /// content became messages are not listed again; custom-run events have no trace.
 fn transcript(args: &Args) -> Sql {
@@ -202,7 +211,7 @@ fn transcript(args: &Args) -> Sql {
         format!(
             "UNION ALL \
              SELECT ts_ns, 'event', 1, 0, event_type, role, model, data, tool_name, NULL, input_tokens, output_tokens, \
-                    cost_nanocents, '', '', run_id, id \
+                    cost_nanocents, '', '', run_id, id, 0, '' \
                FROM events WHERE session_id = {key}{events_after} ",
             events_after = after("ts_ns"),
         )
@@ -213,21 +222,22 @@ fn transcript(args: &Args) -> Sql {
         "SELECT t AS c_time, source AS c_source, kind AS c_kind, role AS c_role, model AS c_model, body AS c_text, \
          tool_name AS c_tool_name, tool_calls AS c_tool_calls, input_tokens AS c_input_tokens, \
          output_tokens AS c_output_tokens, cost_nanocents AS c_cost_usd, trace_id AS c_trace_id, span_id AS c_span_id, \
-         run_id AS c_run_id, id AS c_id FROM ( \
-           SELECT start_ns AS t, 'span' AS source, 3 AS part, 0 AS seq, COALESCE(operation, 'span') AS kind, '' AS role, \
+         run_id AS c_run_id, id AS c_id, status AS c_status, status_message AS c_status_message FROM ( \
+           SELECT start_ns AS t, 'span' AS source, CASE WHEN status_code = 2 THEN 5 ELSE 3 END AS part, 0 AS seq, COALESCE(operation, 'span') AS kind, '' AS role, \
                   COALESCE(response_model, request_model, '') AS model, name AS body, COALESCE(tool_name, '') AS tool_name, \
                   NULL AS tool_calls, COALESCE(input_tokens, 0) AS input_tokens, COALESCE(output_tokens, 0) AS output_tokens, \
-                  COALESCE(cost_nanocents, 0) AS cost_nanocents, trace_id, span_id, '' AS run_id, span_id AS id \
+                  cost_nanocents, trace_id, span_id, '' AS run_id, span_id AS id, \
+                  status_code AS status, status_message \
              FROM spans WHERE {column} = {key}{spans_after} \
            UNION ALL \
            SELECT time_ns, 'message', 4, seq, 'message', role, COALESCE(model, ''), content, '', tool_calls, 0, 0, 0, \
-                  COALESCE(trace_id, ''), COALESCE(span_id, ''), '', CAST(id AS TEXT) \
+                  COALESCE(trace_id, ''), COALESCE(span_id, ''), '', CAST(id AS TEXT), 0, '' \
              FROM messages WHERE {column} = {key}{messages_after} \
            {events}\
            UNION ALL \
            SELECT time_ns, 'log', 2, 0, COALESCE(event_name, severity_text), '', COALESCE(model, ''), body, \
                   COALESCE(tool_name, ''), NULL, COALESCE(input_tokens, 0), COALESCE(output_tokens, 0), \
-                  COALESCE(cost_nanocents, 0), COALESCE(trace_id, ''), COALESCE(span_id, ''), '', CAST(id AS TEXT) \
+                  cost_nanocents, COALESCE(trace_id, ''), COALESCE(span_id, ''), '', CAST(id AS TEXT), 0, '' \
              FROM logs WHERE {column} = {key}{logs_after} \
               AND messages = 0 AND (event_name IS NULL OR event_name <> '{RUNTIME_OUTPUT}') \
          ) AS merged ORDER BY t, part, seq, id LIMIT {limit}",

@@ -140,9 +140,11 @@ pub(super) fn run_event(event: &EventRow) -> BrainEvent {
     }
 }
 
-/// An OTLP severity number as a level name.
+/// An OTLP severity number as a level name; 0 (GenAI events carry no severity) is
+/// "unset", which the level filter ranks as info.
 pub fn severity_level(number: i32) -> &'static str {
     match number {
+        0 => "unset",
         1..=4 => "trace",
         5..=8 => "debug",
         13..=16 => "warn",
@@ -156,7 +158,7 @@ pub fn level_rank(level: &str) -> Option<u8> {
     Some(match level.to_ascii_lowercase().as_str() {
         "trace" => 0,
         "debug" => 1,
-        "info" | "" => 2,
+        "info" | "" | "unset" => 2,
         "warn" | "warning" => 3,
         "error" => 4,
         _ => return None,
@@ -172,5 +174,21 @@ pub(super) fn log_line(log: &LogRow, service: &str) -> LogLine {
         message: log.body.clone(),
         session_id: log.gen_ai.session_id.clone().unwrap_or_default(),
         trace_id: log.trace_id.clone().unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{level_rank, severity_level};
+
+    /// GenAI events carry no severity: the stream names them "unset" and ranks them as
+    /// info, as the logs page does.
+    #[test]
+    fn unset_severity_reads_unset_and_ranks_as_info() {
+        assert_eq!(severity_level(0), "unset");
+        assert_eq!(severity_level(9), "info");
+        assert_eq!(severity_level(17), "error");
+        assert_eq!(level_rank(severity_level(0)), level_rank("info"));
+        assert!(level_rank("unset") < level_rank("warn"));
     }
 }

@@ -42,6 +42,8 @@ struct SessionDelta {
     input_tokens: i64,
     output_tokens: i64,
     cost: i64,
+    /// Calls whose cost is left out of `cost`: their model has no price.
+    unpriced_calls: i64,
     last_model: String,
     last_model_ns: i64,
 }
@@ -58,6 +60,9 @@ struct TraceDelta {
     input_tokens: i64,
     output_tokens: i64,
     cost: i64,
+    /// Spans that are model calls (a trace with some and no session is a conversation).
+    model_calls: i64,
+    unpriced_calls: i64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -174,6 +179,7 @@ impl Summaries {
             delta.input_tokens += input;
             delta.output_tokens += output;
             delta.cost += cost;
+            delta.unpriced_calls += i64::from(g.is_unpriced());
             if let Some(agent) = &g.agent_id {
                 delta.agent_id.clone_from(agent);
             }
@@ -213,6 +219,8 @@ impl Summaries {
         trace.input_tokens += input;
         trace.output_tokens += output;
         trace.cost += cost;
+        trace.model_calls += i64::from(g.model().is_some() && !g.aggregate);
+        trace.unpriced_calls += i64::from(g.is_unpriced());
         if span.parent_span_id.is_empty() {
             trace.root_name.clone_from(&span.name);
             trace.service = service.to_owned();
@@ -350,12 +358,12 @@ impl_for_connections! {
             if !s.sessions.is_empty() {
                 let mut q = sqlx::QueryBuilder::new(
                     "INSERT INTO sessions (session_id, agent_id, service, first_ns, last_ns, spans, events, logs, errors, \
-                     input_tokens, output_tokens, cost_nanocents, last_model) ",
+                     input_tokens, output_tokens, cost_nanocents, last_model, unpriced_calls) ",
                 );
                 q.push_values(&s.sessions, |mut row, (id, d)| {
                     row.push_bind(id).push_bind(&d.agent_id).push_bind(&d.service).push_bind(d.first_ns).push_bind(d.last_ns)
                         .push_bind(d.spans).push_bind(d.events).push_bind(d.logs).push_bind(d.errors).push_bind(d.input_tokens)
-                        .push_bind(d.output_tokens).push_bind(d.cost).push_bind(&d.last_model);
+                        .push_bind(d.output_tokens).push_bind(d.cost).push_bind(&d.last_model).push_bind(d.unpriced_calls);
                 });
                 q.push(format!(
                     " ON CONFLICT (session_id) DO UPDATE SET \
@@ -369,19 +377,20 @@ impl_for_connections! {
                      logs = sessions.logs + excluded.logs, errors = sessions.errors + excluded.errors, \
                      input_tokens = sessions.input_tokens + excluded.input_tokens, \
                      output_tokens = sessions.output_tokens + excluded.output_tokens, \
-                     cost_nanocents = sessions.cost_nanocents + excluded.cost_nanocents"
+                     cost_nanocents = sessions.cost_nanocents + excluded.cost_nanocents, \
+                     unpriced_calls = sessions.unpriced_calls + excluded.unpriced_calls"
                 ));
                 q.build().execute(&mut *self).await?;
             }
             if !s.traces.is_empty() {
                 let mut q = sqlx::QueryBuilder::new(
                     "INSERT INTO traces (trace_id, start_ns, end_ns, spans, errors, root_name, service, session_id, \
-                     input_tokens, output_tokens, cost_nanocents) ",
+                     input_tokens, output_tokens, cost_nanocents, model_calls, unpriced_calls) ",
                 );
                 q.push_values(&s.traces, |mut row, (id, d)| {
                     row.push_bind(id).push_bind(d.start_ns).push_bind(d.end_ns).push_bind(d.spans).push_bind(d.errors)
                         .push_bind(&d.root_name).push_bind(&d.service).push_bind(&d.session_id).push_bind(d.input_tokens)
-                        .push_bind(d.output_tokens).push_bind(d.cost);
+                        .push_bind(d.output_tokens).push_bind(d.cost).push_bind(d.model_calls).push_bind(d.unpriced_calls);
                 });
                 q.push(format!(
                     " ON CONFLICT (trace_id) DO UPDATE SET \
@@ -392,7 +401,9 @@ impl_for_connections! {
                      spans = traces.spans + excluded.spans, errors = traces.errors + excluded.errors, \
                      input_tokens = traces.input_tokens + excluded.input_tokens, \
                      output_tokens = traces.output_tokens + excluded.output_tokens, \
-                     cost_nanocents = traces.cost_nanocents + excluded.cost_nanocents"
+                     cost_nanocents = traces.cost_nanocents + excluded.cost_nanocents, \
+                     model_calls = traces.model_calls + excluded.model_calls, \
+                     unpriced_calls = traces.unpriced_calls + excluded.unpriced_calls"
                 ));
                 q.build().execute(&mut *self).await?;
             }

@@ -22,7 +22,7 @@ async fn the_home_is_the_overview_page_not_json(backend: Backend) {
         backed.iter().any(|c| c.starts_with("POST /api/local/query {\"shape\":\"sessions\",\"args\"")),
         "{backed:?}"
     );
-    assert!(page.main_text().contains("No session was active in the last hour"), "{}", page.main_text());
+    assert!(page.main_text().contains("No conversation was active in the last hour"), "{}", page.main_text());
     // Every linked asset is served, hashed and immutable.
     let mut linked = page.attrs("link[rel=stylesheet]", "href");
     linked.extend(page.attrs("script[src]", "src"));

@@ -25,6 +25,9 @@ each_backend!(
     the_list_shows_the_stores_warning_and_a_failed_call,
     a_session_shows_its_totals_conversation_traces_and_runs,
     a_hosted_agents_turns_read_as_a_conversation,
+    a_failed_model_call_reads_as_an_error_in_the_conversation,
+    conversations_without_a_session_are_listed_one_per_trace,
+    costs_show_their_digits_and_say_when_they_are_unpriced,
     a_long_conversation_pages_without_losing_or_repeating_items,
     an_unknown_session_is_a_404_and_a_bad_one_a_failed_call,
 );
@@ -180,7 +183,13 @@ async fn the_list_shows_sessions_with_links_that_filter(backend: Backend) {
     // Times are <time datetime> in UTC, for the page script to localise.
     let times = page.attrs("table.sessions time", "datetime");
     assert!(times.iter().all(|t| t.ends_with('Z')), "{times:?}");
-    assert_eq!(queries(&page), [json!({"shape": "sessions", "args": {"limit": 51, "offset": 0}})]);
+    assert_eq!(
+        queries(&page),
+        [
+            json!({"shape": "sessions", "args": {"limit": 51, "offset": 0}}),
+            json!({"shape": "traces", "args": {"limit": 21, "sessionless": true}}),
+        ]
+    );
 
     // A service, agent or model cell filters by it.
     let by_service = page.attrs("table.sessions tbody tr:first-child td:nth-child(3) a", "href");
@@ -448,6 +457,109 @@ async fn a_hosted_agents_turns_read_as_a_conversation(backend: Backend) {
     let list = visitor.get("/dashboard/sessions").await;
     assert_eq!(listed(&list), [id.as_str()]);
     assert_eq!(list.texts("table.sessions tbody td:nth-child(2)"), [id.as_str()]);
+}
+
+/// A model call that failed (`upstream 529 overloaded`, as roost's model gateway records
+/// it) is an error in the conversation, with its message, not an empty assistant bubble.
+async fn a_failed_model_call_reads_as_an_error_in_the_conversation(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let start = now_ns() - 5_000_000_000;
+    let failed = json!({"resourceSpans": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "trip-planner"}}]},
+        "scopeSpans": [{"spans": [{
+            "traceId": "5a".repeat(16), "spanId": "6b".repeat(8), "name": "chat claude-sonnet-4-5", "kind": 3,
+            "startTimeUnixNano": start.to_string(), "endTimeUnixNano": (start + 300_000_000).to_string(),
+            "status": {"code": 2, "message": "upstream 529 overloaded"},
+            "attributes": [
+                {"key": "session.id", "value": {"stringValue": "s-failed-call"}},
+                {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+                {"key": "gen_ai.request.model", "value": {"stringValue": "claude-sonnet-4-5"}},
+                {"key": "error.type", "value": {"stringValue": "529"}},
+                {"key": "gen_ai.input.messages", "value": {"stringValue":
+                    r#"[{"role":"user","parts":[{"type":"text","content":"Plan three days in Lisbon"}]}]"#}},
+                {"key": "gen_ai.output.messages", "value": {"stringValue": r#"[{"role":"assistant","parts":[]}]"#}},
+            ],
+        }]}],
+    }]});
+    crate::pages::usage::post_json(&server, "/v1/traces", &failed).await;
+    let mut visitor = Visitor::new(&server);
+    let page = visitor.get("/dashboard/sessions/s-failed-call").await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert_eq!(page.texts("li.msg .role"), ["user", "error"], "{}", page.main_text());
+    let error = page.texts("li.msg.error").join(" ");
+    assert!(error.contains("upstream 529 overloaded") && error.contains("claude-sonnet-4-5"), "{error}");
+    assert_eq!(page.attrs("li.msg.error a", "href").len(), 1, "the error links to its span");
+}
+
+/// A GenAI span of trace `trace` (hex byte) as JSON, with the given extra attributes.
+fn chat_span(trace: &str, span: &str, model: &str, attributes: serde_json::Value) -> serde_json::Value {
+    let start = now_ns() - 2_000_000_000;
+    let mut attrs = vec![
+        json!({"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}}),
+        json!({"key": "gen_ai.request.model", "value": {"stringValue": model}}),
+    ];
+    attrs.extend(attributes.as_array().cloned().unwrap_or_default());
+    json!({"resourceSpans": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "openai-app"}}]},
+        "scopeSpans": [{"spans": [{
+            "traceId": trace.repeat(16), "spanId": span.repeat(8), "name": format!("chat {model}"), "kind": 3,
+            "startTimeUnixNano": start.to_string(), "endTimeUnixNano": (start + 400_000_000).to_string(),
+            "attributes": attrs,
+        }]}],
+    }]})
+}
+
+/// The official OpenAI instrumentation sends no session id: its conversations are listed
+/// on the Sessions page and the Overview, one per trace, marked as such; a trace without
+/// a model call is not a conversation.
+async fn conversations_without_a_session_are_listed_one_per_trace(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let usage = json!([{"key": "gen_ai.usage.input_tokens", "value": {"intValue": "40"}},
+                       {"key": "gen_ai.usage.output_tokens", "value": {"intValue": "12"}}]);
+    crate::pages::usage::post_json(&server, "/v1/traces", &chat_span("7c", "8d", "gpt-4o-mini", usage)).await;
+    let plain = json!({"resourceSpans": [{"scopeSpans": [{"spans": [{
+        "traceId": "9e".repeat(16), "spanId": "af".repeat(8), "name": "GET /health", "kind": 2,
+        "startTimeUnixNano": now_ns().to_string(), "endTimeUnixNano": (now_ns() + 1000).to_string(),
+    }]}]}]});
+    crate::pages::usage::post_json(&server, "/v1/traces", &plain).await;
+    let mut visitor = Visitor::new(&server);
+    let page = visitor.get("/dashboard/sessions").await;
+    assert!(page.main_text().contains("No sessions yet"), "{}", page.main_text());
+    let rows = page.texts("#sessionless tbody tr");
+    assert_eq!(rows.len(), 1, "{}", page.main_text());
+    assert!(rows[0].contains("chat gpt-4o-mini") && rows[0].contains("no session"), "{rows:?}");
+    assert_eq!(page.attrs("#sessionless tbody a", "href"), [format!("/dashboard/traces/{}", "7c".repeat(16))]);
+    // The trace page holds the conversation.
+    let overview = visitor.get("/dashboard").await;
+    let active = overview.texts("section[aria-labelledby=active-h] tbody tr");
+    assert_eq!(active.len(), 1, "{}", overview.main_text());
+    assert!(active[0].contains("chat gpt-4o-mini") && active[0].contains("no session"), "{active:?}");
+    let traces = visitor.get("/dashboard/traces?sessionless=1").await;
+    assert_eq!(traces.texts("tbody tr").len(), 1, "{}", traces.main_text());
+    assert_eq!(traces.attrs("input[name=sessionless][checked]", "value"), ["1"]);
+}
+
+/// A cheap call's cost has its digits (`$0.000045`, never `$0.0000`); a model with no price
+/// reads "unpriced", not `$0`; a total that leaves unpriced calls out says it is partial.
+async fn costs_show_their_digits_and_say_when_they_are_unpriced(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let tokens = |input: i64, output: i64| {
+        json!([{"key": "session.id", "value": {"stringValue": "s-costs"}},
+               {"key": "gen_ai.usage.input_tokens", "value": {"intValue": input.to_string()}},
+               {"key": "gen_ai.usage.output_tokens", "value": {"intValue": output.to_string()}}])
+    };
+    // gpt-4o-mini: $0.15 per million in, $0.60 out: 100 in + 50 out = $0.000045.
+    crate::pages::usage::post_json(&server, "/v1/traces", &chat_span("1a", "2b", "gpt-4o-mini", tokens(100, 50))).await;
+    crate::pages::usage::post_json(&server, "/v1/traces", &chat_span("1a", "3c", "house-model-7", tokens(10, 5))).await;
+    let mut visitor = Visitor::new(&server);
+    let page = visitor.get("/dashboard/sessions/s-costs").await;
+    let text = page.main_text();
+    assert!(text.contains("$0.000045"), "{text}");
+    assert!(!text.contains("$0.0000 ") && !text.contains("$0.0000\n"), "{text}");
+    assert!(text.contains("unpriced"), "the house model's call: {text}");
+    assert!(page.texts(".stats").join(" ").contains("$0.000045 (partial)"), "{:?}", page.texts(".stats"));
+    let list = visitor.get("/dashboard/sessions").await;
+    assert!(list.texts("table.sessions tbody tr").join(" ").contains("$0.000045 (partial)"), "{}", list.main_text());
 }
 
 async fn a_long_conversation_pages_without_losing_or_repeating_items(backend: Backend) {
