@@ -61,7 +61,7 @@ pub fn document(sections: &[Routes]) -> Value {
         ERROR_SCHEMA.into(),
         json!({
             "type": "object",
-            "description": "Every error: a readable message and a stable code (the README's error table).",
+            "description": "Every error: a readable message and a stable code (the error table in docs/api.md).",
             "properties": {
                 "error": {"type": "string", "description": "What went wrong, for a person."},
                 "code": {"type": "string", "enum": ErrorReason::ALL.iter().map(|r| r.code()).collect::<Vec<_>>()},

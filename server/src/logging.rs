@@ -3,7 +3,8 @@
 
 use std::io::IsTerminal;
 
-use tracing_subscriber::{EnvFilter, Layer as _, filter::LevelFilter, layer::SubscriberExt, util::SubscriberInitExt};
+pub use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::{EnvFilter, Layer as _, layer::SubscriberExt, util::SubscriberInitExt};
 
 use crate::streams::own_logs::OwnLogs;
 
@@ -16,9 +17,11 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the global subscriber. Safe to call twice (the second call does nothing).
-pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+/// Installs the global subscriber, at `default` when `RUST_LOG` is unset: `info` for the
+/// server, `warn` for one-shot CLI commands (their output is what they print, not the
+/// store's start-up lines). Safe to call twice (the second call does nothing).
+pub fn init(format: LogFormat, default: LevelFilter) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default.to_string()));
     let registry = tracing_subscriber::registry().with(OwnLogs.with_filter(LevelFilter::INFO));
     let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let _ = match format {

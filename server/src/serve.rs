@@ -64,6 +64,8 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     let store = Store::open(&config.database_url, &config.store)
         .await
         .with_context(|| format!("opening the store at {}", config.database_url))?;
+    let link_base = crate::webapp::service::link_base(config.webapp.public_url.as_deref(), addr);
+    store.meta_set(crate::webapp::service::LINK_BASE_KEY, &link_base).await.context("recording the link base")?;
     let secret_key = secrets::unlock(&store, config.secret_key.clone(), &config.data_dir)
         .await
         .context("unlocking the secret key")?;

@@ -14,6 +14,7 @@ each_backend!(
     accounts_keys_and_credits_work_beside_a_running_server,
     web_users_are_invited_with_one_time_links,
     bad_cli_input_is_refused_clearly,
+    cli_commands_print_no_info_lines,
     status_reports_the_store_ingest_and_checks,
     backups_are_taken_online_and_restored,
     packaged_runtimes_install_once_and_are_listed
@@ -70,7 +71,8 @@ async fn web_users_are_invited_with_one_time_links(backend: Backend) {
 
     let added =
         json_of(&roost(&server, &["users", "add", "--account", &account, "--email", "bob@example.com", "--json"]));
-    assert!(added["invite_url"].as_str().unwrap().starts_with("http://127.0.0.1:8900/invite/"), "{added}");
+    // Without --public-url, links use the address the running server listens on.
+    assert!(added["invite_url"].as_str().unwrap().starts_with(&server.url("/invite/")), "{added}");
     let listed = json_of(&roost(&server, &["users", "list", "--account", &account, "--json"]));
     assert_eq!(listed.as_array().unwrap().len(), 2);
     assert_eq!(listed[0]["password_set"], false);
@@ -133,6 +135,21 @@ async fn accounts_keys_and_credits_work_beside_a_running_server(backend: Backend
     let text = roost(&server, &["accounts", "create", "--name", "Bob"]);
     let text = String::from_utf8(text.stdout).unwrap();
     assert!(text.contains("created account acct_") && text.contains("(shown once"), "{text}");
+}
+
+/// A CLI command prints its result, not the store's start-up lines: with `RUST_LOG`
+/// unset, nothing at info reaches stderr.
+async fn cli_commands_print_no_info_lines(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let out = Command::new(env!("CARGO_BIN_EXE_roost"))
+        .args(["accounts", "list", "--data-dir"])
+        .arg(&server.config.data_dir)
+        .env("ROOST_DATABASE_URL", store_url(&server))
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "", "no log lines on stderr");
 }
 
 async fn bad_cli_input_is_refused_clearly(backend: Backend) {

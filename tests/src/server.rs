@@ -135,7 +135,10 @@ impl TestServer {
         // RUST_LOG=… shows the server's log in a test's output.
         // Otherwise roost's own lines only feed the log stream.
         if std::env::var_os("RUST_LOG").is_some() {
-            roost_server::logging::init(roost_server::logging::LogFormat::Text);
+            roost_server::logging::init(
+                roost_server::logging::LogFormat::Text,
+                roost_server::logging::LevelFilter::INFO,
+            );
         } else {
             roost_server::logging::init_stream_only();
         }

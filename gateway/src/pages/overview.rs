@@ -18,7 +18,7 @@ use super::{
     forms::{Posted, csrf_field, submit},
     int,
     layout::{Chrome, PageCall, percent_encode},
-    query, rate, text, tokens, total_cost, usd,
+    query, rate, text, tokens, total_cost,
 };
 use crate::Core;
 

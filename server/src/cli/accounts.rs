@@ -127,15 +127,29 @@ pub enum UsersCommand {
 /// Where invite links point.
 #[derive(Debug, Args)]
 pub struct LinkBase {
-    /// The web app's address as users reach it (invite links start with it).
-    #[arg(long, env = "ROOST_PUBLIC_URL", value_name = "URL", default_value = "http://127.0.0.1:8900")]
-    public_url: String,
+    /// The web app's address as users reach it (invite links start with it). Default:
+    /// the address the last `roost serve` on this store listens on (or its
+    /// `--public-url`), else http://127.0.0.1:8900.
+    #[arg(long, env = "ROOST_PUBLIC_URL", value_name = "URL")]
+    public_url: Option<String>,
 }
 
+/// The link base when no server has recorded one: `roost serve`'s default address.
+const DEFAULT_LINK_BASE: &str = "http://127.0.0.1:8900";
+
 impl LinkBase {
-    fn invite_url(&self, token: &str) -> String {
-        format!("{}/invite/{token}", self.public_url.trim_end_matches('/'))
+    /// The link base: the flag, else what the last `roost serve` recorded in the store.
+    async fn resolve(&self, store: &Store) -> String {
+        if let Some(url) = self.public_url.as_deref().map(str::trim).filter(|u| !u.is_empty()) {
+            return url.trim_end_matches('/').to_owned();
+        }
+        let recorded = store.meta_get(crate::webapp::service::LINK_BASE_KEY).await.ok().flatten();
+        recorded.filter(|u| !u.is_empty()).unwrap_or_else(|| DEFAULT_LINK_BASE.to_owned())
     }
+}
+
+fn invite_url(base: &str, token: &str) -> String {
+    format!("{base}/invite/{token}")
 }
 
 /// `roost credits …`
@@ -199,6 +213,7 @@ pub async fn accounts(global: &GlobalArgs, command: AccountsCommand) -> ExitCode
     };
     let result = match command {
         AccountsCommand::Create { name, credits, email, link, output } => {
+            let base = link.resolve(&store).await;
             create_account(&store, &name, credits, email.as_deref()).await.map(|(new, invite)| {
                 let mut value = json!({
                     "account_id": new.account.id,
@@ -212,7 +227,7 @@ pub async fn accounts(global: &GlobalArgs, command: AccountsCommand) -> ExitCode
                     new.account.id, new.account.name, new.account.balance_cents, new.api_key.secret
                 );
                 if let Some(invite) = invite {
-                    let url = link.invite_url(&invite.token);
+                    let url = invite_url(&base, &invite.token);
                     value["user_id"] = json!(invite.user.id);
                     value["email"] = json!(invite.user.email);
                     value["invite_url"] = json!(url);
@@ -273,16 +288,24 @@ pub async fn users(global: &GlobalArgs, command: UsersCommand) -> ExitCode {
         Err(code) => return code,
     };
     let result = match command {
-        UsersCommand::Add { account, email, link, output } => store.add_user(&account, &email).await.map(|invite| {
-            let url = link.invite_url(&invite.token);
+        UsersCommand::Add { account, email, link, output } => {
+            let base = link.resolve(&store).await;
+            store.add_user(&account, &email).await.map(|invite| {
+            let url = invite_url(&base, &invite.token);
             let value = json!({"user_id": invite.user.id, "account_id": account, "email": invite.user.email, "invite_url": url});
             output.print(&value, || format!("added {} to {account}\ninvite link (one use, 7 days): {url}", invite.user.email));
-        }),
-        UsersCommand::Reset { email, link, output } => store.reinvite_user(&email).await.map(|invite| {
-            let url = link.invite_url(&invite.token);
-            let value = json!({"user_id": invite.user.id, "email": invite.user.email, "invite_url": url});
-            output.print(&value, || format!("password reset link for {} (one use, 7 days): {url}", invite.user.email));
-        }),
+        })
+        }
+        UsersCommand::Reset { email, link, output } => {
+            let base = link.resolve(&store).await;
+            store.reinvite_user(&email).await.map(|invite| {
+                let url = invite_url(&base, &invite.token);
+                let value = json!({"user_id": invite.user.id, "email": invite.user.email, "invite_url": url});
+                output.print(&value, || {
+                    format!("password reset link for {} (one use, 7 days): {url}", invite.user.email)
+                });
+            })
+        }
         UsersCommand::List { account, output } => store.list_users(&account).await.map(|users| {
             let value: Vec<Value> = users
                 .iter()
@@ -291,7 +314,9 @@ pub async fn users(global: &GlobalArgs, command: UsersCommand) -> ExitCode {
             output.print(&Value::Array(value), || {
                 let lines: Vec<String> = users
                     .iter()
-                    .map(|u| format!("{}  {}{}", u.id, u.email, if u.password_hash.is_some() { "" } else { "  (invited)" }))
+                    .map(|u| {
+                        format!("{}  {}{}", u.id, u.email, if u.password_hash.is_some() { "" } else { "  (invited)" })
+                    })
                     .collect();
                 if lines.is_empty() { "no users".to_owned() } else { lines.join("\n") }
             });

@@ -110,7 +110,11 @@ pub fn main() -> ExitCode {
     if let Command::SandboxRelay(args) = cli.command {
         return crate::sandbox::relay::main(args);
     }
-    logging::init(cli.global.log_format);
+    let level = match cli.command {
+        Command::Serve(_) | Command::Daemon(_) => logging::LevelFilter::INFO,
+        _ => logging::LevelFilter::WARN,
+    };
+    logging::init(cli.global.log_format, level);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
@@ -142,10 +146,10 @@ mod tests {
 
     use super::Cli;
 
-    /// Every flag's environment variable is documented in the README's table.
+    /// Every flag's environment variable is documented in docs/configuration.md's table.
     #[test]
-    fn readme_lists_every_flag() {
-        let readme = include_str!("../../../README.md");
+    fn the_configuration_docs_list_every_flag() {
+        let docs = include_str!("../../../docs/configuration.md");
         let mut missing = Vec::new();
         let root = Cli::command();
         let mut commands = vec![&root];
@@ -158,13 +162,13 @@ mod tests {
             for arg in command.get_arguments() {
                 if let Some(env) = arg.get_env() {
                     let env = env.to_string_lossy();
-                    if !readme.contains(&format!("`{env}`")) {
+                    if !docs.contains(&format!("`{env}`")) {
                         missing.push(env.into_owned());
                     }
                 }
             }
         }
-        assert!(missing.is_empty(), "README.md does not document {missing:?}");
+        assert!(missing.is_empty(), "docs/configuration.md does not document {missing:?}");
     }
 
     #[test]

@@ -382,6 +382,7 @@ impl ServeArgs {
         config.extra_addrs = self.otlp_grpc_addr.iter().chain(&self.otlp_http_addr).cloned().collect();
         config.secret_key = secret_key_from_env()?;
         config.webapp.signup_open = self.webapp.signup == "open";
+        config.webapp.public_url = self.public_url.clone().filter(|u| !u.trim().is_empty());
         config.stripe = StripeConfig {
             secret_key: self.webapp.stripe_secret_key.clone().filter(|k| !k.trim().is_empty()),
             webhook_secret: self.webapp.stripe_webhook_secret.clone().filter(|k| !k.trim().is_empty()),

@@ -1,6 +1,6 @@
 //! The q/1 registry: every shape, its arguments and its columns, declared once. The gRPC
-//! QueryService, the REST routes, the MCP query tool and the README's q/1 section all come
-//! from this table (a test keeps the README in step). Evolution is additive only: a new
+//! QueryService, the REST routes, the MCP query tool and the q/1 section of docs/query.md all come
+//! from this table (a test keeps that file in step). Evolution is additive only: a new
 //! shape, argument or column is fine; renaming or removing one needs q/2.
 
 use super::args::ArgSpec;
@@ -647,7 +647,7 @@ pub fn visible(shape: &Shape) -> impl Iterator<Item = &Col> {
     shape.columns.iter().filter(|c| !c.name.starts_with('_'))
 }
 
-/// The README's q/1 section, generated from the registry.
+/// docs/query.md's q/1 section, generated from the registry.
 pub fn markdown() -> String {
     let mut out = String::from("| shape | arguments | row fields |\n| --- | --- | --- |\n");
     for shape in SHAPES {

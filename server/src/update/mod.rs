@@ -39,7 +39,7 @@ use std::{
 use semver::Version;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 pub use self::settings::{Restart, Role, UpdateFlags, UpdateSettings};
 use self::{
@@ -520,10 +520,15 @@ impl Updater {
             }
         };
         let polls = async {
+            let mut failures = FailureLog::default();
             loop {
                 let outcome = self.poll().await;
-                if outcome.check.outcome == "failed" {
-                    warn!(error = %outcome.check.detail, "update check failed");
+                let failed = (outcome.check.outcome == "failed").then_some(outcome.check.detail.as_str());
+                match failures.note(failed) {
+                    Noted::New => warn!(error = %outcome.check.detail, "update check failed"),
+                    Noted::Again => debug!(error = %outcome.check.detail, "update check failed again"),
+                    Noted::Recovered => info!("update check succeeded again"),
+                    Noted::Fine => {}
                 }
                 tokio::select! {
                     () = stop.cancelled() => return,
@@ -537,6 +542,45 @@ impl Updater {
     /// The rollback record, if one was written.
     pub fn rollback_record(&self) -> Option<RollbackRecord> {
         guard::rollback_record(&self.data_dir)
+    }
+}
+
+/// What the poll loop logs of a check's failure: a WARN the first time a failure is seen,
+/// the same failure again only at debug (a machine offline or with updates off would
+/// otherwise log a WARN every minute for months), and a line when checks work again.
+#[derive(Debug, Default)]
+struct FailureLog {
+    last: Option<String>,
+}
+
+/// How a check's outcome is logged.
+#[derive(Debug, PartialEq, Eq)]
+enum Noted {
+    /// A failure not seen just before: WARN.
+    New,
+    /// The failure seen just before: debug.
+    Again,
+    /// A success after failures: info.
+    Recovered,
+    /// A success after a success: nothing.
+    Fine,
+}
+
+impl FailureLog {
+    /// Notes a check's outcome: its failure's detail, or `None` when it worked.
+    fn note(&mut self, failure: Option<&str>) -> Noted {
+        match (failure, self.last.as_deref()) {
+            (Some(now), Some(before)) if now == before => Noted::Again,
+            (Some(now), _) => {
+                self.last = Some(now.to_owned());
+                Noted::New
+            }
+            (None, Some(_)) => {
+                self.last = None;
+                Noted::Recovered
+            }
+            (None, None) => Noted::Fine,
+        }
     }
 }
 
@@ -606,6 +650,20 @@ pub fn guard_at_boot(data_dir: &Path, settings: &UpdateSettings) -> Result<(), u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failing_check_warns_once_until_it_works_or_fails_differently() {
+        let mut log = FailureLog::default();
+        assert_eq!(log.note(None), Noted::Fine);
+        assert_eq!(log.note(Some("index unreachable")), Noted::New);
+        for _ in 0..100 {
+            assert_eq!(log.note(Some("index unreachable")), Noted::Again);
+        }
+        assert_eq!(log.note(Some("index answered 503")), Noted::New);
+        assert_eq!(log.note(None), Noted::Recovered);
+        assert_eq!(log.note(None), Noted::Fine);
+        assert_eq!(log.note(Some("index answered 503")), Noted::New);
+    }
 
     #[test]
     fn repeated_identical_checks_keep_one_history_entry() {

@@ -18,7 +18,7 @@
 use sha2::{Digest, Sha256};
 
 /// The project's release key, the default of `--update-public-key`. None until releases
-/// are signed: until then only the repository check stands (README, "Self-update").
+/// are signed: until then only the repository check stands (docs/operations.md, "Self-update").
 pub const DEFAULT_PUBLIC_KEY: Option<&str> = None;
 
 /// Where a release's signature is published: `{package}` and `{version}` are filled in.

@@ -27,6 +27,31 @@ pub struct WebAppConfig {
     /// `--signup open`: anyone may create an account at `/signup`. Default closed: the
     /// operator invites users with `roost accounts create --email` or `roost users add`.
     pub signup_open: bool,
+    /// `--public-url`: the address users reach roost at, which invite and reset links
+    /// start with. `None`: the address roost listens on.
+    pub public_url: Option<String>,
+}
+
+/// The store's meta key holding where the last `roost serve` is reached, so
+/// `roost accounts create --email`, `users add` and `users reset` (run beside it, without
+/// a server address of their own) print links that open.
+pub const LINK_BASE_KEY: &str = "link_base";
+
+/// The base of invite links for a server listening on `addr`: `public_url` when set, else
+/// `http://` and the address (a wildcard address as loopback: the operator's own browser).
+pub fn link_base(public_url: Option<&str>, addr: std::net::SocketAddr) -> String {
+    match public_url.map(str::trim).filter(|u| !u.is_empty()) {
+        Some(url) => url.trim_end_matches('/').to_owned(),
+        None if addr.ip().is_unspecified() => {
+            let loopback: std::net::IpAddr = if addr.is_ipv4() {
+                std::net::Ipv4Addr::LOCALHOST.into()
+            } else {
+                std::net::Ipv6Addr::LOCALHOST.into()
+            };
+            format!("http://{}", std::net::SocketAddr::new(loopback, addr.port()))
+        }
+        None => format!("http://{addr}"),
+    }
 }
 
 /// The one answer to every failed sign-in, whatever the cause.
