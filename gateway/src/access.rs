@@ -32,19 +32,17 @@
 //! while loopback callers are trusted (no `SERVICE_API_TOKENS`), and on `/mcp` always (as
 //! rmcp's own check did), so a page that rebinds its DNS name to 127.0.0.1 gets 403
 //! `bad_host` instead of the dashboard.
+//!
+//! This module is the policy only, below the pages (which ask it, and whose sign-in cookie
+//! it reads from [`crate::cookies`]). The middleware applying it, which answers refused page
+//! visits with pages, is `access_layer::enforce`, above both.
 
 use std::{net::SocketAddr, sync::Arc};
 
-use axum::{
-    body::Body,
-    extract::{ConnectInfo, Request, State},
-    middleware::Next,
-    response::{IntoResponse, Response},
-};
 use http::{HeaderMap, Method, header};
 use roost_proto::{ApiError, ErrorReason};
 
-use crate::{HttpError, hosts::HostAllowList};
+use crate::{cookies, hosts::HostAllowList};
 
 /// The dashboard's sign-in form (open: it is where refused page visitors are sent).
 pub const SIGN_IN_PATH: &str = "/dashboard/signin";
@@ -188,9 +186,7 @@ impl AccessPolicy {
         // The sign-in cookie stands for the token on pages (whose forms carry a CSRF
         // field) and on dashboard reads (the streams and JSON a page's script fetches);
         // never on a mutating API call, which has no CSRF defence of its own.
-        let cookie = (guard == Guard::Page || reads)
-            .then(|| crate::pages::cookies::get(headers, crate::pages::cookies::TOKEN))
-            .flatten();
+        let cookie = (guard == Guard::Page || reads).then(|| cookies::get(headers, cookies::TOKEN)).flatten();
         let presented = bearer(headers)
             .or_else(|| STREAM_PATHS.contains(&path).then(|| query.and_then(token_param)).flatten())
             .or(cookie);
@@ -316,37 +312,6 @@ fn authority(url: &str) -> Option<&str> {
     let rest = url.split_once("://")?.1;
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     Some(&rest[..end]).filter(|a| !a.is_empty())
-}
-
-/// The middleware: refuses what the policy refuses, with the error table's status and
-/// `{"error", "code"}` body, or a gRPC status for gRPC calls.
-pub async fn enforce(State(policy): State<Arc<AccessPolicy>>, request: Request, next: Next) -> Response {
-    let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0);
-    let uri = request.uri();
-    // HTTP/2 requests carry the host in the URI's authority, not a Host header.
-    let mut headers = request.headers().clone();
-    if !headers.contains_key(header::HOST)
-        && let Some(authority) = uri.authority().and_then(|a| http::HeaderValue::from_str(a.as_str()).ok())
-    {
-        headers.insert(header::HOST, authority);
-    }
-    match policy.check(request.method(), uri.path(), uri.query(), &headers, peer) {
-        Ok(()) if uri.path() == "/mcp" || uri.path().starts_with("/mcp/") => {
-            let access = policy.dashboard_access(&headers, peer);
-            let mut request = request;
-            request.extensions_mut().insert(access);
-            next.run(request).await
-        }
-        Ok(()) => next.run(request).await,
-        Err(err) if is_grpc(&headers) => err.to_status().into_http::<Body>().into_response(),
-        Err(err) if guard(uri.path()) == Guard::Page => crate::pages::refused(&policy, &err, uri),
-        Err(err) if guard(uri.path()) == Guard::App => crate::pages::refused_form(&err),
-        Err(err) => HttpError(err).into_response(),
-    }
-}
-
-fn is_grpc(headers: &HeaderMap) -> bool {
-    headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|ct| ct.starts_with("application/grpc"))
 }
 
 #[cfg(test)]

@@ -11,15 +11,15 @@
 
 use std::io::Read;
 
-use axum::extract::Request;
+use axum::{body::Body, extract::Request};
 use http::header::{CONTENT_ENCODING, CONTENT_TYPE};
 use prost::Message;
 use roost_proto::{ApiError, ErrorReason};
 use serde::de::DeserializeOwned;
 
 use crate::{
+    HttpError,
     budget::{Held, IngestBudget, JSON_EXPANSION, PROTOBUF_EXPANSION, gzip_stated_size},
-    extract::read_limited,
 };
 
 /// How a body is (and its answer will be) encoded.
@@ -123,4 +123,21 @@ pub(crate) fn gunzip(compressed: &[u8], limit: usize) -> Result<Vec<u8>, ApiErro
         ));
     }
     Ok(out)
+}
+
+/// Reads a body of at most `limit` bytes.
+///
+/// Like [`gzipped`] and [`gunzip`], it is body reading that [`decode`] and the strict JSON
+/// extractor (`extract::JsonBody`, and the routes taking raw bodies) share, so it lives
+/// here, the lower of the two modules: `extract` uses `codec`, never the reverse.
+pub(crate) async fn read_limited(body: Body, limit: usize) -> Result<bytes::Bytes, HttpError> {
+    axum::body::to_bytes(body, limit).await.map_err(|err| {
+        let too_large =
+            std::error::Error::source(&err).is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
+        if too_large {
+            HttpError::new(ErrorReason::PayloadTooLarge, format!("request body is over the {limit}-byte limit"))
+        } else {
+            HttpError::new(ErrorReason::InvalidArgument, format!("could not read the request body: {err}"))
+        }
+    })
 }

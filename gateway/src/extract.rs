@@ -6,16 +6,16 @@
 //! problem). An empty body is `{}`, so `POST /api/version` with no body behaves like the
 //! documented `{}`.
 
-use axum::{
-    body::Body,
-    extract::{FromRequest, FromRequestParts, Path, Query, Request},
-};
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use http::header::CONTENT_TYPE;
 use http::request::Parts;
 use roost_proto::ErrorReason;
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::{Core, HttpError};
+use crate::{
+    Core, HttpError,
+    codec::{gunzip, gzipped, read_limited},
+};
 
 /// A JSON body decoded into `T` under the rules above.
 #[derive(Debug)]
@@ -33,10 +33,10 @@ impl<T: DeserializeOwned + Serialize> FromRequest<Core> for JsonBody<T> {
                 "request body must be JSON (Content-Type: application/json)",
             ));
         }
-        let gzip = crate::codec::gzipped(req.headers())?;
+        let gzip = gzipped(req.headers())?;
         let bytes = read_limited(req.into_body(), limit).await?;
         if gzip {
-            return parse(&crate::codec::gunzip(&bytes, limit)?).map(JsonBody);
+            return parse(&gunzip(&bytes, limit)?).map(JsonBody);
         }
         parse(&bytes).map(JsonBody)
     }
@@ -73,19 +73,6 @@ impl<S: Send + Sync> FromRequestParts<S> for LimitQuery {
         })?;
         Ok(query)
     }
-}
-
-/// Reads a body of at most `limit` bytes.
-pub(crate) async fn read_limited(body: Body, limit: usize) -> Result<bytes::Bytes, HttpError> {
-    axum::body::to_bytes(body, limit).await.map_err(|err| {
-        let too_large =
-            std::error::Error::source(&err).is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
-        if too_large {
-            HttpError::new(ErrorReason::PayloadTooLarge, format!("request body is over the {limit}-byte limit"))
-        } else {
-            HttpError::new(ErrorReason::InvalidArgument, format!("could not read the request body: {err}"))
-        }
-    })
 }
 
 fn is_json(content_type: &str) -> bool {

@@ -6,11 +6,13 @@
 //! error is the `{"error", "code"}` body of the shared error table.
 
 pub mod access;
+pub mod access_layer;
 pub mod api;
 pub mod brake;
 pub mod budget;
 mod call;
 mod codec;
+pub mod cookies;
 mod error;
 mod extract;
 mod fallback;

@@ -353,7 +353,8 @@ mod tests {
                 "PROVIDER_API_KEY",
                 "MESSAGING_BOT_TOKEN",
                 "model",
-                "MESSAGING_ALLOWED_CHAT_IDS"
+                "MESSAGING_ALLOWED_CHAT_IDS",
+                "name",
             ]
         );
         assert!(configure.fields[0].required);

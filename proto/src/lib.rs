@@ -11,6 +11,7 @@ pub mod describe;
 pub mod error;
 pub mod json;
 pub mod nul;
+pub mod numbers;
 
 /// Package `roost.v1`: every message, enum, client and server roost speaks.
 pub mod v1 {

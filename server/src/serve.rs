@@ -257,7 +257,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         grpc::add_services(roost_gateway::router(core).merge(models.router()), &services, &ingest_budget).await?;
     // Outside the access check, so refused requests are counted too.
     let app = router
-        .layer(axum::middleware::from_fn_with_state(access, roost_gateway::access::enforce))
+        .layer(axum::middleware::from_fn_with_state(access, roost_gateway::access_layer::enforce))
         .layer(axum::middleware::from_fn_with_state(requests, roost_gateway::metrics::record))
         .layer(TraceLayer::new_for_http());
 

@@ -109,7 +109,7 @@ impl Visitor {
         let cookie = |name: &str| self.cookies.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
         match (cookie("roost_session"), cookie("roost_token")) {
             (None, None) => cookie("roost_csrf").expect("a page set roost_csrf").to_owned(),
-            (session, token) => roost_gateway::pages::cookies::bound_csrf(session, token),
+            (session, token) => roost_gateway::cookies::bound_csrf(session, token),
         }
     }
 

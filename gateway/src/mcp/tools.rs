@@ -103,7 +103,7 @@ pub const TOOLS: &[ToolDef] = &[
     ),
     tool("create_agent", "Create an agent", "ProvisionRequest", "ProvisionResponse", &agents::PROVISION)
         .describe(
-            "Create an always-on agent from a runtime with a standing brief (its memory). Debits the first 30-day \
+            "Create an always-on agent from a runtime with a standing brief (its memory) and an optional `name`. Debits the first 30-day \
              period from the account's credits (the first agent is free). The agent boots asynchronously: call \
              get_agent until `status` is `running` before send_message. Only one deploy per account settles at a \
              time (deploy_settling otherwise).",
@@ -128,7 +128,7 @@ pub const TOOLS: &[ToolDef] = &[
     ),
     tool("configure_agent", "Configure an agent", "ConfigureRequest", "ConfigureResponse", &agents::CONFIG)
         .describe(
-            "Change an agent's brief (`agent_brief`), model, model-provider key (`PROVIDER_API_KEY`, for byok), \
+            "Change an agent's name (`name`; renaming restarts nothing), brief (`agent_brief`), model, model-provider key (`PROVIDER_API_KEY`, for byok), \
              chat bot token (`MESSAGING_BOT_TOKEN`, connects a Telegram bot; checked with Telegram first) or the \
              chats it answers (`MESSAGING_ALLOWED_CHAT_IDS`, comma-separated chat ids). Only fields given change; \
              an empty key or token removes it. A running agent restarts to apply it.",

@@ -24,6 +24,7 @@ struct DocsPage {
 struct Section {
     anchor: String,
     name: String,
+    /// HTML: the description with its inline Markdown set (`inline_markdown`).
     about: String,
     operations: Vec<Operation>,
 }
@@ -32,6 +33,7 @@ struct Operation {
     anchor: String,
     method: String,
     path: String,
+    /// HTML, as `Section::about`.
     about: String,
     auth: &'static str,
     params: Vec<Field>,
@@ -51,6 +53,7 @@ struct Shape {
 struct Field {
     name: String,
     kind: String,
+    /// HTML, as `Section::about`.
     about: String,
 }
 
@@ -86,7 +89,7 @@ fn fields(doc: &Value, message: &str) -> Vec<Field> {
         .map(|(name, schema)| Field {
             name: name.clone(),
             kind: kind_of(schema),
-            about: schema["description"].as_str().unwrap_or_default().to_owned(),
+            about: super::inline_markdown(schema["description"].as_str().unwrap_or_default()),
         })
         .collect()
 }
@@ -122,7 +125,7 @@ fn operation(doc: &Value, path: &str, method: &str, op: &Value) -> Operation {
         anchor: op["operationId"].as_str().unwrap_or_default().to_owned(),
         method: method.to_uppercase(),
         path: path.to_owned(),
-        about: op["description"].as_str().unwrap_or_default().to_owned(),
+        about: super::inline_markdown(op["description"].as_str().unwrap_or_default()),
         auth,
         params: op["parameters"]
             .as_array()
@@ -132,7 +135,7 @@ fn operation(doc: &Value, path: &str, method: &str, op: &Value) -> Operation {
                     .map(|p| Field {
                         name: p["name"].as_str().unwrap_or_default().to_owned(),
                         kind: p["in"].as_str().unwrap_or_default().to_owned(),
-                        about: p["description"].as_str().unwrap_or_default().to_owned(),
+                        about: super::inline_markdown(p["description"].as_str().unwrap_or_default()),
                     })
                     .collect()
             })
@@ -164,7 +167,7 @@ fn sections(doc: &Value) -> Vec<Section> {
             }
             Section {
                 anchor: name.to_lowercase().replace(|c: char| !c.is_ascii_alphanumeric(), "-"),
-                about: tag["description"].as_str().unwrap_or_default().to_owned(),
+                about: super::inline_markdown(tag["description"].as_str().unwrap_or_default()),
                 name,
                 operations,
             }

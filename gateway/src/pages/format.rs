@@ -5,21 +5,7 @@
 
 use roost_proto::ApiError;
 
-/// `1234567` → `1,234,567`.
-pub fn count(n: i64) -> String {
-    let digits = n.unsigned_abs().to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3 + 1);
-    if n < 0 {
-        out.push('-');
-    }
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+pub use roost_proto::numbers::{count, usd};
 
 /// Tokens, shortened past ten thousand: `12.3k`, `4.56M`, `1.2B`.
 pub fn tokens(n: i64) -> String {
@@ -34,25 +20,6 @@ pub fn tokens(n: i64) -> String {
     } else {
         format!("{sign}{:.2}B", abs / 1e9)
     }
-}
-
-/// Dollars: `$1,234.56` from a cent up; below a cent, two significant digits
-/// (`$0.0042`, `$0.000045`: a cheap call's cost is never `$0.0000`); zero is `$0`.
-/// Every page and the usage charts use this one rule, so costs side by side compare.
-pub fn usd(value: f64) -> String {
-    if value == 0.0 || !value.is_finite() {
-        return "$0".into();
-    }
-    let sign = if value < 0.0 { "-" } else { "" };
-    let abs = value.abs();
-    if abs < 0.01 {
-        // Store costs are whole nanocents (1e-11 dollars): 11 decimals hold any of them.
-        let decimals = ((-abs.log10()).ceil() as usize + 1).min(11);
-        let text = format!("{abs:.decimals$}");
-        return format!("{sign}${}", text.trim_end_matches('0'));
-    }
-    let cents = (abs * 100.0).round() as i64;
-    format!("{sign}${}.{:02}", count(cents / 100), cents % 100)
 }
 
 /// A q/1 row's cost: `None` when it has none (null: its model has no price).
@@ -211,31 +178,52 @@ pub fn float(row: &serde_json::Map<String, serde_json::Value>, key: &str) -> f64
     row.get(key).and_then(serde_json::Value::as_f64).unwrap_or(0.0)
 }
 
+/// Inline Markdown as HTML, for the one-line descriptions the API reference and the
+/// Skills page show: the text escaped, and each `` `code` `` span set as `<code>`
+/// (descriptions are written for the skill file, in Markdown). An unpaired backtick
+/// stays as it is. The result is safe to insert as HTML.
+pub fn inline_markdown(text: &str) -> String {
+    let escaped = text
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;");
+    let parts: Vec<&str> = escaped.split('`').collect();
+    let mut out = String::with_capacity(escaped.len() + 16);
+    for (i, part) in parts.iter().enumerate() {
+        let closed = i + 1 < parts.len() || i % 2 == 0;
+        match (i % 2 == 1, closed) {
+            (true, true) => {
+                out.push_str("<code>");
+                out.push_str(part);
+                out.push_str("</code>");
+            }
+            (true, false) => {
+                out.push('`');
+                out.push_str(part);
+            }
+            (false, _) => out.push_str(part),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn numbers_read_well() {
-        assert_eq!(count(0), "0");
-        assert_eq!(count(1_234_567), "1,234,567");
-        assert_eq!(count(-1000), "-1,000");
         assert_eq!(tokens(9_999), "9,999");
         assert_eq!(tokens(12_345), "12.3k");
         assert_eq!(tokens(4_560_000), "4.56M");
-        assert_eq!(usd(0.0), "$0");
-        assert_eq!(usd(0.00423), "$0.0042");
-        assert_eq!(usd(0.0000450), "$0.000045");
-        assert_eq!(usd(0.00004), "$0.00004");
-        assert_eq!(usd(0.009), "$0.009");
-        assert_eq!(usd(1e-11), "$0.00000000001");
         assert_eq!(call_cost(None, 420), "unpriced");
         assert_eq!(call_cost(None, 0), "");
         assert_eq!(call_cost(Some(0.000045), 420), "$0.000045");
         assert_eq!(total_cost(0.0013, 0), "$0.0013");
         assert_eq!(total_cost(0.0013, 2), "$0.0013 (partial)");
         assert_eq!(total_cost(0.0, 2), "unpriced");
-        assert_eq!(usd(1234.567), "$1,234.57");
         assert_eq!(rate(0.0), "0/s");
         assert_eq!(rate(1204.4), "1,204/s");
         assert_eq!(duration_ms(0.5), "500 µs");
@@ -243,6 +231,16 @@ mod tests {
         assert_eq!(duration_ms(3200.0), "3.20 s");
         assert_eq!(duration_ms(245_000.0), "4m 05s");
         assert_eq!(bytes(3 * 1024 * 1024), "3.0 MB");
+    }
+
+    #[test]
+    fn descriptions_set_their_code_spans() {
+        assert_eq!(
+            inline_markdown("call `get_agent` until `running`"),
+            "call <code>get_agent</code> until <code>running</code>"
+        );
+        assert_eq!(inline_markdown("<b> & `x<y`"), "&lt;b&gt; &amp; <code>x&lt;y</code>");
+        assert_eq!(inline_markdown("an odd ` tick"), "an odd ` tick");
     }
 
     #[test]

@@ -13,8 +13,8 @@ use axum::{
 use http::{HeaderMap, HeaderValue, StatusCode, header, request::Parts};
 use roost_proto::ApiError;
 
-use super::{assets, cookies};
-use crate::{Call, Core};
+use super::assets;
+use crate::{Call, Core, cookies};
 
 /// Every asset a template links (checked by a unit test against the embedded files).
 pub const ASSETS: &[&str] =

@@ -61,23 +61,25 @@ struct Live {
 
 async fn live(State(core): State<Core>, page: PageCall) -> Response {
     page.note("GET /api/brain-stream (EventSource)");
-    let recent = query::run(&core, &page, "spans", json!({ "limit": RECENT })).await;
-    let (recent, warning) = split(recent, |r| {
-        let model = text(r, "model");
-        let used = int(r, "input_tokens") + int(r, "output_tokens");
-        let mut detail = text(r, "status_message");
-        if used > 0 {
-            detail = format!("{} tokens · {} {detail}", tokens(used), usd(float(r, "cost_usd")));
-        }
-        let session = text(r, "session_id");
-        FeedRow {
-            time: When::iso(&text(r, "start_time")),
-            cells: vec!["span".into(), text(r, "service"), text(r, "name"), model],
-            link: (!session.is_empty()).then(|| (format!("/dashboard/sessions/{}", percent_encode(&session)), session)),
-            detail,
-            class: if text(r, "status") == "error" { "error" } else { "" },
-        }
+    let (spans, events) = tokio::join!(
+        query::run(&core, &page, "spans", json!({ "limit": RECENT })),
+        query::run(&core, &page, "events", json!({ "limit": RECENT })),
+    );
+    // The stream's items, newest first: spans and events (custom-run events and hosted
+    // turns) merged by time, as the stream interleaves them.
+    let recent = spans.and_then(|spans| {
+        let events = events?;
+        let mut items: Vec<(i64, FeedRow)> = spans.rows.iter().map(span_row).collect();
+        items.extend(events.rows.iter().map(event_row));
+        items.sort_by_key(|(ns, _)| std::cmp::Reverse(*ns));
+        items.truncate(RECENT as usize);
+        let warning = [spans.warning, events.warning].into_iter().filter(|w| !w.is_empty()).collect::<Vec<_>>();
+        Ok((items.into_iter().map(|(_, row)| row).collect::<Vec<_>>(), warning.join(" ")))
     });
+    let (recent, warning) = match recent {
+        Ok((rows, warning)) => (Ok(rows), warning),
+        Err(err) => (Err(err.into()), String::new()),
+    };
     let view = Live {
         chrome: page.chrome("Live", "/dashboard/live"),
         heading: "Live activity",
@@ -93,6 +95,74 @@ async fn live(State(core): State<Core>, page: PageCall) -> Response {
     };
     page.render(&view)
 }
+
+/// A brain item's detail, as the page script's `brainDetail` writes it for streamed
+/// items (keep the two in step): why it failed, its tokens and cost, and for events
+/// and turns their data. A span's raw attributes are left to the trace page.
+fn brain_detail(kind: &str, used: i64, cost: f64, status: &str, status_message: &str, data: &str) -> String {
+    let mut parts = Vec::new();
+    if status == "error" {
+        parts.push(if status_message.is_empty() { "error".to_owned() } else { format!("error: {status_message}") });
+    }
+    if used > 0 {
+        parts.push(format!("{} tokens", tokens(used)));
+        if cost > 0.0 {
+            parts.push(usd(cost));
+        }
+    }
+    if kind != "span" && !data.is_empty() {
+        parts.push(data.to_owned());
+    }
+    parts.join(" · ")
+}
+
+/// The row of a brain item; the session links to its page.
+fn brain_row(kind: &str, time: When, cells: [String; 3], session: String, detail: String, failed: bool) -> FeedRow {
+    let [service, title, model] = cells;
+    FeedRow {
+        time,
+        cells: vec![kind.to_owned(), service, title, model],
+        link: (!session.is_empty()).then(|| (format!("/dashboard/sessions/{}", percent_encode(&session)), session)),
+        detail,
+        class: if failed { "error" } else { "" },
+    }
+}
+
+/// A q/1 `spans` row as the stream shows a span (and its start in Unix ns, for merging).
+fn span_row(r: &serde_json::Map<String, serde_json::Value>) -> (i64, FeedRow) {
+    let start = text(r, "start_time");
+    let status = text(r, "status");
+    let used = int(r, "input_tokens") + int(r, "output_tokens");
+    let detail = brain_detail("span", used, float(r, "cost_usd"), &status, &text(r, "status_message"), "");
+    let cells = [text(r, "service"), text(r, "name"), text(r, "model")];
+    let row = brain_row("span", When::iso(&start), cells, text(r, "session_id"), detail, status == "error");
+    (super::sessions::unix_ns(&start).unwrap_or(0), row)
+}
+
+/// A q/1 `events` row as the stream shows it: a hosted agent's turn, or a run's event.
+fn event_row(r: &serde_json::Map<String, serde_json::Value>) -> (i64, FeedRow) {
+    let ts = text(r, "ts");
+    let event_type = text(r, "event_type");
+    let kind = if text(r, "run_id").is_empty() && event_type == "turn" { "turn" } else { "event" };
+    let data = match r.get("data") {
+        None | Some(serde_json::Value::Null) => String::new(),
+        Some(value) => value.to_string().chars().take(DETAIL_CHARS).collect(),
+    };
+    let used = int(r, "input_tokens") + int(r, "output_tokens");
+    let detail = brain_detail(kind, used, float(r, "cost_usd"), "", "", &data);
+    let row = brain_row(
+        kind,
+        When::iso(&ts),
+        [String::new(), event_type, text(r, "model")],
+        text(r, "session_id"),
+        detail,
+        false,
+    );
+    (super::sessions::unix_ns(&ts).unwrap_or(0), row)
+}
+
+/// Characters of an event's data the stream carries (`BrainEvent.detail`).
+const DETAIL_CHARS: usize = 300;
 
 #[derive(Debug, Default, Deserialize)]
 struct LogFilter {
@@ -193,5 +263,17 @@ mod tests {
         assert_eq!(level_of(0, "WARNING"), "warn");
         assert_eq!(level_of(0, ""), "unset");
         assert_eq!(level_of(0, "notice"), "info");
+    }
+
+    #[test]
+    fn brain_details_say_why_what_it_cost_and_the_events_data() {
+        use super::brain_detail;
+        assert_eq!(brain_detail("span", 420, 0.0013, "ok", "", ""), "420 tokens · $0.0013");
+        assert_eq!(
+            brain_detail("span", 0, 0.0, "error", "upstream 529 overloaded", ""),
+            "error: upstream 529 overloaded"
+        );
+        assert_eq!(brain_detail("span", 0, 0.0, "", "", r#"{"a":1}"#), "", "a span's attributes are not shown");
+        assert_eq!(brain_detail("turn", 12, 0.0, "", "", r#"{"text":"hi"}"#), r#"12 tokens · {"text":"hi"}"#);
     }
 }

@@ -6,7 +6,7 @@
 //! adds local times, the live feeds (EventSource) and the usage charts (vendored uPlot).
 //! All view state is in the URL (filters, paging, the selected span), so every view is a
 //! deep link. Forms post to the page's own path, are checked for CSRF
-//! ([`cookies`]) and origin (the access policy), and redirect back (post/redirect/get)
+//! ([`crate::cookies`]) and origin (the access policy), and redirect back (post/redirect/get)
 //! with a one-line notice, or re-render with the error.
 //!
 //! Module per page group; templates in `gateway/web/templates/`, assets in
@@ -14,7 +14,6 @@
 
 mod app;
 mod assets;
-pub mod cookies;
 mod docs;
 mod features;
 mod format;

@@ -9,7 +9,7 @@ use axum::{
     response::Response,
     routing::{get, post},
 };
-use roost_proto::v1::{DismissRequest, GetStatusRequest, GetUsageRequest, UsageRow};
+use roost_proto::v1::{DismissRequest, GetAlertsRequest, GetStatusRequest, GetUsageRequest, UsageRow};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -30,6 +30,8 @@ pub(super) fn routes() -> Router<Core> {
 #[template(path = "overview.html")]
 struct Overview {
     chrome: Chrome,
+    /// Alerts firing now, shown first (nothing when none fire).
+    firing: Result<Vec<super::features::Firing>, Failure>,
     status: Result<Status, Failure>,
     usage: Result<Usage, Failure>,
     active: Result<Vec<ActiveSession>, Failure>,
@@ -89,11 +91,13 @@ const ACTIVE: i64 = 10;
 
 pub(super) async fn overview(State(core): State<Core>, page: PageCall) -> Response {
     let since = format::rfc3339(format::now_ms() / 1000 - 3600, 0);
-    let (status, usage, active) = tokio::join!(
+    let (status, usage, active, alerts) = tokio::join!(
         page.load("GET /api/status", core.features.get_status(page.request(GetStatusRequest {}))),
         page.load("GET /api/usage?days=7", core.features.get_usage(page.request(GetUsageRequest { days: 7 }))),
         query::run(&core, &page, "sessions", json!({ "limit": ACTIVE, "since": since })),
+        page.load("GET /api/alerts", core.features.get_alerts(page.request(GetAlertsRequest {}))),
     );
+    let firing = alerts.map(super::features::firing).map_err(Failure::from);
     let sessionless =
         query::run(&core, &page, "traces", json!({ "limit": ACTIVE, "since": since, "sessionless": true })).await;
     let status = status.map_err(Failure::from).map(|s| {
@@ -166,7 +170,14 @@ pub(super) async fn overview(State(core): State<Core>, page: PageCall) -> Respon
         }
         (Err(err), _) | (_, Err(err)) => (Err(err.into()), String::new()),
     };
-    page.render(&Overview { chrome: page.chrome("Overview", "/dashboard"), status, usage, active, active_warning })
+    page.render(&Overview {
+        chrome: page.chrome("Overview", "/dashboard"),
+        firing,
+        status,
+        usage,
+        active,
+        active_warning,
+    })
 }
 
 #[derive(Debug, Deserialize)]

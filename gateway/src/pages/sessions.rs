@@ -92,6 +92,11 @@ pub(super) fn span_href(trace_id: &str, span_id: &str) -> String {
     link(&trace, &[("span", span_id)])
 }
 
+/// How an agent reads on a page: its name when it has one, else its id.
+pub(super) fn agent_label(id: &str, name: &str) -> String {
+    if name.trim().is_empty() { id.to_owned() } else { name.to_owned() }
+}
+
 /// The session page of `session_id`.
 pub(super) fn session_href(session_id: &str) -> String {
     format!("/dashboard/sessions/{}", percent_encode(session_id))
@@ -140,7 +145,7 @@ fn cut(text: &str, max: usize) -> (String, String) {
 }
 
 /// `text` cut at `max` characters, with `…` when it was longer.
-fn short(text: &str, max: usize) -> String {
+pub(super) fn short(text: &str, max: usize) -> String {
     let (shown, rest) = cut(text, max);
     if rest.is_empty() { shown } else { format!("{shown}…") }
 }
@@ -349,7 +354,9 @@ const SESSIONLESS: i64 = 20;
 struct SessionRow {
     id: String,
     href: String,
+    /// The agent's name, or its id when it has none.
     agent: String,
+    agent_id: String,
     agent_href: String,
     service: String,
     service_href: String,
@@ -425,11 +432,13 @@ async fn list(State(core): State<Core>, page: PageCall, Query(filter): Query<Lis
 
 fn session_row(r: &Map<String, Value>, filter: &ListQuery) -> SessionRow {
     let id = text(r, "session_id");
-    let (agent, service, model) = (text(r, "agent_id"), text(r, "service"), text(r, "last_model"));
+    let (agent_id, service, model) = (text(r, "agent_id"), text(r, "service"), text(r, "last_model"));
+    let agent = agent_label(&agent_id, &text(r, "agent_name"));
     SessionRow {
         href: session_href(&id),
         id,
-        agent_href: filter.href(("agent", &agent), 1),
+        agent_href: filter.href(("agent", &agent_id), 1),
+        agent_id,
         service_href: filter.href(("service", &service), 1),
         model_href: filter.href(("model", &model), 1),
         agent,
@@ -500,7 +509,9 @@ const OUTPUT_LINES: i64 = 40;
 
 struct Summary {
     stats: Vec<Stat>,
+    /// The agent's name, or its id when it has none.
     agent: String,
+    agent_id: String,
     agent_href: String,
     service: String,
     service_href: String,
@@ -687,7 +698,8 @@ async fn detail(
 fn summarise(r: &Map<String, Value>) -> Summary {
     let (first, last) = (text(r, "first_seen"), text(r, "last_seen"));
     let lasted = between_ms(&first, &last).map(format::duration_ms).unwrap_or_else(|| "–".into());
-    let (agent, service) = (text(r, "agent_id"), text(r, "service"));
+    let (agent_id, service) = (text(r, "agent_id"), text(r, "service"));
+    let agent = agent_label(&agent_id, &text(r, "agent_name"));
     Summary {
         stats: vec![
             Stat::new("Lasted", lasted),
@@ -699,8 +711,9 @@ fn summarise(r: &Map<String, Value>) -> Summary {
             Stat::new("Output tokens", tokens(int(r, "output_tokens"))),
             Stat::new("Cost", format::total_cost(float(r, "cost_usd"), int(r, "unpriced_calls"))),
         ],
-        agent_href: link("/dashboard/sessions", &[("agent", &agent)]),
+        agent_href: link("/dashboard/sessions", &[("agent", &agent_id)]),
         service_href: link("/dashboard/sessions", &[("service", &service)]),
+        agent_id,
         agent,
         service,
         model: text(r, "last_model"),

@@ -2,7 +2,7 @@
 //!
 //! With `SERVICE_API_TOKENS` set, a page visitor without a token is sent here. The form
 //! takes a token, checks it against the same list the API checks, and stores it in the
-//! HttpOnly, SameSite=Strict `roost_token` cookie ([`super::cookies`]); then it sends the
+//! HttpOnly, SameSite=Strict `roost_token` cookie ([`crate::cookies`]); then it sends the
 //! visitor where they were going (a path on this host only). A wrong token re-renders the
 //! form with 401; 10 wrong tokens from one address in 10 minutes close the form to it (429,
 //! the web app's brake). Sign-out clears the cookie.
@@ -17,11 +17,8 @@ use axum::{
 use http::{HeaderMap, StatusCode};
 use serde::Deserialize;
 
-use super::{
-    cookies,
-    layout::{Chrome, PageCall},
-};
-use crate::{Core, access::SIGN_IN_PATH};
+use super::layout::{Chrome, PageCall};
+use crate::{Core, access::SIGN_IN_PATH, cookies};
 
 pub(super) fn routes() -> Router<Core> {
     Router::new().route(SIGN_IN_PATH, get(form).post(sign_in)).route("/dashboard/signout", post(sign_out))

@@ -194,6 +194,9 @@ struct Waterfall {
     name: String,
     stats: Vec<Stat>,
     services: Vec<String>,
+    /// The time axis' labels, equally spaced from 0 to its end (a round duration at or
+    /// past the trace's): the bars are drawn on this scale.
+    axis: Vec<String>,
     sessions: Vec<(String, String)>,
     start: When,
     lines: Vec<Line>,
@@ -398,7 +401,8 @@ fn waterfall(
     };
     let t0 = rows.iter().map(|r| span_ns(r).0).min().unwrap_or(0);
     let t1 = rows.iter().map(|r| span_ns(r).1).max().unwrap_or(t0);
-    let total = (t1 - t0).max(1) as f64;
+    let (axis_ns, axis) = time_axis((t1 - t0).max(1));
+    let total = axis_ns as f64;
 
     let mut services: Vec<String> = Vec::new();
     let mut sessions: Vec<(String, String)> = Vec::new();
@@ -442,9 +446,7 @@ fn waterfall(
             }
             let duration = format::duration_ms(float(r, "duration_ms"));
             let offset = format::duration_ms((start - t0) as f64 / 1e6);
-            let model = text(r, "model");
-            let usage = usage_text(r);
-            let detail = [model, usage].into_iter().filter(|s| !s.is_empty()).collect::<Vec<_>>().join(" · ");
+            let detail = step_detail(r);
             Line {
                 name: text(r, "name"),
                 href: link(here, &[("span", &id)]),
@@ -476,6 +478,7 @@ fn waterfall(
     let root = tree.first().map(|(i, _)| text(&rows[*i], "name")).unwrap_or_default();
     let start = rows.iter().min_by_key(|r| span_ns(r).0).map(|r| When::iso(&text(r, "start_time"))).unwrap_or_default();
     Waterfall {
+        axis,
         name: root,
         stats: vec![
             Stat::new("Duration", format::duration_ms(duration_ms)),
@@ -494,6 +497,47 @@ fn waterfall(
 }
 
 /// A JSON object's entries as (key, text), sorted by key.
+/// Intervals of the waterfall's time axis.
+const AXIS_STEPS: i64 = 4;
+
+/// The waterfall's time axis for a trace lasting `total_ns`: its end (the smallest
+/// 1, 2, 2.5 or 5 × 10ⁿ ns step times [`AXIS_STEPS`] that holds the trace) and a label
+/// at each tick, `0` first.
+fn time_axis(total_ns: i64) -> (i64, Vec<String>) {
+    let rough = (total_ns as f64 / AXIS_STEPS as f64).max(1.0);
+    let magnitude = 10f64.powi(rough.log10().floor() as i32);
+    let step = [1.0, 2.0, 2.5, 5.0, 10.0].iter().map(|m| m * magnitude).find(|s| *s >= rough).unwrap_or(rough);
+    let labels = (0..=AXIS_STEPS)
+        .map(|i| if i == 0 { "0".to_owned() } else { format::duration_ms(step * i as f64 / 1e6) })
+        .collect();
+    ((step * AXIS_STEPS as f64).ceil() as i64, labels)
+}
+
+/// What a step of the waterfall says under its name: the model with tokens and cost,
+/// the time to the first token, and a tool call's arguments and result.
+fn step_detail(r: &Map<String, Value>) -> String {
+    let attribute = |key: &str| r.get("attributes").and_then(|a| a.get(key));
+    let mut parts = vec![text(r, "model"), usage_text(r)];
+    if let Some(seconds) = attribute("gen_ai.server.time_to_first_token").and_then(Value::as_f64) {
+        parts.push(format!("first token {}", format::duration_ms(seconds * 1000.0)));
+    }
+    let shown = |value: &Value| match value {
+        Value::String(s) => super::sessions::short(s, TOOL_TEXT_CHARS),
+        other => super::sessions::short(&other.to_string(), TOOL_TEXT_CHARS),
+    };
+    match (attribute("gen_ai.tool.call.arguments"), attribute("gen_ai.tool.call.result")) {
+        (Some(args), Some(result)) => parts.push(format!("{} → {}", shown(args), shown(result))),
+        (Some(args), None) => parts.push(shown(args)),
+        (None, Some(result)) => parts.push(format!("→ {}", shown(result))),
+        (None, None) => {}
+    }
+    parts.into_iter().filter(|s| !s.is_empty()).collect::<Vec<_>>().join(" · ")
+}
+
+/// Characters of a tool call's arguments or result under its step (the span panel has
+/// all of it).
+const TOOL_TEXT_CHARS: usize = 80;
+
 fn pairs(value: Option<&Value>) -> Vec<(String, String)> {
     let Some(Value::Object(map)) = value else { return Vec::new() };
     let mut pairs: Vec<(String, String)> = map
@@ -615,6 +659,16 @@ mod tests {
     }
 
     #[test]
+    fn the_time_axis_ends_on_a_round_step() {
+        assert_eq!(
+            time_axis(1_000_000_000),
+            (1_000_000_000, ["0", "250 ms", "500 ms", "750 ms", "1.00 s"].map(String::from).to_vec())
+        );
+        assert_eq!(time_axis(5_800_000).0, 8_000_000, "5.8 ms: steps of 2 ms");
+        assert_eq!(time_axis(1).0, 4, "a trace of no time still has an axis");
+    }
+
+    #[test]
     fn cycles_and_self_parents_do_not_loop() {
         let rows = vec![span("x", "y", 0), span("y", "x", 5), span("z", "z", 10)];
         let tree = tree(&rows);
@@ -626,8 +680,10 @@ mod tests {
         let rows = vec![span("b", "a", 50), span("a", "", 0)];
         let tree = tree(&rows);
         let w = waterfall(&rows, None, &tree, "/dashboard/traces/t", "b");
-        assert_eq!((w.lines[0].x.as_str(), w.lines[0].width.as_str()), ("0.0", "166.7"));
-        assert_eq!((w.lines[1].x.as_str(), w.lines[1].width.as_str()), ("833.3", "166.7"));
+        // 60 ms on an axis to 80 ms (four 20 ms steps).
+        assert_eq!(w.axis, ["0", "20.0 ms", "40.0 ms", "60.0 ms", "80.0 ms"]);
+        assert_eq!((w.lines[0].x.as_str(), w.lines[0].width.as_str()), ("0.0", "125.0"));
+        assert_eq!((w.lines[1].x.as_str(), w.lines[1].width.as_str()), ("625.0", "125.0"));
         assert!(w.lines[1].selected && w.lines[1].class.contains("selected"));
         assert_eq!(w.lines[1].href, "/dashboard/traces/t?span=b");
         assert_eq!(w.name, "a");

@@ -88,6 +88,8 @@ struct Config {
     dismissed: String,
     effective: bool,
     kill_switch: bool,
+    /// `SERVICE_AUTO_UPDATE` as the operator set it, when it is the kill switch.
+    kill_value: String,
 }
 
 struct Event {
@@ -176,6 +178,7 @@ async fn page(State(core): State<Core>, page: PageCall) -> Response {
             dismissed: flags.dismissed.join(", "),
             effective: c.effective_auto_update,
             kill_switch: c.kill_switch,
+            kill_value: c.kill_switch_value,
         }
     });
     let history = history.map_err(Failure::from).map(|h| h.events.into_iter().map(event).collect());

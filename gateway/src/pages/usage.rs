@@ -143,7 +143,7 @@ fn summarise(usage: GetUsageResponse) -> Summary {
             .map(|s| SessionLine {
                 href: format!("/dashboard/sessions/{}", percent_encode(&s.session_id)),
                 id: s.session_id.clone(),
-                agent: s.agent_id.clone(),
+                agent: super::sessions::agent_label(&s.agent_id, &s.agent_name),
                 tokens: tokens(s.input_tokens + s.output_tokens),
                 cost: usd(s.cost_usd),
                 last_seen: When::timestamp(s.last_seen.as_ref()),

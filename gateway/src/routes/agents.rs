@@ -17,7 +17,7 @@ use roost_proto::v1::{
 use crate::{
     Call, Core, HttpError, InstanceId, JsonBody, LimitQuery,
     api::{Answer, Body, Endpoint, Routes},
-    extract::read_limited,
+    codec::read_limited,
 };
 
 /// Tells the core a message came over REST (MCP says "mcp"; gRPC clients say nothing).
@@ -76,8 +76,8 @@ pub(crate) const MESSAGES: Endpoint = Endpoint::post(
 
 pub(crate) const CONFIG: Endpoint = Endpoint::post(
     "/api/instances/{instance_id}/config",
-    "Changes the brief, model, model key or chat bot token (only fields present change). A running agent restarts \
-     to apply it; a paused one applies it on resume.",
+    "Changes the name, brief, model, model key or chat bot token (only fields present change). A running agent \
+     restarts to apply it (a new name alone restarts nothing); a paused one applies it on resume.",
 )
 .body("ConfigureRequest")
 .answers("ConfigureResponse")

@@ -15,7 +15,7 @@ use roost_proto::{
 use crate::{
     Call, Core, HttpError,
     api::{Body, Endpoint, Routes},
-    extract::read_limited,
+    codec::read_limited,
 };
 
 const WEBHOOK: Endpoint = Endpoint::post(

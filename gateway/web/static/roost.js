@@ -107,17 +107,43 @@
     row.appendChild(td);
   }
 
+  // Tokens as the pages write them (format.rs `tokens`): 9,999, 12.3k, 4.56M, 1.20B.
+  function tokens(n) {
+    const abs = Math.abs(n);
+    const sign = n < 0 ? "-" : "";
+    if (abs < 10000) return n.toLocaleString("en-US");
+    if (abs < 1e6) return sign + (abs / 1e3).toFixed(1) + "k";
+    if (abs < 1e9) return sign + (abs / 1e6).toFixed(2) + "M";
+    return sign + (abs / 1e9).toFixed(2) + "B";
+  }
+
+  // A brain item's detail as the server renders the page's first rows (live.rs
+  // `brain_detail`; keep the two in step): why it failed, tokens and cost, and an event's
+  // or turn's data. A span's raw attributes stay on the trace page.
+  function brainDetail(item) {
+    const parts = [];
+    if (item.status === "error") parts.push(item.status_message ? "error: " + item.status_message : "error");
+    const used = Number(item.input_tokens || 0) + Number(item.output_tokens || 0);
+    if (used > 0) {
+      parts.push(tokens(used) + " tokens");
+      if (Number(item.cost_usd) > 0) parts.push(usd(Number(item.cost_usd)));
+    }
+    if (item.kind !== "span" && item.detail) parts.push(item.detail);
+    return parts.join(" · ");
+  }
+
   // Renderers of one stream item into a table row, by feed kind.
   const renderers = {
     brain: function (item) {
       const tr = document.createElement("tr");
+      if (item.status === "error") tr.className = "error";
       timeCell(tr, item.time);
       cell(tr, item.kind);
       cell(tr, item.service);
       cell(tr, item.title);
       cell(tr, item.model || "");
       linkCell(tr, item.session_id, "/dashboard/sessions/" + encodeURIComponent(item.session_id || ""));
-      cell(tr, item.detail || "", "detail-text");
+      cell(tr, brainDetail(item), "detail-text");
       return tr;
     },
     logs: function (item) {

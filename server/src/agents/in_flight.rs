@@ -21,7 +21,7 @@ use std::time::Duration;
 use tokio::{sync::mpsc, task::JoinHandle};
 use tracing::{info, warn};
 
-use super::{Hosting, live::Agent, recorder::TurnRecord};
+use super::{Hosting, live::Agent};
 use crate::{
     Result,
     store::{BeginWrite, impl_for_connections, on_writer},
@@ -35,6 +35,35 @@ pub const MARK_AFTER: Duration = Duration::from_millis(200);
 const INTERRUPTED: &str =
     "the replica running this agent stopped during the turn; the turn was not finished nor charged";
 
+/// A running turn as `turns_in_flight` holds it: what the next owner needs to record it as
+/// interrupted. The recorder fills it from its turn record; it is defined here, not there,
+/// because the recorder uses this module (the marks, [`InFlightTx`]) and this module must
+/// not use the recorder back.
+pub(super) struct InFlightTurn<'a> {
+    /// Turn id.
+    pub id: &'a str,
+    /// The agent.
+    pub instance_id: &'a str,
+    /// Its owner.
+    pub account_id: &'a str,
+    /// Arrival order.
+    pub seq: i64,
+    /// Where the message came from.
+    pub source: &'a str,
+    /// The message.
+    pub text: &'a str,
+    /// Arrival (Unix ms).
+    pub queued_at: i64,
+    /// Start (Unix ms).
+    pub started_at: i64,
+    /// The model asked.
+    pub model: &'a str,
+    /// The Telegram chat it came from, for source "telegram".
+    pub chat_id: Option<i64>,
+    /// The agent lease's epoch the turn runs under.
+    pub lease_epoch: i64,
+}
+
 /// The pending in-flight mark of one running turn.
 pub struct InFlightMark {
     task: JoinHandle<bool>,
@@ -43,10 +72,10 @@ pub struct InFlightMark {
 impl InFlightMark {
     /// Hands `record` to the recorder's queue `jobs` (through `send`) once the turn has run
     /// for [`MARK_AFTER`].
-    pub(super) fn after<J: Send + 'static>(
+    pub(super) fn after<R: Send + 'static, J: Send + 'static>(
         jobs: mpsc::Sender<J>,
-        record: TurnRecord,
-        send: fn(TurnRecord) -> J,
+        record: R,
+        send: fn(R) -> J,
     ) -> Self {
         let task = tokio::spawn(async move {
             tokio::time::sleep(MARK_AFTER).await;
@@ -67,7 +96,7 @@ impl InFlightMark {
 /// In-flight rows inside the recorder's (or the adoption's) transaction.
 pub(super) trait InFlightTx {
     /// Writes turns as in flight, unless already recorded (a mark racing its turn's end).
-    async fn insert_in_flight(&mut self, records: &[&TurnRecord]) -> Result<()>;
+    async fn insert_in_flight(&mut self, turns: &[InFlightTurn<'_>]) -> Result<()>;
     /// Deletes the in-flight rows of recorded turns.
     async fn delete_in_flight(&mut self, ids: &[&str]) -> Result<()>;
     /// Records agent `id`'s turns left in flight under an epoch before `epoch` as
@@ -79,22 +108,22 @@ pub(super) trait InFlightTx {
 
 impl_for_connections! {
     impl InFlightTx {
-        async fn insert_in_flight(&mut self, records: &[&TurnRecord]) -> Result<()> {
-            for r in records {
+        async fn insert_in_flight(&mut self, turns: &[InFlightTurn<'_>]) -> Result<()> {
+            for r in turns {
                 sqlx::query(
                     "INSERT INTO turns_in_flight (id, instance_id, account_id, seq, source, text, queued_at, started_at, \
                      model, chat_id, lease_epoch) SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11 \
                      WHERE NOT EXISTS (SELECT 1 FROM turns WHERE id = $1) ON CONFLICT (id) DO NOTHING",
                 )
-                .bind(&r.id)
-                .bind(&r.instance_id)
-                .bind(&r.account_id)
+                .bind(r.id)
+                .bind(r.instance_id)
+                .bind(r.account_id)
                 .bind(r.seq)
-                .bind(&r.source)
-                .bind(&r.text)
+                .bind(r.source)
+                .bind(r.text)
                 .bind(r.queued_at)
                 .bind(r.started_at)
-                .bind(&r.model)
+                .bind(r.model)
                 .bind(r.chat_id)
                 .bind(r.lease_epoch)
                 .execute(&mut *self)

@@ -113,6 +113,8 @@ pub struct InstanceRow {
     pub updated_at: i64,
     /// Destroyed at, if it was.
     pub destroyed_at: Option<i64>,
+    /// What people call it ('' for none).
+    pub name: String,
 }
 
 /// Reads a MESSAGING_ALLOWED_CHAT_IDS value (comma-separated chat ids, spaces allowed;
@@ -143,7 +145,7 @@ pub const MAX_ALLOWED_CHATS: usize = 1000;
 /// Columns of [`InstanceRow`], for SELECTs.
 pub const INSTANCE_COLUMNS: &str = "id, account_id, runtime, status, status_detail, brief, model_mode, model, \
      provider_api_key, messaging_bot_token, telegram_allowed_chats, telegram_username, price_cents_month, period_start, paid_through, period_price_cents, \
-     created_at, updated_at, destroyed_at";
+     created_at, updated_at, destroyed_at, name";
 
 impl InstanceRow {
     /// The lifecycle state.
@@ -177,6 +179,7 @@ impl InstanceRow {
             updated_at: Some(timestamp_ms(self.updated_at)),
             // Measured only when the agent is read alone (`Hosting::get_instance`).
             workspace_bytes: 0,
+            name: self.name.clone(),
         }
     }
 }
@@ -259,7 +262,7 @@ impl_for_connections! {
         async fn insert_instance(&mut self, row: &InstanceRow) -> Result<()> {
             sqlx::query(sqlx::AssertSqlSafe(format!(
                 "INSERT INTO instances ({INSTANCE_COLUMNS}) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)"
             )))
             .bind(&row.id)
             .bind(&row.account_id)
@@ -280,6 +283,7 @@ impl_for_connections! {
             .bind(row.created_at)
             .bind(row.updated_at)
             .bind(row.destroyed_at)
+            .bind(&row.name)
             .execute(&mut *self)
             .await?;
             Ok(())
@@ -330,7 +334,7 @@ impl_for_connections! {
         async fn update_settings(&mut self, id: &str, settings: &Settings, now: i64) -> Result<()> {
             sqlx::query(
                 "UPDATE instances SET brief = $2, model = $3, provider_api_key = $4, messaging_bot_token = $5, \
-                 updated_at = $6, telegram_allowed_chats = $7 WHERE id = $1",
+                 updated_at = $6, telegram_allowed_chats = $7, name = $8 WHERE id = $1",
             )
             .bind(id)
             .bind(&settings.brief)
@@ -339,6 +343,7 @@ impl_for_connections! {
             .bind(settings.messaging_bot_token.as_ref().map(Sealed::as_str))
             .bind(now)
             .bind(&settings.allowed_chats)
+            .bind(&settings.name)
             .execute(&mut *self)
             .await?;
             Ok(())

@@ -115,6 +115,7 @@ impl Hosting {
             ApiError::invalid_argument(format!("unknown runtime {runtime_id:?} (see GET /api/runtimes)"))
         })?;
         limits::brief("brief", &req.brief)?;
+        limits::name(&req.name)?;
         let mode = limits::model_mode(req.model_mode)?;
 
         let now = now_ms();
@@ -138,6 +139,7 @@ impl Hosting {
             created_at: now,
             updated_at: now,
             destroyed_at: None,
+            name: req.name.trim().to_owned(),
         };
         let (charged, balance) = on_writer!(self.store, |pool| {
             let mut tx = pool.begin_write().await?;
@@ -318,7 +320,12 @@ impl Hosting {
             );
         }
         let (settings, applied) = apply_config(agent.state().settings.clone(), &req, &self.secret_key, &agent.id);
-        let next = if status == Status::Running { Status::Restarting } else { Status::Paused };
+        // A new name is for people, not the runtime: it alone restarts nothing.
+        let next = match status {
+            _ if applied == ["name"] => status,
+            Status::Running => Status::Restarting,
+            _ => Status::Paused,
+        };
         on_writer!(self.store, |pool| {
             let mut tx = pool.begin_write().await?;
             self.fence(&mut *tx, &agent).await?;
@@ -642,6 +649,10 @@ fn apply_config(mut settings: Settings, req: &ConfigureRequest, key: &SecretKey,
     if let Some(model) = &req.model {
         settings.model = model.trim().to_owned();
         applied.push("model".to_owned());
+    }
+    if let Some(name) = &req.name {
+        settings.name = name.trim().to_owned();
+        applied.push("name".to_owned());
     }
     if let Some(chats) = &req.messaging_allowed_chat_ids {
         // Checked by `limits::config` before anything changed.

@@ -47,6 +47,22 @@ pub fn brief(field: &str, brief: &str) -> Result<(), ApiError> {
     required(field, brief, MAX_BRIEF_BYTES)
 }
 
+/// Most characters of an agent's name.
+pub const MAX_NAME_CHARS: usize = 80;
+
+/// An agent's name: optional (empty is none), at most [`MAX_NAME_CHARS`] characters after
+/// trimming, no control characters (it is shown in one line everywhere).
+pub fn name(name: &str) -> Result<(), ApiError> {
+    let name = name.trim();
+    if name.chars().count() > MAX_NAME_CHARS {
+        return Err(ApiError::invalid_argument(format!("name: at most {MAX_NAME_CHARS} characters")));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(ApiError::invalid_argument("name: no control characters (line breaks, tabs)"));
+    }
+    Ok(())
+}
+
 /// A message text.
 pub fn text(text: &str) -> Result<(), ApiError> {
     required("text", text, MAX_TEXT_BYTES)
@@ -63,7 +79,11 @@ pub fn model_mode(value: i32) -> Result<ModelMode, ApiError> {
 
 /// A config request: at least one field, each within its limit.
 pub fn config(req: &v1::ConfigureRequest) -> Result<(), ApiError> {
+    if let Some(name) = &req.name {
+        self::name(name)?;
+    }
     if req.agent_brief.is_none()
+        && req.name.is_none()
         && req.provider_api_key.is_none()
         && req.messaging_bot_token.is_none()
         && req.model.is_none()
@@ -71,7 +91,7 @@ pub fn config(req: &v1::ConfigureRequest) -> Result<(), ApiError> {
     {
         return Err(ApiError::invalid_argument(
             "nothing to configure: send at least one of agent_brief, PROVIDER_API_KEY, MESSAGING_BOT_TOKEN, \
-             MESSAGING_ALLOWED_CHAT_IDS, model",
+             MESSAGING_ALLOWED_CHAT_IDS, model, name",
         ));
     }
     if let Some(chats) = &req.messaging_allowed_chat_ids {

@@ -44,6 +44,8 @@ pub struct Settings {
     pub messaging_bot_token: Option<Sealed>,
     /// MESSAGING_ALLOWED_CHAT_IDS, canonical (comma-separated, sorted).
     pub allowed_chats: String,
+    /// What people call it ('' for none); the runtime never sees it.
+    pub name: String,
 }
 
 impl Settings {
@@ -56,6 +58,7 @@ impl Settings {
             provider_api_key: row.provider_api_key.clone().map(Sealed::from_stored),
             messaging_bot_token: row.messaging_bot_token.clone().map(Sealed::from_stored),
             allowed_chats: row.telegram_allowed_chats.clone(),
+            name: row.name.clone(),
         }
     }
 }

@@ -19,7 +19,7 @@ use roost_proto::ApiError;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{error, warn};
 
-use super::in_flight::{InFlightMark, InFlightTx};
+use super::in_flight::{InFlightMark, InFlightTurn, InFlightTx};
 use crate::{
     Error, Result,
     billing::{ChargeKind, LedgerEntry, MoneyTx as _, holds::HoldTx as _},
@@ -161,6 +161,23 @@ impl TurnRecord {
             }
         }
     }
+
+    /// The turn as written while it still runs (`turns_in_flight`).
+    fn in_flight(&self) -> InFlightTurn<'_> {
+        InFlightTurn {
+            id: &self.id,
+            instance_id: &self.instance_id,
+            account_id: &self.account_id,
+            seq: self.seq,
+            source: &self.source,
+            text: &self.text,
+            queued_at: self.queued_at,
+            started_at: self.started_at,
+            model: &self.model,
+            chat_id: self.chat_id,
+            lease_epoch: self.lease_epoch,
+        }
+    }
 }
 
 fn stopped() -> ApiError {
@@ -298,8 +315,11 @@ async fn write_batch(
         let kept: Vec<&(TurnRecord, Option<EventRow>)> =
             turns.iter().copied().filter(|t| held.get(&t.0.instance_id) == Some(&t.0.lease_epoch)).collect();
         let records: Vec<&TurnRecord> = kept.iter().map(|t| &t.0).collect();
-        let still_running: Vec<&TurnRecord> =
-            started.iter().copied().filter(|r| held.get(&r.instance_id) == Some(&r.lease_epoch)).collect();
+        let still_running: Vec<InFlightTurn<'_>> = started
+            .iter()
+            .filter(|r| held.get(&r.instance_id) == Some(&r.lease_epoch))
+            .map(|r| r.in_flight())
+            .collect();
         tx.insert_in_flight(&still_running).await?;
         let mut charged = Vec::with_capacity(records.len());
         for record in &records {

@@ -6,7 +6,7 @@
 use std::{sync::Arc, time::Duration};
 
 use roost_proto::{
-    ApiError,
+    ApiError, numbers,
     v1::{Alert, AlertRule, GetAlertsResponse},
 };
 use serde_json::json;
@@ -57,6 +57,7 @@ fn alert_proto(a: AlertRow) -> Alert {
         acknowledged_at: a.7.map(timestamp_ms),
         delivered: a.8,
         delivery_error: a.9,
+        delivery_attempts: a.10,
     }
 }
 
@@ -260,7 +261,9 @@ impl Alerts {
                     sqlx::query_scalar(sqlx::AssertSqlSafe(sql.as_str())).bind(&day).fetch_one(pool).await
                 })?;
                 let usd = nanocents_to_usd(nanocents);
-                Ok((usd, format!("${usd:.4} spent today ({day}); the limit is ${:.4}", rule.3)))
+                // The page shows the value with the same rule: the two read alike.
+                let (spent, limit) = (numbers::usd(usd), numbers::usd(rule.3));
+                Ok((usd, format!("{spent} spent today ({day}); the limit is {limit}")))
             }
             "error_rate" => {
                 let (total, errors): (i64, i64) = on_reader!(self.store, |pool| {

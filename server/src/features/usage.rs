@@ -65,8 +65,9 @@ pub async fn usage_page(store: &Store, days: i64) -> Result<GetUsageResponse> {
     );
     let (rows, sessions) = on_reader!(store, |pool| {
         let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(sql.as_str())).bind(&first).fetch_all(pool).await?;
-        let sessions: Vec<(String, String, i64, i64, i64, i64)> = sqlx::query_as(
-            "SELECT session_id, agent_id, input_tokens, output_tokens, cost_nanocents, last_ns FROM sessions \
+        let sessions: Vec<(String, String, i64, i64, i64, i64, String)> = sqlx::query_as(
+            "SELECT session_id, agent_id, input_tokens, output_tokens, cost_nanocents, last_ns, \
+             COALESCE((SELECT i.name FROM instances i WHERE i.id = sessions.agent_id), '') FROM sessions \
              WHERE last_ns >= $1 AND cost_nanocents > 0 ORDER BY cost_nanocents DESC LIMIT $2",
         )
         .bind(now_ns - (days - 1) * day_ns - now_ns.rem_euclid(day_ns))
@@ -101,9 +102,10 @@ pub async fn usage_page(store: &Store, days: i64) -> Result<GetUsageResponse> {
         month: Some(total(&rows, &since_day(30))),
         top_sessions: sessions
             .into_iter()
-            .map(|(session_id, agent_id, input_tokens, output_tokens, cost, last_ns)| SessionCost {
+            .map(|(session_id, agent_id, input_tokens, output_tokens, cost, last_ns, agent_name)| SessionCost {
                 session_id,
                 agent_id,
+                agent_name,
                 input_tokens,
                 output_tokens,
                 cost_usd: nanocents_to_usd(cost),

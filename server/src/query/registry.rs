@@ -219,6 +219,7 @@ pub const SHAPES: &[Shape] = &[
             col("cost_usd", "cost_nanocents", CostUsd),
             col("last_model", "last_model", Text),
             col("unpriced_calls", "unpriced_calls", Int),
+            col("agent_name", "COALESCE((SELECT i.name FROM instances i WHERE i.id = sessions.agent_id), '')", Text),
         ],
         plan: Plan::Table {
             from: "sessions",

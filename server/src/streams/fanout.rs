@@ -26,20 +26,22 @@
 //!
 //! SQLite is one process: nothing is sent and nothing listens.
 
-use std::{
-    collections::{HashSet, VecDeque},
-    sync::Arc,
-    time::Duration,
-};
+use std::{collections::HashSet, sync::Arc, time::Duration};
 
 use serde::{Deserialize, Serialize};
 use sqlx::{PgPool, Row as _, postgres::PgRow};
 use tracing::warn;
 
-use super::Live;
+use super::{
+    Live,
+    id_ranges::{OwnIds, Range, ranges},
+};
 use crate::{
     Result,
-    telemetry::rows::{EventRow, GenAi, LogRow, SpanRow},
+    telemetry::{
+        announce::{AnnounceTx, LiveIds},
+        rows::{EventRow, GenAi, LogRow, SpanRow},
+    },
 };
 
 /// The channel stored rows are announced on.
@@ -48,32 +50,8 @@ pub const CHANNEL: &str = "roost_live";
 pub const CATCH_UP_ROWS: i64 = 4096;
 /// Largest notice payload sent (PostgreSQL refuses payloads of 8,000 bytes or more).
 const MAX_PAYLOAD: usize = 7_000;
-/// Own id ranges remembered per kind, to leave out of a catch-up.
-const OWN_RANGES: usize = 4096;
 /// How long after its last client left a stream still gets other replicas' rows.
 pub const WATCH_WINDOW: Duration = Duration::from_secs(60);
-
-/// The store ids of rows one transaction stored, for the other replicas' streams. Empty on
-/// SQLite (only PostgreSQL fans out).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LiveIds {
-    /// `spans.id` of the new spans.
-    pub spans: Vec<i64>,
-    /// `logs.id`.
-    pub logs: Vec<i64>,
-    /// `events.seq` of the new events.
-    pub events: Vec<i64>,
-}
-
-impl LiveIds {
-    /// Nothing to announce.
-    pub fn is_empty(&self) -> bool {
-        self.spans.is_empty() && self.logs.is_empty() && self.events.is_empty()
-    }
-}
-
-/// An inclusive range of ids.
-type Range = [i64; 2];
 
 /// What a `roost_live` notification carries: who sent it and the id ranges per kind.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,21 +68,6 @@ pub struct Notice {
     /// Event seq ranges.
     #[serde(rename = "e", default, skip_serializing_if = "Vec::is_empty")]
     pub events: Vec<Range>,
-}
-
-/// Sorted, merged inclusive ranges covering `ids`.
-fn ranges(ids: impl IntoIterator<Item = i64>) -> Vec<Range> {
-    let mut ids: Vec<i64> = ids.into_iter().collect();
-    ids.sort_unstable();
-    ids.dedup();
-    let mut out: Vec<Range> = Vec::new();
-    for id in ids {
-        match out.last_mut() {
-            Some(last) if last[1] + 1 == id => last[1] = id,
-            _ => out.push([id, id]),
-        }
-    }
-    out
 }
 
 /// The payloads announcing `written` (one transaction's ids), each under the size
@@ -147,14 +110,9 @@ pub fn payloads<'a>(origin: &str, written: impl IntoIterator<Item = &'a LiveIds>
     out
 }
 
-/// Announcing stored rows from inside the write transaction, per backend.
-pub(crate) trait AnnounceTx {
-    /// Whether this backend fans out: inserts then return the ids of their rows.
-    const FANS_OUT: bool;
-    /// Sends the notices for `written` (delivered when the transaction commits).
-    async fn announce<'a>(&mut self, origin: &str, written: impl IntoIterator<Item = &'a LiveIds>) -> Result<()>;
-}
-
+// The telemetry writer announces what it stored through `AnnounceTx`, defined in telemetry
+// (below the streams, which it must not name): the notices are this module's, so the
+// implementations are here.
 impl AnnounceTx for sqlx::SqliteConnection {
     const FANS_OUT: bool = false;
     async fn announce<'a>(&mut self, _origin: &str, _written: impl IntoIterator<Item = &'a LiveIds>) -> Result<()> {
@@ -169,33 +127,6 @@ impl AnnounceTx for sqlx::PgConnection {
             sqlx::query("SELECT pg_notify($1, $2)").bind(CHANNEL).bind(payload).execute(&mut *self).await?;
         }
         Ok(())
-    }
-}
-
-/// Id ranges this replica stored lately, per kind: what a catch-up must not publish again.
-#[derive(Debug, Default)]
-pub struct OwnIds {
-    spans: VecDeque<Range>,
-    logs: VecDeque<Range>,
-    events: VecDeque<Range>,
-}
-
-impl OwnIds {
-    /// Remembers a commit's ids.
-    pub fn remember(&mut self, ids: &LiveIds) {
-        for (list, ids) in [(&mut self.spans, &ids.spans), (&mut self.logs, &ids.logs), (&mut self.events, &ids.events)]
-        {
-            for range in ranges(ids.iter().copied()) {
-                if list.len() == OWN_RANGES {
-                    list.pop_front();
-                }
-                list.push_back(range);
-            }
-        }
-    }
-
-    fn holds(list: &VecDeque<Range>, id: i64) -> bool {
-        list.iter().any(|r| (r[0]..=r[1]).contains(&id))
     }
 }
 
@@ -334,7 +265,7 @@ impl Kind {
 }
 
 const SPANS: Kind = Kind {
-    select: "SELECT id, trace_id, span_id, name, start_ns, status_code, service, session_id, agent_id, \
+    select: "SELECT id, trace_id, span_id, name, start_ns, status_code, status_message, service, session_id, agent_id, \
              request_model, response_model, input_tokens, output_tokens, cost_nanocents, attributes FROM spans",
     key: "id",
 };
@@ -377,6 +308,7 @@ fn span_item(row: &PgRow) -> roost_proto::v1::BrainEvent {
         name: row.get("name"),
         start_ns: row.get("start_ns"),
         status_code: row.get::<i64, _>("status_code") as i32,
+        status_message: row.get("status_message"),
         attributes: row.get("attributes"),
         gen_ai: GenAi {
             session_id: row.get("session_id"),
@@ -430,12 +362,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ids_become_merged_ranges() {
-        assert_eq!(ranges([5, 1, 2, 3, 9, 10, 3]), vec![[1, 3], [5, 5], [9, 10]]);
-        assert!(ranges([]).is_empty());
-    }
-
-    #[test]
     fn nothing_stored_sends_nothing() {
         assert!(payloads("o", [&LiveIds::default()]).is_empty());
     }
@@ -474,15 +400,5 @@ mod tests {
         assert_eq!(back.spans.len(), 3000);
         assert_eq!(back.logs.len(), 10);
         assert_eq!(back.events, vec![[1, 1]]);
-    }
-
-    #[test]
-    fn own_ids_are_recognised() {
-        let mut own = OwnIds::default();
-        own.remember(&LiveIds { spans: vec![4, 5, 6], logs: vec![], events: vec![9] });
-        assert!(OwnIds::holds(&own.spans, 5));
-        assert!(!OwnIds::holds(&own.spans, 7));
-        assert!(OwnIds::holds(&own.events, 9));
-        assert!(!OwnIds::holds(&own.logs, 9));
     }
 }

@@ -4,12 +4,10 @@ use std::sync::{Arc, Mutex};
 
 use roost_proto::v1::{BrainEvent, HealthReport, LogLine};
 
-use super::{
-    fanout::{LiveIds, OwnIds},
-    hub::Hub,
-};
+use super::{hub::Hub, id_ranges::OwnIds};
 use crate::{
     telemetry::{
+        announce::{LiveFeed, LiveIds},
         rows::{Batch, EventRow, LogRow, SpanRow},
         runs::nanocents_to_usd,
         turns::detail,
@@ -65,10 +63,12 @@ impl Live {
             own: Mutex::default(),
         })
     }
+}
 
-    /// Publishes what a committed batch stored: the spans at `new_spans` (indices into
-    /// `batch.spans`), the events flagged new, every log record.
-    pub fn publish(&self, batch: &Batch, new_spans: &[usize], new_events: &[bool]) {
+/// What the telemetry writer publishes committed batches through (it holds this server's
+/// streams as a [`LiveFeed`], naming nothing of the streams').
+impl LiveFeed for Live {
+    fn publish(&self, batch: &Batch, new_spans: &[usize], new_events: &[bool]) {
         let service = |index: usize| batch.resources.get(index).map_or("unknown_service", |r| r.service.as_str());
         let spans = new_spans.iter().filter_map(|&i| batch.spans.get(i)).map(|s| span_event(s, service(s.resource)));
         let events = batch.events.iter().zip(new_events).filter(|(_, new)| **new).map(|(e, _)| run_event(e));
@@ -81,12 +81,14 @@ impl Live {
         }
     }
 
-    /// Remembers the store ids of rows this server stored and published, so a catch-up
-    /// after a lost listener does not publish them twice (empty on SQLite: no-op).
-    pub fn remember_own(&self, ids: &LiveIds) {
+    fn remember_own(&self, ids: &LiveIds) {
         if !ids.is_empty() {
             self.own.lock().unwrap_or_else(|p| p.into_inner()).remember(ids);
         }
+    }
+
+    fn origin(&self) -> &str {
+        &self.origin
     }
 }
 
@@ -113,6 +115,7 @@ pub(super) fn span_event(span: &SpanRow, service: &str) -> BrainEvent {
             _ => "",
         }
         .into(),
+        status_message: span.status_message.clone(),
         tool_name: String::new(),
     }
 }
@@ -136,6 +139,7 @@ pub(super) fn run_event(event: &EventRow) -> BrainEvent {
         span_id: String::new(),
         run_id: event.run_id.clone(),
         status: String::new(),
+        status_message: String::new(),
         tool_name: event.tool_name.clone(),
     }
 }

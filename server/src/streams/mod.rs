@@ -4,6 +4,7 @@
 
 pub mod fanout;
 pub mod hub;
+pub mod id_ranges;
 pub mod live;
 pub mod own_logs;
 pub mod service;

@@ -10,6 +10,7 @@
 //! replaced) and bounds its sizes as the OTel SDK would; the answer says what it changed.
 
 pub use roost_proto::attribute_map;
+pub mod announce;
 pub mod attributes;
 pub mod limits;
 pub mod messages;
@@ -32,7 +33,8 @@ use prost::Message;
 use roost_proto::ApiError;
 use tokio::task::JoinHandle;
 
-use crate::{billing::metering::PriceBook, store::Store, streams::Live};
+use crate::{billing::metering::PriceBook, store::Store};
+use announce::LiveFeed;
 use limits::{Bounds, Limits};
 use otlp::Stored;
 use rows::Batch;
@@ -53,7 +55,7 @@ pub struct Telemetry {
 impl Telemetry {
     /// Ingest into `store` under `limits`, pricing GenAI usage with `prices` and publishing
     /// what is stored on `live`; `outbox` keeps every request for a push upstream.
-    pub fn new(store: Store, prices: PriceBook, limits: Limits, outbox: bool, live: Arc<Live>) -> Arc<Self> {
+    pub fn new(store: Store, prices: PriceBook, limits: Limits, outbox: bool, live: Arc<dyn LiveFeed>) -> Arc<Self> {
         let (writer, task) = Writer::start(store.clone(), live);
         Arc::new(Self { store, writer, prices, limits, outbox, writer_task: std::sync::Mutex::new(Some(task)) })
     }

@@ -15,11 +15,12 @@ use prost::Message as _;
 
 use super::{
     Telemetry,
+    announce::AnnounceTx,
     rows::{Batch, EventRow},
     summaries::{Summaries, SummaryTx},
     writer::{IngestTx, OutboxItem, Written},
 };
-use crate::{Result, store::impl_for_connections, streams::fanout::AnnounceTx};
+use crate::{Result, store::impl_for_connections};
 use roost_proto::v1::{AddRunEventsRequest, RunEvent};
 
 /// How much of a message and a reply an event keeps (the brain stream's `detail`).

@@ -20,6 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::{error, warn};
 
 use super::{
+    announce::{AnnounceTx, LiveFeed, LiveIds},
     rows::{Batch, EventRow, SpanRow},
     stats::{Counts, IngestStats},
     summaries::{Summaries, SummaryTx},
@@ -27,10 +28,6 @@ use super::{
 use crate::{
     Error, Result,
     store::{BeginWrite, Store, impl_for_connections, on_writer},
-    streams::{
-        Live,
-        fanout::{AnnounceTx, LiveIds},
-    },
     time::now_ms,
 };
 
@@ -104,16 +101,16 @@ impl Job {
 #[derive(Clone)]
 pub struct Writer {
     jobs: mpsc::Sender<Job>,
-    live: Arc<Live>,
+    live: Arc<dyn LiveFeed>,
     stats: Arc<IngestStats>,
 }
 
 impl Writer {
     /// Starts the writer task; it ends after writing what is queued once every handle is
     /// dropped. What is committed is published on `live`.
-    pub fn start(store: Store, live: Arc<Live>) -> (Self, tokio::task::JoinHandle<()>) {
+    pub fn start(store: Store, live: Arc<dyn LiveFeed>) -> (Self, tokio::task::JoinHandle<()>) {
         let (jobs, rx) = mpsc::channel(QUEUE);
-        let origin = live.origin.clone();
+        let origin = live.origin().to_owned();
         (Self { jobs, live, stats: Arc::default() }, tokio::spawn(write_loop(store, rx, origin)))
     }
 
@@ -149,9 +146,9 @@ impl Writer {
         });
     }
 
-    /// What names this server's rows in `roost_live` notices ([`Live::origin`]).
+    /// What names this server's rows in `roost_live` notices ([`LiveFeed::origin`]).
     pub fn origin(&self) -> &str {
-        &self.live.origin
+        self.live.origin()
     }
 
     /// What was stored through this writer.
@@ -241,7 +238,7 @@ fn failure(err: &Error) -> ApiError {
 }
 
 /// One transaction for a group of requests; on PostgreSQL it also announces what it
-/// stored to the other replicas (`crate::streams::fanout`).
+/// stored to the other replicas (through [`AnnounceTx`]).
 async fn write_group(store: &Store, group: &[Job], cache: &mut ResourceCache, origin: &str) -> Result<Vec<Written>> {
     let now_ns = now_ms() * 1_000_000;
     let (written, new_resources) = on_writer!(store, |pool| {

@@ -112,7 +112,14 @@ impl UpdateService for UpdateCore {
         _req: Request<GetUpdateConfigRequest>,
     ) -> Result<Response<GetUpdateConfigResponse>, Status> {
         let (config, effective_auto_update, kill_switch) = config(&self.updater, &self.updater.state().await);
-        Ok(Response::new(GetUpdateConfigResponse { config: Some(config), effective_auto_update, kill_switch }))
+        let kill_switch_value =
+            if kill_switch { self.updater.settings().auto_update_env.clone() } else { String::new() };
+        Ok(Response::new(GetUpdateConfigResponse {
+            config: Some(config),
+            effective_auto_update,
+            kill_switch,
+            kill_switch_value,
+        }))
     }
 
     async fn set_update_config(

@@ -65,6 +65,9 @@ pub struct UpdateSettings {
     pub role: Role,
     /// `SERVICE_AUTO_UPDATE` is `0|false|no|off`: nothing installs, whatever else says.
     pub kill_switch: bool,
+    /// `SERVICE_AUTO_UPDATE` as set, trimmed ('' when unset): pages name what the operator
+    /// wrote (`0`), not a spelling of their own.
+    pub auto_update_env: String,
     /// `SERVICE_AUTO_UPDATE` is `1` (a dashboard process may install).
     pub opted_in: bool,
     /// `SERVICE_UPDATE_CHECK_SECS`, clamped to [30, 86400].
@@ -112,6 +115,7 @@ impl UpdateSettings {
         Self {
             role,
             kill_switch: auto.as_deref().is_some_and(is_kill_switch),
+            auto_update_env: auto.as_deref().map(str::trim).unwrap_or_default().to_owned(),
             opted_in: auto.as_deref().is_some_and(|v| v.trim() == "1"),
             check_every: Duration::from_secs(check_secs(env("SERVICE_UPDATE_CHECK_SECS").as_deref())),
             min_age: Duration::from_secs_f64(

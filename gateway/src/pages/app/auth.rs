@@ -21,9 +21,9 @@ use serde::Deserialize;
 
 use super::{Button, safe_next};
 use crate::{
-    Core,
+    Core, cookies,
     pages::{
-        When, cookies,
+        When,
         forms::{Posted, csrf_field},
         layout::{Chrome, PageCall},
     },

@@ -17,12 +17,12 @@ use roost_proto::v1::{CreateCheckoutRequest, GetTopUpOptionsRequest, ListLedgerR
 use serde::Deserialize;
 
 use super::{home::ChargeRow, signed_in};
-use crate::Core;
 use crate::pages::{
-    Failure, cents, cookies,
+    Failure, cents,
     forms::{Posted, csrf_field, failed},
     layout::{CSP, Chrome, PageCall},
 };
+use crate::{Core, cookies};
 
 /// Ledger rows shown.
 const LEDGER_ROWS: i32 = 200;

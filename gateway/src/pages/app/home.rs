@@ -25,9 +25,9 @@ use serde::Deserialize;
 
 use super::{Signed, signed_in};
 use crate::{
-    Core,
+    Core, cookies,
     pages::{
-        Failure, When, cents, cookies,
+        Failure, When, cents,
         forms::{Posted, csrf_field, submit_to},
         layout::{Chrome, PageCall},
     },
@@ -52,6 +52,8 @@ struct Home {
 /// One agent in a list.
 pub(super) struct AgentRow {
     pub id: String,
+    /// Its name ('' for none): shown instead of the id, which stays beside it.
+    pub name: String,
     pub runtime: String,
     pub status: &'static str,
     pub detail: String,
@@ -69,6 +71,7 @@ impl From<Instance> for AgentRow {
             paid_through: When::timestamp(i.paid_through.as_ref()),
             detail: i.status_detail,
             runtime: i.runtime,
+            name: i.name,
             id: i.id,
         }
     }
@@ -176,6 +179,8 @@ struct NewAgent {
     #[serde(default)]
     brief: String,
     #[serde(default)]
+    name: String,
+    #[serde(default)]
     model_mode: String,
     #[serde(default)]
     csrf: String,
@@ -188,7 +193,7 @@ async fn provision(State(core): State<Core>, Posted(page, form): Posted<NewAgent
         return answer;
     }
     let model_mode = ModelMode::from_json_name(form.model_mode.trim()).unwrap_or(ModelMode::Managed as i32);
-    let req = ProvisionRequest { runtime: form.runtime, brief: form.brief, model_mode };
+    let req = ProvisionRequest { runtime: form.runtime, brief: form.brief, model_mode, name: form.name };
     submit_to(&page, "POST /api/provision", core.agents.provision(page.request(req)), |done| {
         let id = done.instance.map(|i| i.id).unwrap_or_default();
         let notice =

@@ -285,6 +285,10 @@ async fn show(
 #[derive(Debug, Deserialize)]
 struct ConfigForm {
     #[serde(default)]
+    name: String,
+    #[serde(default)]
+    shown_name: String,
+    #[serde(default)]
     agent_brief: String,
     #[serde(default)]
     model: String,
@@ -344,8 +348,10 @@ async fn configure(
         messaging_bot_token: filled(form.messaging_bot_token),
         messaging_allowed_chat_ids: (form.allowed_chat_ids.trim() != form.shown_chats)
             .then(|| form.allowed_chat_ids.trim().to_owned()),
+        name: (form.name.trim() != form.shown_name).then(|| form.name.trim().to_owned()),
     };
     let nothing = req.agent_brief.is_none()
+        && req.name.is_none()
         && req.model.is_none()
         && req.provider_api_key.is_none()
         && req.messaging_bot_token.is_none()
@@ -430,8 +436,23 @@ async fn message(State(core): State<Core>, Path(id): Path<String>, Posted(page, 
     match sent {
         Ok(reply) => crate::pages::forms::done(
             &format!("/instances/{id}?turn={}#chat", reply.turn_id),
-            &format!("Replied in {}; charged {}.", duration_ms(reply.duration_ms as f64), cents(reply.charged_cents)),
+            &format!("{}; charged {}.", replied_in(reply.duration_ms), cents(reply.charged_cents)),
         ),
         Err(err) => failed(&page, &err),
+    }
+}
+
+/// How long a turn took, as the chat's notice says it: turns are timed in whole
+/// milliseconds, so an instant one is "under a millisecond", not "0 µs".
+fn replied_in(ms: i64) -> String {
+    if ms < 1 { "Replied in under a millisecond".to_owned() } else { format!("Replied in {}", duration_ms(ms as f64)) }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_instant_reply_reads_as_one() {
+        assert_eq!(super::replied_in(0), "Replied in under a millisecond");
+        assert_eq!(super::replied_in(1530), "Replied in 1.53 s");
     }
 }

@@ -86,7 +86,8 @@ fn measure(kind: &str, value: f64) -> String {
     match kind {
         "cost_per_day" => usd(value),
         "error_rate" => format!("{:.1}%", value * 100.0),
-        "token_spike" => format!("×{}", input(value)),
+        // As the alert's message writes the ratio.
+        "token_spike" => format!("{value:.1}×"),
         "stuck_session" => "–".into(),
         _ => input(value),
     }
@@ -103,7 +104,10 @@ fn alert_row(alert: Alert, rules: &[AlertRule]) -> AlertRow {
         Some(kind) => measure(kind, alert.value),
         None => input(alert.value),
     };
-    let delivery = if alert.delivered {
+    let delivery = if alert.delivered && alert.delivery_attempts == 0 {
+        // Nothing was sent: the rule has no webhook (the store marks such alerts done).
+        ("", "no webhook", String::new())
+    } else if alert.delivered {
         ("ok", "delivered", String::new())
     } else if !alert.delivery_error.is_empty() {
         ("fail", "failed", alert.delivery_error)
@@ -120,6 +124,34 @@ fn alert_row(alert: Alert, rules: &[AlertRule]) -> AlertRow {
         acknowledged: When::timestamp(alert.acknowledged_at.as_ref()),
         delivery,
     }
+}
+
+/// A firing alert as the Overview lists it: the rule, the value and the message as the
+/// Alerts page writes them.
+pub(in crate::pages) struct Firing {
+    pub(in crate::pages) rule: String,
+    pub(in crate::pages) fired: When,
+    pub(in crate::pages) value: String,
+    pub(in crate::pages) message: String,
+    pub(in crate::pages) acknowledged: bool,
+}
+
+/// The alerts firing now, from `GET /api/alerts`'s answer.
+pub(in crate::pages) fn firing(answer: roost_proto::v1::GetAlertsResponse) -> Vec<Firing> {
+    answer
+        .active
+        .into_iter()
+        .map(|alert| {
+            let row = alert_row(alert, &answer.rules);
+            Firing {
+                rule: row.rule,
+                fired: row.fired,
+                value: row.value,
+                message: row.message,
+                acknowledged: row.acknowledged.is_set(),
+            }
+        })
+        .collect()
 }
 
 pub(super) async fn page(State(core): State<Core>, page: PageCall) -> Response {

@@ -3,6 +3,7 @@
 //! guard policies and crons. Module per page; the form-field parsing they share is here.
 
 mod alerts;
+pub(super) use alerts::{Firing, firing};
 mod channels;
 mod crons;
 mod guard;

@@ -63,7 +63,7 @@ pub(super) async fn page(State(core): State<Core>, page: PageCall) -> Response {
                 any_errors: skill.errors > 0,
                 last_used: When::timestamp(skill.last_used_at.as_ref()),
                 name: skill.name,
-                summary: skill.summary,
+                summary: crate::pages::inline_markdown(&skill.summary),
             };
             match sections.last_mut() {
                 Some(last) if last.title == skill.section => last.skills.push(row),

@@ -129,12 +129,19 @@ async fn seed_flow_over_grpc(backend: Backend) {
     assert!(runtimes.iter().any(|r| r.id == "echo" && r.driver == "echo"));
 
     let created = agents
-        .provision(ProvisionRequest { runtime: "echo".into(), brief: "Be terse.".into(), model_mode: 0 })
+        .provision(ProvisionRequest {
+            runtime: "echo".into(),
+            brief: "Be terse.".into(),
+            model_mode: 0,
+            name: " Trip planner ".into(),
+        })
         .await
         .unwrap()
         .into_inner();
     assert_eq!(created.charged_cents, 0);
-    let id = created.instance.unwrap().id;
+    let instance = created.instance.unwrap();
+    assert_eq!(instance.name, "Trip planner", "the name, trimmed");
+    let id = instance.id;
     let get = |id: &str| GetInstanceRequest { instance_id: id.into() };
     for _ in 0..200 {
         let instance = agents.get_instance(get(&id)).await.unwrap().into_inner().instance.unwrap();
@@ -166,6 +173,24 @@ async fn seed_flow_over_grpc(backend: Backend) {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     assert_eq!(agents.send_message(message("hi")).await.unwrap().into_inner().reply, "[Be loud.] hi");
+
+    // A new name alone restarts nothing; a bad one changes nothing.
+    let rename =
+        |name: &str| ConfigureRequest { instance_id: id.clone(), name: Some(name.into()), ..Default::default() };
+    let renamed = agents.configure(rename("Lisbon planner")).await.unwrap().into_inner();
+    assert_eq!(
+        (renamed.status(), renamed.applied.as_slice()),
+        (InstanceStatus::Running, ["name".to_owned()].as_slice())
+    );
+    let instance = agents.get_instance(get(&id)).await.unwrap().into_inner().instance.unwrap();
+    assert_eq!((instance.name.as_str(), instance.status()), ("Lisbon planner", InstanceStatus::Running));
+    for bad in ["x".repeat(81), "two\nlines".to_owned()] {
+        let err = agents.configure(rename(&bad)).await.unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{bad:?}");
+        assert!(err.message().starts_with("name:"), "{}", err.message());
+    }
+    let instance = agents.get_instance(get(&id)).await.unwrap().into_inner().instance.unwrap();
+    assert_eq!(instance.name, "Lisbon planner");
 
     agents.pause(PauseRequest { instance_id: id.clone() }).await.unwrap();
     let err = agents.send_message(message("hi")).await.unwrap_err();

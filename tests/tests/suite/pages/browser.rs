@@ -127,6 +127,11 @@ async fn exported_telemetry_reads_on_the_sessions_trace_and_usage_pages() {
     browser.screenshot("overview-390").await;
     browser.open(&server.url("/dashboard/sessions/sess-parcel-7731")).await;
     browser.screenshot("session-390").await;
+    // The trace at phone width: steps stack, nothing scrolls sideways.
+    browser.open(url.as_str()).await;
+    let wide = browser.client.execute("return document.documentElement.scrollWidth;", vec![]).await.unwrap();
+    assert!(wide.as_f64().unwrap() <= 390.0, "the trace page is {wide} px wide at 390");
+    browser.screenshot("trace-390").await;
     browser.close().await;
 }
 
@@ -161,9 +166,46 @@ async fn the_live_page_shows_a_span_ingested_while_it_is_open() {
         .wait_for_text("turn while paused", Duration::from_secs(10))
         .await
         .unwrap_or_else(|text| panic!("resume did not replay what came while paused: {text}"));
+    // One rendering: a streamed row reads as the server renders the same span on a reload.
+    let streamed = feed_row(&browser, "chat gpt-4o-mini", "sess-live-1").await;
+    assert!(streamed.last().unwrap().contains("1,540 tokens · $"), "tokens and cost, no attributes: {streamed:?}");
+    let failed = feed_row(&browser, "execute_tool track_parcel", "sess-live-1").await;
+    assert_eq!(failed.last().unwrap(), "error: carrier API timed out", "{failed:?}");
+    browser.open(&server.url("/dashboard/live")).await;
+    browser.wait_for_text("live turn while watching", Duration::from_secs(10)).await.unwrap();
+    assert_eq!(feed_row(&browser, "chat gpt-4o-mini", "sess-live-1").await, streamed);
+    assert_eq!(feed_row(&browser, "execute_tool track_parcel", "sess-live-1").await, failed);
     browser.screenshot("live").await;
+    // At phone width a row is a short card, not a column of wrapped cells.
+    browser.resize(390, 800).await;
+    let tallest = browser
+        .client
+        .execute(
+            "return Math.max(...Array.from(document.querySelectorAll('.feed tbody tr')).map(tr => tr.getBoundingClientRect().height));",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert!(tallest.as_f64().unwrap() < 120.0, "rows at 390 px are {tallest} px tall");
+    browser.screenshot("live-390").await;
     assert_no_console_errors(&browser, "live").await;
     browser.close().await;
+}
+
+/// The cells' texts of the live feed's row of `title` in `session`.
+async fn feed_row(browser: &Browser, title: &str, session: &str) -> Vec<String> {
+    let rows = browser
+        .client
+        .execute(
+            "return Array.from(document.querySelectorAll('.feed tbody tr')).map(tr => Array.from(tr.cells).map(td => td.textContent.trim()));",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let rows: Vec<Vec<String>> = serde_json::from_value(rows).unwrap();
+    rows.into_iter()
+        .find(|cells| cells.iter().any(|c| c == title) && cells.iter().any(|c| c == session))
+        .unwrap_or_else(|| panic!("no row of {title} in {session}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

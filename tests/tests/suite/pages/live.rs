@@ -47,6 +47,48 @@ async fn logs_filter_by_level_on_the_server_and_in_the_stream(backend: Backend) 
     assert!(warn.backed_by().iter().any(|c| c.contains("\"min_severity\":13")), "{:?}", warn.backed_by());
 }
 
+/// The live page's first rows are what its stream carries: spans, custom-run events and
+/// hosted turns, newest first, each with the same detail the stream's rows get (tokens
+/// and cost, not a span's raw attributes).
+async fn live_renders_events_and_turns_beside_spans(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    post_json(&server, "/v1/traces", &genai_span(4, 1, "gpt-4o-mini", 300, 120, "s-live-mix")).await;
+    let api = server.api(None);
+    let run = api.post("/api/v1/runs", json!({"runtime": "eval-harness", "session_id": "s-live-mix"})).await;
+    let run_id = run.body["run_id"].as_str().unwrap().to_owned();
+    api.post(
+        &format!("/api/v1/runs/{run_id}/events"),
+        json!({"event": {"event_type": "score", "data": {"score": 0.93}}}),
+    )
+    .await
+    .ok();
+    let account = server.account(0).await;
+    let agents = server.api(Some(&account));
+    let id = agents.provision("echo", "Be brief.").await["id"].as_str().unwrap().to_owned();
+    agents.wait_status(&id, "running").await;
+    agents.message(&id, "hello live page").await.ok();
+    let mut visitor = Visitor::new(&server);
+    let mut page = visitor.get("/dashboard/live").await;
+    for _ in 0..100 {
+        if page.texts("[data-stream] tbody tr").len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        page = visitor.get("/dashboard/live").await;
+    }
+    let kinds = page.texts("[data-stream] tbody td:nth-child(2)");
+    for kind in ["span", "event", "turn"] {
+        assert!(kinds.iter().any(|k| k == kind), "{kind} in {kinds:?}");
+    }
+    let rows = page.texts("[data-stream] tbody tr");
+    let span = rows.iter().find(|r| r.contains("chat gpt-4o-mini")).unwrap();
+    assert!(span.contains("420 tokens · $0.00012"), "{span}");
+    assert!(!span.contains("gen_ai"), "no raw attributes: {span}");
+    let event = rows.iter().find(|r| r.contains("score")).unwrap();
+    assert!(event.contains(r#"{"score":0.93}"#), "{event}");
+    assert!(rows.iter().any(|r| r.contains("hello live page")), "the turn's data: {rows:?}");
+}
+
 /// GenAI log events (`gen_ai.user.message`, `gen_ai.choice`, …) carry no severity: the
 /// logs page shows them at its default level as "unset", as the stream does, and an empty
 /// page shows its empty state without a table header under it.
@@ -77,6 +119,7 @@ async fn logs_show_records_without_a_severity(backend: Backend) {
 
 each_backend!(
     live_renders_the_latest_spans_and_names_its_stream,
+    live_renders_events_and_turns_beside_spans,
     logs_filter_by_level_on_the_server_and_in_the_stream,
     logs_show_records_without_a_severity
 );

@@ -438,6 +438,11 @@ async fn a_hosted_agents_turns_read_as_a_conversation(backend: Backend) {
     let api = server.api(Some(&account));
     let id = api.provision("echo", "Be brief.").await["id"].as_str().unwrap().to_owned();
     api.wait_status(&id, "running").await;
+    // Named over REST: the pages show the name where they showed the id.
+    let named = api.post(&format!("/api/instances/{id}/config"), json!({"name": "Echo bot"})).await;
+    assert_eq!(named.status, 200, "{}", named.body);
+    assert_eq!(named.body["applied"], json!(["name"]));
+    assert_eq!(api.get(&format!("/api/instances/{id}")).await.ok()["name"], "Echo bot");
     api.message(&id, "hello there").await.ok();
 
     let mut visitor = Visitor::new(&server);
@@ -456,7 +461,12 @@ async fn a_hosted_agents_turns_read_as_a_conversation(backend: Backend) {
     // It is in the list too, under its agent.
     let list = visitor.get("/dashboard/sessions").await;
     assert_eq!(listed(&list), [id.as_str()]);
-    assert_eq!(list.texts("table.sessions tbody td:nth-child(2)"), [id.as_str()]);
+    assert_eq!(list.texts("table.sessions tbody td:nth-child(2)"), ["Echo bot"]);
+    assert_eq!(
+        list.attrs("table.sessions tbody td:nth-child(2) a", "href"),
+        [format!("/dashboard/sessions?agent={id}")]
+    );
+    assert!(page.texts(".session-meta").join(" ").contains("Echo bot"), "{:?}", page.texts(".session-meta"));
 }
 
 /// A model call that failed (`upstream 529 overloaded`, as roost's model gateway records

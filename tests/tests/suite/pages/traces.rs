@@ -122,6 +122,11 @@ async fn a_trace_is_a_waterfall_with_the_selected_spans_details(backend: Backend
         &json!([{"role": "assistant", "parts": [{"type": "text", "content": "Take the TGV."}]}]).to_string(),
     ));
     llm.push(int("retry.count", 2));
+    llm.push(opentelemetry_proto::tonic::common::v1::KeyValue {
+        key: "gen_ai.server.time_to_first_token".into(),
+        value: Some(AnyValue { value: Some(any_value::Value::DoubleValue(0.32)) }),
+        ..Default::default()
+    });
     let mut call = span(5, 3, 2, "chat gpt-4o", t0 + 100_000_000, 600, llm);
     call.events = vec![Event {
         time_unix_nano: t0 + 150_000_000,
@@ -136,7 +141,22 @@ async fn a_trace_is_a_waterfall_with_the_selected_spans_details(backend: Backend
             span(5, 1, 0, "handle request", t0, 1000, vec![string("session.id", "trip-3")]),
             span(5, 2, 1, "plan", t0 + 50_000_000, 800, vec![string("session.id", "trip-3")]),
             call,
-            failed(span(5, 4, 2, "lookup hotels", t0 + 750_000_000, 100, vec![]), "hotel API down"),
+            failed(
+                span(
+                    5,
+                    4,
+                    2,
+                    "lookup hotels",
+                    t0 + 750_000_000,
+                    100,
+                    vec![
+                        string("gen_ai.tool.name", "lookup_hotels"),
+                        string("gen_ai.tool.call.arguments", r#"{"city":"Lyon"}"#),
+                        string("gen_ai.tool.call.result", "503 Service Unavailable"),
+                    ],
+                ),
+                "hotel API down",
+            ),
             span(5, 5, 1, "respond", t0 + 900_000_000, 100, vec![]),
             // Its parent was never sent: drawn as a root.
             span(5, 6, 99, "orphan", t0 + 500_000_000, 10, vec![]),
@@ -190,6 +210,18 @@ async fn a_trace_is_a_waterfall_with_the_selected_spans_details(backend: Backend
     assert_eq!(classes, ["selected", "genai", "error"], "rows without a class have no attribute");
     let call_detail = page.texts("table.waterfall tr.genai td.name .span-detail");
     assert!(call_detail[0].starts_with("gpt-4o · 500 in · 40 out · $"), "{call_detail:?}");
+    assert!(call_detail[0].ends_with(" · first token 320 ms"), "{call_detail:?}");
+    let tool_detail = page.texts("table.waterfall tr.error td.name .span-detail");
+    assert_eq!(tool_detail, [r#"{"city":"Lyon"} → 503 Service Unavailable"#], "a tool step's arguments and result");
+    // A time axis over the bars; one service, so no service column.
+    assert_eq!(page.texts("table.waterfall th.bar .axis span"), ["0", "250 ms", "500 ms", "750 ms", "1.00 s"]);
+    assert_eq!(page.texts("table.waterfall thead th").len(), 3, "span, duration, timeline");
+    // A trace across services names each step's service.
+    send_spans(&server, "gateway", vec![span(6, 1, 0, "GET /trip", t0, 500, vec![])]).await;
+    send_spans(&server, "planner", vec![span(6, 2, 1, "plan", t0 + 10_000_000, 400, vec![])]).await;
+    let two = visitor.get(&format!("/dashboard/traces/{}", hex::encode([6u8; 16]))).await;
+    assert_eq!(two.texts("table.waterfall thead th").len(), 4, "{}", two.main_text());
+    assert_eq!(two.texts("table.waterfall td.service"), ["gateway", "planner"]);
     assert_eq!(page.texts("aside.span-panel h2"), ["handle request"], "an unset status is not shown");
 
     // Choosing a span: its details, events, messages; the others link to it.

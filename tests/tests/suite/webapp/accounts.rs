@@ -204,18 +204,29 @@ async fn a_session_reaches_only_its_own_account_and_only_from_this_site(backend:
     let mut ada = signed_up(&server, "ada@example.com").await;
     let mut bob = signed_up(&server, "bob@example.com").await;
     ada.get("/").await;
-    let out =
-        ada.post_form("/instances", &[("runtime", "echo"), ("brief", "be brief"), ("model_mode", "managed")]).await;
+    let out = ada
+        .post_form(
+            "/instances",
+            &[("runtime", "echo"), ("name", "Ada's helper"), ("brief", "be brief"), ("model_mode", "managed")],
+        )
+        .await;
     let path = location(&out);
     let id = path.trim_start_matches("/instances/").split('?').next().unwrap().to_owned();
     assert!(id.starts_with("ins_"), "{path}");
-    assert_eq!(ada.get(&format!("/instances/{id}")).await.status, StatusCode::OK);
+    let page = ada.get(&format!("/instances/{id}")).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert_eq!(page.texts("h1"), [format!("Ada's helper {id}")], "the name, its id beside it");
+    assert!(ada.get("/").await.texts("#agents tbody td:first-child").join(" ").contains("Ada's helper"));
     // Bob sees no such agent, and cannot act on it.
     let page = bob.get(&format!("/instances/{id}")).await;
     assert_eq!(page.status, StatusCode::NOT_FOUND);
     bob.get("/").await;
     let out = bob.post_form(&format!("/instances/{id}/destroy"), &[]).await;
     assert_eq!(out.status(), StatusCode::NOT_FOUND);
+    let out = bob.post_form(&format!("/instances/{id}/config"), &[("name", "Bob's now")]).await;
+    assert_eq!(out.status(), StatusCode::NOT_FOUND, "another account cannot rename it");
+    let kept = format!("SELECT COUNT(*) FROM instances WHERE id = '{id}' AND name = 'Ada''s helper'");
+    assert_eq!(server.sql(&kept).await.unwrap(), [1]);
     assert_eq!(
         server
             .sql(&format!("SELECT COUNT(*) FROM instances WHERE id = '{id}' AND destroyed_at IS NULL"))

@@ -9,7 +9,11 @@ use serde_json::{Value, json};
 
 use super::{eventually, follow, notice, post_without_csrf, refused, row, rows, spans};
 
-each_backend!(alert_rules_are_made_changed_and_deleted_from_the_page, a_firing_alert_is_acknowledged_from_the_page);
+each_backend!(
+    alert_rules_are_made_changed_and_deleted_from_the_page,
+    a_firing_alert_is_acknowledged_from_the_page,
+    a_spend_alerts_value_and_message_agree
+);
 
 async fn rules(server: &TestServer) -> Vec<Value> {
     server.api(None).get("/api/alerts").await.ok()["rules"].as_array().unwrap().clone()
@@ -126,6 +130,30 @@ async fn alert_rules_are_made_changed_and_deleted_from_the_page(backend: Backend
     assert_eq!(rows(&page, "table.rules").len(), 1);
 }
 
+/// A spend alert's value and message write the amount the same way (below a cent: its
+/// significant digits, not `$0.0001` beside `$0.00012`).
+async fn a_spend_alerts_value_and_message_agree(backend: Backend) {
+    let server = TestServer::start_with(backend, |c| c.alerts_every = Duration::from_millis(200)).await;
+    let api = server.api(None);
+    api.post("/api/alerts", json!({"name": "spend", "kind": "cost_per_day", "threshold": 0.00001})).await.ok();
+    // gpt-4o-mini, 300 in and 120 out: $0.000117.
+    crate::pages::usage::post_json(
+        &server,
+        "/v1/traces",
+        &crate::pages::usage::genai_span(9, 1, "gpt-4o-mini", 300, 120, "s-spend"),
+    )
+    .await;
+    eventually("the alert to fire", async || api.get("/api/alerts").await.ok()["active"][0]["id"].as_i64()).await;
+    let mut visitor = Visitor::new(&server);
+    let page = visitor.get("/dashboard/alerts").await;
+    let active = rows(&page, "table.active");
+    assert_eq!(active[0][2], "$0.00012", "{active:?}");
+    assert!(
+        active[0][3].starts_with("$0.00012 spent today") && active[0][3].ends_with("the limit is $0.00001"),
+        "{active:?}"
+    );
+}
+
 async fn a_firing_alert_is_acknowledged_from_the_page(backend: Backend) {
     let server = TestServer::start_with(backend, |c| c.alerts_every = Duration::from_millis(200)).await;
     let api = server.api(None);
@@ -144,7 +172,13 @@ async fn a_firing_alert_is_acknowledged_from_the_page(backend: Backend) {
     assert_eq!(active[0][0], "too many errors");
     assert_eq!(active[0][2], "33.3%", "the measured share, as a percentage");
     assert!(active[0][3].contains("2 of 6 spans failed"), "{active:?}");
+    assert_eq!(active[0][4], "no webhook", "nothing was delivered: the rule has no webhook");
     assert_eq!(active[0][5], "Acknowledge");
+    // The overview shows what fires.
+    let overview = visitor.get("/dashboard").await;
+    let firing = overview.texts("section.firing li");
+    assert_eq!(firing.len(), 1, "{}", overview.main_text());
+    assert!(firing[0].contains("too many errors") && firing[0].contains("33.3%"), "{firing:?}");
     let history = rows(&page, "table.history");
     assert_eq!((history[0][0].as_str(), history[0][5].as_str()), (alert_id.to_string().as_str(), "firing"));
 

@@ -81,6 +81,11 @@ async fn skills_list_every_route_and_tool_with_its_use(backend: Backend) {
     // Every skill of the API is a row.
     let listed = api.get("/api/skills").await.ok()["skills"].as_array().unwrap().len();
     assert_eq!(rows(&page, "table.skills").len(), listed);
+    // Descriptions are Markdown: their code spans are set as code, no backtick shows.
+    assert!(!page.texts("table.skills td:nth-child(2)").join(" ").contains('`'), "{}", page.main_text());
+    assert!(page.texts("table.skills td:nth-child(2) code").iter().any(|c| c == "running"), "{}", page.main_text());
+    let docs = visitor.get("/docs").await;
+    assert!(!docs.main_text().contains('`'), "the API reference shows no backticks");
 }
 
 async fn health_shows_checks_the_store_ingest_and_each_service(backend: Backend) {

@@ -70,10 +70,20 @@ async fn auto_update_is_turned_off_and_on_from_the_page(backend: Backend) {
 }
 
 async fn the_kill_switch_is_shown_over_the_stored_choice(backend: Backend) {
-    let server = TestServer::start_with(backend, |c| c.update.kill_switch = true).await;
+    let server = TestServer::start_with(backend, |c| {
+        c.update.kill_switch = true;
+        c.update.auto_update_env = "0".into();
+    })
+    .await;
     let mut visitor = Visitor::new(&server);
     let page = visitor.get("/dashboard/updates").await;
-    assert!(page.texts("p.warning").join(" ").contains("The kill switch is on"), "{}", page.main_text());
+    let warning = page.texts("p.warning").join(" ");
+    assert!(warning.contains("The kill switch is on"), "{}", page.main_text());
+    assert!(warning.contains("SERVICE_AUTO_UPDATE=0"), "the value the operator set: {warning}");
+    assert!(
+        page.texts("form[action='/dashboard/updates/config'] button").is_empty(),
+        "nothing offers to turn on what the kill switch holds off"
+    );
     let on = visitor.post_form("/dashboard/updates/config", &[("auto_update", "true")]).await;
     let page = follow(&mut visitor, &on).await;
     assert!(notice(&page).contains("the kill switch"), "{}", notice(&page));

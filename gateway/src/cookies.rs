@@ -17,6 +17,10 @@
 //!
 //! Every cookie gets `Secure` when the page came over https ([`is_https`]) or roost's
 //! `--public-url` is https, so none of them is ever sent in clear.
+//!
+//! This module sits below both the pages, which set and read these cookies, and the access
+//! policy (`access`), which takes the sign-in cookie as the dashboard token: the pages use
+//! the policy, so the policy cannot reach its cookie through the pages.
 
 use http::{HeaderMap, HeaderValue, header};
 
