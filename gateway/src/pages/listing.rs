@@ -32,6 +32,59 @@ pub(super) fn known_window(window: &str) -> String {
     if WINDOWS.iter().any(|(value, ..)| *value == window) { window.to_owned() } else { String::new() }
 }
 
+/// Known services and models offered as the filters' suggestions (`<datalist>`).
+pub(super) const SUGGESTIONS: i64 = 50;
+
+/// The services (the `health` shape: the services table) and models (the `models` shape,
+/// its days merged) to suggest in the filters: each at most [`SUGGESTIONS`], empty when
+/// the store cannot say.
+pub(super) async fn suggestions(core: &crate::Core, page: &super::layout::PageCall) -> (Vec<String>, Vec<String>) {
+    let names = |answer: Result<query::Rows, ApiError>, key: &str| {
+        let mut names: Vec<String> = Vec::new();
+        for row in answer.map(|rows| rows.rows).unwrap_or_default() {
+            let name = super::text(&row, key);
+            if !name.is_empty() && !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        names.sort();
+        names
+    };
+    let services = query::run(core, page, "health", serde_json::json!({"limit": SUGGESTIONS})).await;
+    let models = query::run(core, page, "models", serde_json::json!({"limit": SUGGESTIONS})).await;
+    (names(services, "service"), names(models, "model"))
+}
+
+/// A custom range's bound from a `from` or `to` input as RFC 3339 (UTC): a
+/// `datetime-local` value (`2024-07-18T10:30`, seconds optional), a date (the day's start,
+/// or its end for `to`), or RFC 3339 itself. Empty is none; anything else a message.
+pub(super) fn range_bound(label: &str, value: &str, end: bool) -> Result<Option<String>, String> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Ok(None);
+    }
+    let candidates = match value.len() {
+        10 => vec![format!("{value}T{}", if end { "23:59:59.999999999Z" } else { "00:00:00Z" })],
+        16 => vec![format!("{value}:{}", if end { "59.999999999Z" } else { "00Z" })],
+        19 => vec![format!("{value}{}", if end { ".999999999Z" } else { "Z" })],
+        _ => vec![value.to_owned()],
+    };
+    for candidate in candidates {
+        if candidate.parse::<prost_types::Timestamp>().is_ok() {
+            return Ok(Some(candidate));
+        }
+    }
+    Err(format!(
+        "{label} “{value}” is not a date and time. Use the picker, or write it as 2024-07-18T10:30 (UTC) or 2024-07-18."
+    ))
+}
+
+/// `value` if it is one of `choices`' values, else `""` (the default order).
+pub(super) fn known_choice(value: &str, choices: &[(&str, &str)]) -> String {
+    let value = value.trim();
+    if choices.iter().skip(1).any(|(v, _)| *v == value) { value.to_owned() } else { String::new() }
+}
+
 /// The page number of `?page=` (1 when absent or unreadable; at most [`MAX_PAGE`]).
 pub(super) fn page_number(value: &str) -> i64 {
     value.trim().parse::<i64>().ok().filter(|p| *p >= 1).unwrap_or(1).min(MAX_PAGE)
@@ -155,5 +208,16 @@ mod tests {
         assert_eq!(pager.showing, "Sessions 51–100");
         assert_eq!((pager.prev.as_deref(), pager.next.as_deref()), (Some("/s?page=1"), Some("/s?page=3")));
         assert!(Pager::new("Sessions", 1, 3, false, |_| String::new()).showing.is_empty());
+    }
+
+    #[test]
+    fn range_bounds() {
+        assert_eq!(range_bound("From", "", false), Ok(None));
+        assert_eq!(range_bound("From", "2024-07-18T10:30", false), Ok(Some("2024-07-18T10:30:00Z".into())));
+        assert_eq!(range_bound("To", "2024-07-18T10:30", true), Ok(Some("2024-07-18T10:30:59.999999999Z".into())));
+        assert_eq!(range_bound("To", "2024-07-18", true), Ok(Some("2024-07-18T23:59:59.999999999Z".into())));
+        assert_eq!(range_bound("From", "2024-07-18T10:30:05Z", false), Ok(Some("2024-07-18T10:30:05Z".into())));
+        assert!(range_bound("From", "yesterday", false).unwrap_err().contains("From “yesterday”"));
+        assert!(range_bound("From", "2024-13-40", false).is_err());
     }
 }

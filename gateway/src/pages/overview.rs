@@ -57,6 +57,7 @@ struct Totals {
     cost: String,
     input: String,
     output: String,
+    /// `1 call`, `12 calls`.
     calls: String,
 }
 
@@ -67,7 +68,7 @@ impl Totals {
             cost: total_cost(row.cost_usd, row.unpriced_calls),
             input: tokens(row.input_tokens),
             output: tokens(row.output_tokens),
-            calls: count(row.calls),
+            calls: if row.calls == 1 { "1 call".to_owned() } else { format!("{} calls", count(row.calls)) },
         }
     }
 }

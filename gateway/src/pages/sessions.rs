@@ -32,7 +32,8 @@ use super::{
     Failure, When, count, float, format, int,
     layout::{Chrome, PageCall, percent_encode},
     listing::{
-        Filters, PAGE_SIZE, Pager, WINDOWS, known_window, link, page_number, rows_page, rows_warning, window_since,
+        Filters, PAGE_SIZE, Pager, WINDOWS, known_choice, known_window, link, page_number, range_bound, rows_page,
+        rows_warning, suggestions, window_since,
     },
     query, text, tokens,
 };
@@ -299,9 +300,21 @@ struct ListQuery {
     model: String,
     #[serde(default)]
     window: String,
+    /// A custom range's start (`datetime-local`, a date or RFC 3339; UTC): replaces the window.
+    #[serde(default)]
+    from: String,
+    /// A custom range's end.
+    #[serde(default)]
+    to: String,
+    /// The order: one of [`ORDERS`]' values (empty: most recently active first).
+    #[serde(default)]
+    order: String,
     #[serde(default)]
     page: String,
 }
+
+/// The orders the list offers: (value, label); the first is the default.
+const ORDERS: &[(&str, &str)] = &[("", "Last active"), ("tokens", "Most tokens"), ("cost", "Most expensive")];
 
 impl ListQuery {
     fn trimmed(self) -> Self {
@@ -311,6 +324,9 @@ impl ListQuery {
             service: self.service.trim().to_owned(),
             model: self.model.trim().to_owned(),
             window: known_window(self.window.trim()),
+            from: self.from.trim().to_owned(),
+            to: self.to.trim().to_owned(),
+            order: known_choice(&self.order, ORDERS),
             page: self.page,
         }
     }
@@ -326,6 +342,9 @@ impl Filters for ListQuery {
             ("service", &self.service),
             ("model", &self.model),
             ("window", &self.window),
+            ("from", &self.from),
+            ("to", &self.to),
+            ("order", &self.order),
         ]
     }
 }
@@ -337,6 +356,10 @@ struct List {
     filter: ListQuery,
     filtered: bool,
     windows: &'static [(&'static str, &'static str, i64)],
+    orders: &'static [(&'static str, &'static str)],
+    /// Known services and models, suggested in the filters.
+    services: Vec<String>,
+    models: Vec<String>,
     page: i64,
     sessions: Result<Vec<SessionRow>, Failure>,
     warning: String,
@@ -377,49 +400,67 @@ struct SessionRow {
 async fn list(State(core): State<Core>, page: PageCall, Query(filter): Query<ListQuery>) -> Response {
     let filter = filter.trimmed();
     let number = page_number(&filter.page);
-    let args = json!({
-        "limit": PAGE_SIZE + 1,
-        "offset": (number - 1) * PAGE_SIZE,
-        "search": filter.search,
-        "agent_id": filter.agent,
-        "service": filter.service,
-        "model": filter.model,
-        "since": window_since(&filter.window),
-    });
-    let answer = query::run(&core, &page, "sessions", args).await;
-    let (sessions, warning, pager) = rows_page(answer, "Sessions", number, &filter, |r| session_row(r, &filter));
+    let range =
+        range_bound("From", &filter.from, false).and_then(|from| Ok((from, range_bound("To", &filter.to, true)?)));
     let (mut sessionless, mut sessionless_more) = (None, String::new());
-    if number == 1 && filter.agent.is_empty() && filter.search.is_empty() {
-        let args = json!({
-            "limit": SESSIONLESS + 1,
-            "sessionless": true,
-            "service": filter.service,
-            "model": filter.model,
-            "since": window_since(&filter.window),
-        });
-        sessionless = Some(match query::run(&core, &page, "traces", args).await {
-            Ok(rows) => {
-                if rows.rows.len() as i64 > SESSIONLESS {
-                    sessionless_more = link(
-                        "/dashboard/traces",
-                        &[
-                            ("sessionless", "1"),
-                            ("service", &filter.service),
-                            ("model", &filter.model),
-                            ("window", &filter.window),
-                        ],
-                    );
-                }
-                Ok(rows.rows.iter().take(SESSIONLESS as usize).map(TraceRow::of).collect())
+    let (sessions, warning, pager) = match range {
+        Err(message) => (Ok(Vec::new()), message, Pager::new("Sessions", 1, 0, false, |_| String::new())),
+        Ok((from, to)) => {
+            let since = from.or_else(|| window_since(&filter.window));
+            let args = json!({
+                "limit": PAGE_SIZE + 1,
+                "offset": (number - 1) * PAGE_SIZE,
+                "search": filter.search,
+                "agent_id": filter.agent,
+                "service_contains": filter.service,
+                "model_contains": filter.model,
+                "since": since,
+                "until": to,
+                "order": filter.order,
+            });
+            let answer = query::run(&core, &page, "sessions", args).await;
+            let listed = rows_page(answer, "Sessions", number, &filter, |r| session_row(r, &filter));
+            if number == 1 && filter.agent.is_empty() && filter.search.is_empty() {
+                let args = json!({
+                    "limit": SESSIONLESS + 1,
+                    "sessionless": true,
+                    "service_contains": filter.service,
+                    "model_contains": filter.model,
+                    "since": since,
+                    "until": to,
+                });
+                sessionless = Some(match query::run(&core, &page, "traces", args).await {
+                    Ok(rows) => {
+                        if rows.rows.len() as i64 > SESSIONLESS {
+                            sessionless_more = link(
+                                "/dashboard/traces",
+                                &[
+                                    ("sessionless", "1"),
+                                    ("service", &filter.service),
+                                    ("model", &filter.model),
+                                    ("window", &filter.window),
+                                    ("from", &filter.from),
+                                    ("to", &filter.to),
+                                ],
+                            );
+                        }
+                        Ok(rows.rows.iter().take(SESSIONLESS as usize).map(TraceRow::of).collect())
+                    }
+                    Err(err) => Err(err.into()),
+                });
             }
-            Err(err) => Err(err.into()),
-        });
-    }
+            listed
+        }
+    };
+    let (services, models) = suggestions(&core, &page).await;
     let view = List {
         chrome: page.chrome("Sessions", "/dashboard/sessions"),
         filtered: filter.filtered(),
         filter,
         windows: WINDOWS,
+        orders: ORDERS,
+        services,
+        models,
         page: number,
         sessions,
         warning,

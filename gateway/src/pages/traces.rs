@@ -32,7 +32,8 @@ use super::{
     Failure, When, count, float, format, int,
     layout::{Chrome, PageCall, percent_encode},
     listing::{
-        Filters, PAGE_SIZE, Pager, WINDOWS, known_window, link, page_number, rows_page, rows_warning, window_since,
+        Filters, PAGE_SIZE, Pager, WINDOWS, known_choice, known_window, link, page_number, range_bound, rows_page,
+        rows_warning, suggestions, window_since,
     },
     query,
     sessions::{Entry, Stat, TraceRow, conversation, session_href, span_href, unix_ns, usage_text},
@@ -69,9 +70,22 @@ struct ListQuery {
     sessionless: String,
     #[serde(default)]
     window: String,
+    /// A custom range's start (`datetime-local`, a date or RFC 3339; UTC): replaces the window.
+    #[serde(default)]
+    from: String,
+    /// A custom range's end.
+    #[serde(default)]
+    to: String,
+    /// The order: one of [`ORDERS`]' values (empty: newest first).
+    #[serde(default)]
+    order: String,
     #[serde(default)]
     page: String,
 }
+
+/// The orders the list offers: (value, label); the first is the default.
+const ORDERS: &[(&str, &str)] =
+    &[("", "Newest"), ("duration", "Longest"), ("tokens", "Most tokens"), ("cost", "Most expensive")];
 
 /// A checkbox's value as the filter keeps it: "1" when ticked, else empty.
 fn ticked(value: &str) -> String {
@@ -87,6 +101,9 @@ impl ListQuery {
             errors: ticked(&self.errors),
             sessionless: ticked(&self.sessionless),
             window: known_window(self.window.trim()),
+            from: self.from.trim().to_owned(),
+            to: self.to.trim().to_owned(),
+            order: known_choice(&self.order, ORDERS),
             page: self.page,
         }
     }
@@ -111,6 +128,9 @@ impl Filters for ListQuery {
             ("errors", &self.errors),
             ("sessionless", &self.sessionless),
             ("window", &self.window),
+            ("from", &self.from),
+            ("to", &self.to),
+            ("order", &self.order),
         ]
     }
 }
@@ -122,6 +142,10 @@ struct List {
     filter: ListQuery,
     filtered: bool,
     windows: &'static [(&'static str, &'static str, i64)],
+    orders: &'static [(&'static str, &'static str)],
+    /// Known services and models, suggested in the filters.
+    services: Vec<String>,
+    models: Vec<String>,
     page: i64,
     traces: Result<Vec<ListRow>, Failure>,
     warning: String,
@@ -137,26 +161,39 @@ struct ListRow {
 async fn list(State(core): State<Core>, page: PageCall, Query(filter): Query<ListQuery>) -> Response {
     let filter = filter.trimmed();
     let number = page_number(&filter.page);
-    let args = json!({
-        "limit": PAGE_SIZE + 1,
-        "offset": (number - 1) * PAGE_SIZE,
-        "session_id": filter.session,
-        "service": filter.service,
-        "model": filter.model,
-        "errors_only": filter.errors_only().then_some(true),
-        "sessionless": filter.sessionless_only().then_some(true),
-        "since": window_since(&filter.window),
-    });
-    let answer = query::run(&core, &page, "traces", args).await;
-    let (traces, warning, pager) = rows_page(answer, "Traces", number, &filter, |r| {
-        let trace = TraceRow::of(r);
-        ListRow { service_href: filter.href(("service", &trace.service), 1), trace }
-    });
+    let range =
+        range_bound("From", &filter.from, false).and_then(|from| Ok((from, range_bound("To", &filter.to, true)?)));
+    let (traces, warning, pager) = match range {
+        Err(message) => (Ok(Vec::new()), message, Pager::new("Traces", 1, 0, false, |_| String::new())),
+        Ok((from, to)) => {
+            let args = json!({
+                "limit": PAGE_SIZE + 1,
+                "offset": (number - 1) * PAGE_SIZE,
+                "session_contains": filter.session,
+                "service_contains": filter.service,
+                "model_contains": filter.model,
+                "errors_only": filter.errors_only().then_some(true),
+                "sessionless": filter.sessionless_only().then_some(true),
+                "since": from.or_else(|| window_since(&filter.window)),
+                "until": to,
+                "order": filter.order,
+            });
+            let answer = query::run(&core, &page, "traces", args).await;
+            rows_page(answer, "Traces", number, &filter, |r| {
+                let trace = TraceRow::of(r);
+                ListRow { service_href: filter.href(("service", &trace.service), 1), trace }
+            })
+        }
+    };
+    let (services, models) = suggestions(&core, &page).await;
     let view = List {
         chrome: page.chrome("Traces", "/dashboard/traces"),
         filtered: filter.filtered(),
         filter,
         windows: WINDOWS,
+        orders: ORDERS,
+        services,
+        models,
         page: number,
         traces,
         warning,

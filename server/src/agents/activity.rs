@@ -2,7 +2,11 @@
 
 use roost_proto::v1::{GetActivityResponse, Instance, Turn, TurnStatus, Usage};
 
-use super::{Hosting, instances::InstanceRow, limits, live::no_such_instance};
+use super::{
+    Hosting,
+    instances::{InstanceRow, no_such_instance},
+    limits,
+};
 use crate::{
     Result,
     accounts::service::clamp_limit,

@@ -39,12 +39,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::{
-    Hosting, limits,
-    live::{Agent, no_such_instance},
-    routing::Route,
-    turns::Origin,
-};
+use super::{Hosting, instances::no_such_instance, limits, live::Agent, routing::Route, turns::Origin};
 use crate::{
     Error, Result,
     ids::new_sortable_id,

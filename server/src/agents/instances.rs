@@ -1,8 +1,9 @@
 //! Instance rows: the durable half of a hosted agent (the live half is [`super::live`]).
 
-use roost_proto::v1::{Instance, InstanceConfig, InstanceStatus};
-
-use super::live::Settings;
+use roost_proto::{
+    ApiError,
+    v1::{Instance, InstanceConfig, InstanceStatus},
+};
 
 use crate::{
     Result,
@@ -11,6 +12,44 @@ use crate::{
     store::{Store, impl_for_connections, on_reader},
     time::timestamp_ms,
 };
+
+/// What a config call may change, and what the machine is started with. Secrets stay
+/// sealed here as in the store; the live agent's `machine_spec` opens them for the runtime.
+///
+/// It lives here, below the live agent (`super::live`), because the store reads it from a
+/// row ([`Settings::of`]) and writes it (`update_settings`); the live agent only holds one.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Standing brief.
+    pub brief: String,
+    /// Managed or byok.
+    pub model_mode: ModelMode,
+    /// Model selection ("" = runtime default).
+    pub model: String,
+    /// byok key, sealed.
+    pub provider_api_key: Option<Sealed>,
+    /// Chat bot token, sealed.
+    pub messaging_bot_token: Option<Sealed>,
+    /// MESSAGING_ALLOWED_CHAT_IDS, canonical (comma-separated, sorted).
+    pub allowed_chats: String,
+    /// What people call it ('' for none); the runtime never sees it.
+    pub name: String,
+}
+
+impl Settings {
+    /// The settings stored in a row.
+    pub fn of(row: &InstanceRow) -> Self {
+        Self {
+            brief: row.brief.clone(),
+            model_mode: ModelMode::parse(&row.model_mode),
+            model: row.model.clone(),
+            provider_api_key: row.provider_api_key.clone().map(Sealed::from_stored),
+            messaging_bot_token: row.messaging_bot_token.clone().map(Sealed::from_stored),
+            allowed_chats: row.telegram_allowed_chats.clone(),
+            name: row.name.clone(),
+        }
+    }
+}
 
 /// Lifecycle states (DESIGN.md "Hosted agents"). Stored as their lower-case names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -377,7 +416,7 @@ impl_for_connections! {
             .execute(&mut *self)
             .await?;
             if done.rows_affected() == 0 {
-                return Err(super::live::no_such_instance(id).into());
+                return Err(no_such_instance(id).into());
             }
             Ok(())
         }
@@ -391,4 +430,10 @@ impl_for_connections! {
             Ok(())
         }
     }
+}
+
+/// 404 for an instance the caller cannot see. It lives here, below the live agent, because
+/// the store's own writes (`mark_destroyed`) answer it as well as the live agents' calls.
+pub fn no_such_instance(id: &str) -> ApiError {
+    ApiError::not_found(format!("no instance {id}"))
 }

@@ -30,9 +30,9 @@ use tracing::{info, warn};
 use super::{
     Hosting,
     in_flight::InFlightTx,
-    instances::{InstanceRow, InstanceTx, Status},
+    instances::{InstanceRow, InstanceTx, Settings, Status, no_such_instance},
     limits,
-    live::{Agent, Settings, no_such_instance},
+    live::Agent,
     routing::Route,
 };
 use crate::{

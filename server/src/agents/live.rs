@@ -22,46 +22,11 @@ use roost_proto::{ApiError, ErrorReason};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use super::instances::{InstanceRow, Status};
+use super::instances::{InstanceRow, Settings, Status, no_such_instance};
 use crate::{
-    runtimes::{Machine, MachineSpec, ModelMode, RuntimeSpec},
+    runtimes::{Machine, MachineSpec, RuntimeSpec},
     secrets::{Sealed, SecretKey, Slot},
 };
-
-/// What a config call may change, and what the machine is started with. Secrets stay
-/// sealed here as in the store; [`Agent::machine_spec`] opens them for the runtime.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// Standing brief.
-    pub brief: String,
-    /// Managed or byok.
-    pub model_mode: ModelMode,
-    /// Model selection ("" = runtime default).
-    pub model: String,
-    /// byok key, sealed.
-    pub provider_api_key: Option<Sealed>,
-    /// Chat bot token, sealed.
-    pub messaging_bot_token: Option<Sealed>,
-    /// MESSAGING_ALLOWED_CHAT_IDS, canonical (comma-separated, sorted).
-    pub allowed_chats: String,
-    /// What people call it ('' for none); the runtime never sees it.
-    pub name: String,
-}
-
-impl Settings {
-    /// The settings stored in a row.
-    pub fn of(row: &InstanceRow) -> Self {
-        Self {
-            brief: row.brief.clone(),
-            model_mode: ModelMode::parse(&row.model_mode),
-            model: row.model.clone(),
-            provider_api_key: row.provider_api_key.clone().map(Sealed::from_stored),
-            messaging_bot_token: row.messaging_bot_token.clone().map(Sealed::from_stored),
-            allowed_chats: row.telegram_allowed_chats.clone(),
-            name: row.name.clone(),
-        }
-    }
-}
 
 /// The mutable part of a live agent.
 pub struct Live {
@@ -272,9 +237,4 @@ impl Registry {
     pub fn all(&self) -> Vec<Arc<Agent>> {
         self.map().values().cloned().collect()
     }
-}
-
-/// 404 for an instance the caller cannot see.
-pub fn no_such_instance(id: &str) -> ApiError {
-    ApiError::not_found(format!("no instance {id}"))
 }

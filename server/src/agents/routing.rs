@@ -6,10 +6,7 @@ use std::{future::Future, sync::Arc};
 use roost_proto::{ApiError, ErrorReason, v1::agent_service_client::AgentServiceClient};
 use tonic::transport::Channel;
 
-use super::{
-    Hosting,
-    live::{Agent, no_such_instance},
-};
+use super::{Hosting, instances::no_such_instance, live::Agent};
 use crate::{
     Result,
     cluster::peers::{forwarded_error, is_forwarded},

@@ -13,11 +13,10 @@ use roost_proto::v1::{
 use tonic::{Request, Response, Status};
 
 use super::Hosting;
-use crate::{auth::Authenticator, cluster::peers::serve_forwarded};
-
-/// Metadata an adapter sets to say where a message came from ("api" for REST, "mcp", "web"
-/// for the web app's chat box).
-pub const SOURCE_METADATA: &str = "x-roost-source";
+use crate::{
+    auth::Authenticator,
+    cluster::peers::{SOURCE_METADATA, serve_forwarded},
+};
 
 /// The agent service over the hosted-agent core.
 pub struct AgentCore {

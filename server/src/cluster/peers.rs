@@ -24,6 +24,11 @@ use crate::{Result, store::Store};
 pub const INTERNAL_METADATA: &str = "x-roost-internal";
 /// The metadata naming the account a forwarded call acts as.
 pub const ACCOUNT_METADATA: &str = "x-roost-account";
+/// Metadata an adapter sets to say where a message came from ("api" for REST, "mcp", "web"
+/// for the web app's chat box). The agent service (`crate::agents::service`) reads it; it
+/// is defined here, below that service, because a forwarded call must carry it on to the
+/// owner, and the cluster layer does not depend on the agents above it.
+pub const SOURCE_METADATA: &str = "x-roost-source";
 /// The `roost_meta` key of the internal token.
 const TOKEN_KEY: &str = "cluster_internal_token";
 
@@ -69,11 +74,9 @@ impl Peers {
     pub fn request<T>(&self, message: T, account: &str, source: &str) -> tonic::Request<T> {
         let mut request = tonic::Request::new(message);
         let metadata = request.metadata_mut();
-        for (name, value) in [
-            (INTERNAL_METADATA, self.token.as_str()),
-            (ACCOUNT_METADATA, account),
-            (crate::agents::service::SOURCE_METADATA, source),
-        ] {
+        for (name, value) in
+            [(INTERNAL_METADATA, self.token.as_str()), (ACCOUNT_METADATA, account), (SOURCE_METADATA, source)]
+        {
             if let Ok(value) = value.parse() {
                 metadata.insert(name, value);
             }

@@ -48,12 +48,28 @@ pub struct ArgSpec {
     pub required: bool,
     /// The shape needs this or another argument of the same group (`one_of`).
     pub one_of: Option<&'static str>,
+    /// The values a string argument may take (any when empty).
+    pub choices: &'static [&'static str],
 }
 
 impl ArgSpec {
     /// An optional string filter.
     pub const fn string(name: &'static str, description: &'static str) -> Self {
-        Self { name, ty: ArgType::String, description, default: None, range: None, required: false, one_of: None }
+        Self {
+            name,
+            ty: ArgType::String,
+            description,
+            default: None,
+            range: None,
+            required: false,
+            one_of: None,
+            choices: &[],
+        }
+    }
+
+    /// An optional string that must be one of `choices`.
+    pub const fn choice(name: &'static str, description: &'static str, choices: &'static [&'static str]) -> Self {
+        Self { choices, ..Self::string(name, description) }
     }
 
     /// A string the shape cannot run without.
@@ -76,17 +92,18 @@ impl ArgSpec {
             range: Some((min, max)),
             required: false,
             one_of: None,
+            choices: &[],
         }
     }
 
     /// An optional boolean (false when absent).
     pub const fn boolean(name: &'static str, description: &'static str) -> Self {
-        Self { name, ty: ArgType::Boolean, description, default: None, range: None, required: false, one_of: None }
+        Self { ty: ArgType::Boolean, ..Self::string(name, description) }
     }
 
     /// An optional time bound.
     pub const fn time(name: &'static str, description: &'static str) -> Self {
-        Self { name, ty: ArgType::Time, description, default: None, range: None, required: false, one_of: None }
+        Self { ty: ArgType::Time, ..Self::string(name, description) }
     }
 }
 
@@ -192,6 +209,13 @@ fn typed(spec: &ArgSpec, value: &Json) -> Result<ArgValue, ApiError> {
             if s.len() > MAX_STRING {
                 return Err(ApiError::invalid_argument(format!("argument {:?} is over {MAX_STRING} bytes", spec.name)));
             }
+            if !spec.choices.is_empty() && !spec.choices.contains(&s) {
+                return Err(ApiError::invalid_argument(format!(
+                    "argument {:?} must be one of {}, not {s:?}",
+                    spec.name,
+                    spec.choices.join(", ")
+                )));
+            }
             Ok(ArgValue::String(s.to_owned()))
         }
         ArgType::Integer => {
@@ -267,6 +291,12 @@ mod tests {
         ] {
             assert!(check(bad.clone()).is_err(), "{bad}");
         }
+        let order = [ArgSpec::choice("order", "sort", &["start", "cost"])];
+        let given = json!({"order": "price"});
+        let err = Args::check("t", &order, given.as_object().unwrap()).unwrap_err();
+        assert!(err.message().contains("\"order\" must be one of start, cost"), "{err}");
+        let given = json!({"order": "cost"});
+        assert_eq!(Args::check("t", &order, given.as_object().unwrap()).unwrap().string("order"), Some("cost"));
         let required = [ArgSpec::required_string("session_id", "the session")];
         assert!(Args::check("t", &required, &Map::new()).unwrap_err().message().contains("needs the argument"));
     }

@@ -63,6 +63,9 @@ pub enum FilterKind {
     Contains,
     /// `sql` (a condition) holds, with `{arg}` in it standing for the string argument.
     Holds,
+    /// `sql` (a condition) holds, with `{arg}` in it standing for the LIKE pattern
+    /// `%arg%` (its `%`, `_` and `\` escaped as for [`FilterKind::Contains`]).
+    HoldsLike,
     /// `sql >= arg` (an integer), or `sql = 0` too when the boolean argument named here is
     /// true: log records whose severity is unset (GenAI events carry none) pass a minimum
     /// the way the log stream passes them, as info.
@@ -95,6 +98,8 @@ pub enum Plan {
         filters: &'static [Filter],
         /// The ORDER BY clause.
         order: &'static str,
+        /// Other orders the `order` argument picks: (its value, the ORDER BY clause).
+        orders: &'static [(&'static str, &'static str)],
     },
     /// A session's spans, events and logs merged in time order.
     Transcript,
@@ -128,7 +133,7 @@ pub struct Shape {
 }
 
 use ColKind::{CostUsd, DurationMs, Float, Int, Json, Status, Text, Time};
-use FilterKind::{AtLeast, AtLeastOrUnset, AtMost, Contains, DaysBack, Eq, Flag, Holds};
+use FilterKind::{AtLeast, AtLeastOrUnset, AtMost, Contains, DaysBack, Eq, Flag, Holds, HoldsLike};
 
 const SINCE: &str = "only rows at or after this time";
 const UNTIL: &str = "only rows at or before this time";
@@ -203,6 +208,21 @@ pub const SHAPES: &[Shape] = &[
             ArgSpec::string("search", "only sessions whose id contains this text, ignoring case"),
             ArgSpec::time("since", "only sessions active at or after this time"),
             ArgSpec::time("until", "only sessions that began at or before this time"),
+            ArgSpec::string(
+                "service_contains",
+                "only sessions last seen from a service whose name contains this text, ignoring case",
+            ),
+            ArgSpec::string(
+                "model_contains",
+                "only sessions whose last model contains this text, ignoring case (a family: gpt-4o-mini finds \
+                 gpt-4o-mini-2024-07-18); only the last model is matched, not every model the session used",
+            ),
+            ArgSpec::choice(
+                "order",
+                "the rows' order: last_seen (most recently active first, the default), tokens (most tokens in and \
+                 out first) or cost (most expensive first)",
+                &["last_seen", "tokens", "cost"],
+            ),
         ],
         columns: &[
             col("session_id", "session_id", Text),
@@ -231,8 +251,14 @@ pub const SHAPES: &[Shape] = &[
                 filter("search", "session_id", Contains),
                 filter("since", "last_ns", AtLeast),
                 filter("until", "first_ns", AtMost),
+                filter("service_contains", "service", Contains),
+                filter("model_contains", "COALESCE(last_model, '')", Contains),
             ],
             order: "last_ns DESC, session_id",
+            orders: &[
+                ("tokens", "COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0) DESC, last_ns DESC, session_id"),
+                ("cost", "COALESCE(cost_nanocents, 0) DESC, last_ns DESC, session_id"),
+            ],
         },
         post: None,
     },
@@ -275,6 +301,7 @@ pub const SHAPES: &[Shape] = &[
                 filter("until", "ts_ns", AtMost),
             ],
             order: "ts_ns DESC, seq DESC",
+            orders: &[],
         },
         post: None,
     },
@@ -316,6 +343,7 @@ pub const SHAPES: &[Shape] = &[
                 filter("until", "started_ns", AtMost),
             ],
             order: "started_ns DESC, id",
+            orders: &[],
         },
         post: None,
     },
@@ -346,6 +374,7 @@ pub const SHAPES: &[Shape] = &[
                 filter("until", "start_ns", AtMost),
             ],
             order: "start_ns DESC, id DESC",
+            orders: &[],
         },
         post: None,
     },
@@ -367,6 +396,19 @@ pub const SHAPES: &[Shape] = &[
             ),
             ArgSpec::time("since", "only traces started at or after this time"),
             ArgSpec::time("until", "only traces started at or before this time"),
+            ArgSpec::string("service_contains", "only traces whose root's service contains this text, ignoring case"),
+            ArgSpec::string(
+                "model_contains",
+                "only traces with a span whose request or response model contains this text, ignoring case (a \
+                 family: gpt-4o-mini finds gpt-4o-mini-2024-07-18)",
+            ),
+            ArgSpec::string("session_contains", "only traces whose session id contains this text, ignoring case"),
+            ArgSpec::choice(
+                "order",
+                "the rows' order: start (newest first, the default), duration (longest first), tokens (most tokens \
+                 in and out first) or cost (most expensive first)",
+                &["start", "duration", "tokens", "cost"],
+            ),
         ],
         columns: &[
             col("trace_id", "trace_id", Text),
@@ -400,8 +442,22 @@ pub const SHAPES: &[Shape] = &[
                 filter("sessionless", "session_id = '' AND model_calls > 0", Flag),
                 filter("since", "start_ns", AtLeast),
                 filter("until", "start_ns", AtMost),
+                filter("service_contains", "service", Contains),
+                filter(
+                    "model_contains",
+                    "EXISTS (SELECT 1 FROM spans s WHERE s.trace_id = traces.trace_id \
+                     AND (LOWER(COALESCE(s.response_model, '')) LIKE LOWER({arg}) ESCAPE '\\' \
+                     OR LOWER(COALESCE(s.request_model, '')) LIKE LOWER({arg}) ESCAPE '\\'))",
+                    HoldsLike,
+                ),
+                filter("session_contains", "session_id", Contains),
             ],
             order: "start_ns DESC, trace_id",
+            orders: &[
+                ("duration", "(end_ns - start_ns) DESC, start_ns DESC, trace_id"),
+                ("tokens", "COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0) DESC, start_ns DESC, trace_id"),
+                ("cost", "COALESCE(cost_nanocents, 0) DESC, start_ns DESC, trace_id"),
+            ],
         },
         post: None,
     },
@@ -462,6 +518,7 @@ pub const SHAPES: &[Shape] = &[
                 filter("until", "time_ns", AtMost),
             ],
             order: "time_ns DESC, id DESC",
+            orders: &[],
         },
         post: None,
     },
@@ -498,6 +555,7 @@ pub const SHAPES: &[Shape] = &[
                 filter("until", "time_ns", AtMost),
             ],
             order: "time_ns DESC, id DESC",
+            orders: &[],
         },
         post: None,
     },
@@ -522,6 +580,7 @@ pub const SHAPES: &[Shape] = &[
             from: crate::telemetry::summaries::USAGE_WITH_METRICS,
             filters: &[filter("days", "day", DaysBack), filter("model", "model", Eq)],
             order: "day DESC, cost_nanocents DESC, model",
+            orders: &[],
         },
         post: None,
     },
@@ -546,7 +605,12 @@ pub const SHAPES: &[Shape] = &[
             col("output_tokens", "output_tokens", Int),
             col("cost_usd", "cost_nanocents", CostUsd),
         ],
-        plan: Plan::Table { from: "activity_daily", filters: &[filter("days", "day", DaysBack)], order: "day DESC" },
+        plan: Plan::Table {
+            from: "activity_daily",
+            filters: &[filter("days", "day", DaysBack)],
+            order: "day DESC",
+            orders: &[],
+        },
         post: None,
     },
     Shape {
@@ -570,7 +634,7 @@ pub const SHAPES: &[Shape] = &[
             col("status", "''", Text),
             col("_last_ns", "last_ns", Int),
         ],
-        plan: Plan::Table { from: "services", filters: &[], order: "last_ns DESC, service" },
+        plan: Plan::Table { from: "services", filters: &[], order: "last_ns DESC, service", orders: &[] },
         post: Some(health_verdict),
     },
     Shape {
@@ -669,6 +733,9 @@ pub fn markdown() -> String {
                         .collect();
                     text.push_str(&format!(", required unless `{}` is given", others.join("`, `")));
                 }
+                if !a.choices.is_empty() {
+                    text.push_str(&format!(", one of `{}`", a.choices.join("`, `")));
+                }
                 if let (Some(default), Some((min, max))) = (a.default, a.range) {
                     text.push_str(&format!(" (default {default}, clamped to {min}..{max})"));
                 }
@@ -721,6 +788,20 @@ mod tests {
             }
             let limit = shape.args.iter().find(|a| a.name == "limit").expect(shape.name);
             assert!(limit.range.is_some() && limit.default.is_some(), "{}", shape.name);
+        }
+    }
+
+    #[test]
+    fn every_order_choice_is_an_order() {
+        for shape in SHAPES {
+            let Plan::Table { orders, .. } = shape.plan else { continue };
+            let Some(order) = shape.args.iter().find(|a| a.name == "order") else {
+                assert!(orders.is_empty(), "{}", shape.name);
+                continue;
+            };
+            // The first choice is the default order; the others are `orders`, in order.
+            let names: Vec<&str> = orders.iter().map(|o| o.0).collect();
+            assert_eq!(order.choices[1..], names[..], "{}", shape.name);
         }
     }
 

@@ -61,7 +61,11 @@ pub struct Fetched {
 /// Runs a shape; its rows, newest (or, for transcripts, oldest) first.
 pub async fn run(store: &Store, shape: &Shape, args: &Args, now_ns: i64) -> Result<Fetched> {
     let sql = match shape.plan {
-        Plan::Table { from, filters, order } => table(shape, from, filters, order, args, now_ns),
+        Plan::Table { from, filters, order, orders } => {
+            let order =
+                args.string("order").and_then(|o| orders.iter().find(|(name, _)| *name == o)).map_or(order, |o| o.1);
+            table(shape, from, filters, order, args, now_ns)
+        }
         Plan::Transcript => transcript(args),
         Plan::Span => span(shape, args),
     };
@@ -112,6 +116,10 @@ fn table(shape: &Shape, from: &str, filters: &[super::registry::Filter], order: 
             FilterKind::Contains => args.string(filter.arg).map(|v| {
                 let pattern = sql.bind(Bind::Text(format!("%{}%", like_escaped(v))));
                 format!("LOWER({}) LIKE LOWER({pattern}) ESCAPE '\\'", filter.sql)
+            }),
+            FilterKind::HoldsLike => args.string(filter.arg).map(|v| {
+                let pattern = sql.bind(Bind::Text(format!("%{}%", like_escaped(v))));
+                filter.sql.replace("{arg}", &pattern)
             }),
             FilterKind::Holds => {
                 args.string(filter.arg).map(|v| filter.sql.replace("{arg}", &sql.bind(Bind::Text(v.to_owned()))))
@@ -362,7 +370,8 @@ mod tests {
     fn table_sql(name: &str, args: Json) -> (String, Vec<String>) {
         let shape = registry::shape(name).unwrap();
         let args = Args::check(name, shape.args, args.as_object().unwrap()).unwrap();
-        let Plan::Table { from, filters, order } = shape.plan else { panic!("{name} is not a table") };
+        let Plan::Table { from, filters, order, orders } = shape.plan else { panic!("{name} is not a table") };
+        let order = args.string("order").and_then(|o| orders.iter().find(|(n, _)| *n == o)).map_or(order, |o| o.1);
         let sql = table(shape, from, filters, order, &args, 0);
         let binds = sql
             .binds
@@ -410,6 +419,21 @@ mod tests {
             "{text}"
         );
         assert_eq!(binds[0], "m2");
+    }
+
+    #[test]
+    fn contains_filters_and_orders() {
+        let (text, binds) =
+            table_sql("sessions", json!({"service_contains": "Chk", "model_contains": "4O", "order": "cost"}));
+        assert!(text.contains(r"LOWER(service) LIKE LOWER($1) ESCAPE '\'"), "{text}");
+        assert!(text.contains(r"LOWER(COALESCE(last_model, '')) LIKE LOWER($2) ESCAPE '\'"), "{text}");
+        assert!(text.contains("ORDER BY COALESCE(cost_nanocents, 0) DESC"), "{text}");
+        assert_eq!(binds[..2], ["%Chk%", "%4O%"]);
+        let (text, _) = table_sql("traces", json!({"model_contains": "mini", "order": "duration"}));
+        assert!(text.contains("LOWER(COALESCE(s.response_model, '')) LIKE LOWER($1) ESCAPE '\\'"), "{text}");
+        assert!(text.contains("ORDER BY (end_ns - start_ns) DESC"), "{text}");
+        let (text, _) = table_sql("traces", json!({}));
+        assert!(text.contains("ORDER BY start_ns DESC, trace_id"), "the default is unchanged: {text}");
     }
 
     #[test]

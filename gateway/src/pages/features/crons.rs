@@ -59,6 +59,8 @@ struct CronRow {
     name: String,
     instance_id: String,
     schedule: String,
+    /// The schedule in words (`readable_schedule`).
+    readable: String,
     message: String,
     short_message: String,
     enabled: bool,
@@ -96,8 +98,69 @@ fn cron_row(c: Cron) -> CronRow {
         id: c.id,
         name: c.name,
         instance_id: c.instance_id,
+        readable: readable_schedule(&c.schedule),
         schedule: c.schedule,
         message: c.message,
+    }
+}
+
+/// A cron expression as a person reads it (`*/5 * * * *` → "every 5 minutes"), for the
+/// common forms; anything else is shown as written (the raw expression is always
+/// beside it). Times are UTC, as the scheduler runs them.
+pub(super) fn readable_schedule(expr: &str) -> String {
+    const DAYS: [&str; 7] = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
+    let named = match expr.trim() {
+        "@hourly" => Some("every hour, on the hour"),
+        "@daily" | "@midnight" => Some("every day at 00:00 UTC"),
+        "@weekly" => Some("every Sunday at 00:00 UTC"),
+        "@monthly" => Some("on the 1st of every month at 00:00 UTC"),
+        "@yearly" | "@annually" => Some("every 1 January at 00:00 UTC"),
+        _ => None,
+    };
+    if let Some(named) = named {
+        return named.to_owned();
+    }
+    let fields: Vec<&str> = expr.split_whitespace().collect();
+    // Six fields: seconds first; read the rest when the seconds are 0.
+    let fields: &[&str] = match fields.as_slice() {
+        ["0", rest @ ..] if rest.len() == 5 => rest,
+        all if all.len() == 5 => all,
+        _ => return expr.to_owned(),
+    };
+    let number = |s: &str, max: u32| s.parse::<u32>().ok().filter(|n| *n <= max);
+    let at = |minute: u32, hour: u32| format!("{hour:02}:{minute:02} UTC");
+    match *fields {
+        ["*", "*", "*", "*", "*"] => "every minute".to_owned(),
+        [m, "*", "*", "*", "*"] if m.starts_with("*/") => match number(&m[2..], 59) {
+            Some(n) if n > 0 => format!("every {n} minutes"),
+            _ => expr.to_owned(),
+        },
+        [m, "*", "*", "*", "*"] => match number(m, 59) {
+            Some(0) => "every hour, on the hour".to_owned(),
+            Some(n) => format!("every hour at :{n:02}"),
+            None => expr.to_owned(),
+        },
+        [m, h, "*", "*", "*"] if h.starts_with("*/") => match (number(m, 59), number(&h[2..], 23)) {
+            (Some(m), Some(n)) if n > 0 => format!("every {n} hours at :{m:02}"),
+            _ => expr.to_owned(),
+        },
+        [m, h, "*", "*", "*"] => match (number(m, 59), number(h, 23)) {
+            (Some(m), Some(h)) => format!("every day at {}", at(m, h)),
+            _ => expr.to_owned(),
+        },
+        [m, h, "*", "*", "1-5"] => match (number(m, 59), number(h, 23)) {
+            (Some(m), Some(h)) => format!("every weekday at {}", at(m, h)),
+            _ => expr.to_owned(),
+        },
+        [m, h, "*", "*", d] => match (number(m, 59), number(h, 23), number(d, 7)) {
+            (Some(m), Some(h), Some(d)) => format!("every {} at {}", DAYS[(d % 7) as usize], at(m, h)),
+            _ => expr.to_owned(),
+        },
+        [m, h, dom, "*", "*"] => match (number(m, 59), number(h, 23), number(dom, 31)) {
+            (Some(m), Some(h), Some(dom)) if dom > 0 => format!("on day {dom} of every month at {}", at(m, h)),
+            _ => expr.to_owned(),
+        },
+        _ => expr.to_owned(),
     }
 }
 
@@ -263,4 +326,28 @@ pub(super) async fn delete(
         format!("Cron {id} deleted, with its history.")
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::readable_schedule;
+
+    #[test]
+    fn schedules_read_as_words() {
+        for (expr, words) in [
+            ("*/5 * * * *", "every 5 minutes"),
+            ("0 * * * *", "every hour, on the hour"),
+            ("15 * * * *", "every hour at :15"),
+            ("30 */2 * * *", "every 2 hours at :30"),
+            ("0 9 * * *", "every day at 09:00 UTC"),
+            ("0 0 9 * * *", "every day at 09:00 UTC"),
+            ("0 9 * * 1-5", "every weekday at 09:00 UTC"),
+            ("30 18 * * 5", "every Friday at 18:30 UTC"),
+            ("0 8 1 * *", "on day 1 of every month at 08:00 UTC"),
+            ("@daily", "every day at 00:00 UTC"),
+            ("0 9 * 1,7 *", "0 9 * 1,7 *"),
+        ] {
+            assert_eq!(readable_schedule(expr), words, "{expr}");
+        }
+    }
 }

@@ -27,6 +27,7 @@ each_backend!(
     offset_pages_without_overlap,
     sessions_filter_by_model_and_by_literal_search,
     traces_filter_by_a_spans_model,
+    sessions_and_traces_match_parts_ignoring_case_and_sort,
     the_span_shape_answers_one_span_with_its_resource_and_events
 );
 
@@ -313,6 +314,55 @@ async fn traces_filter_by_a_spans_model(backend: Backend) {
     assert!(traces(json!({"model": "gpt-4o", "session_id": "elsewhere"})).await.is_empty());
     let rows = q1(&api, "traces", json!({"model": "gpt-4o"})).await;
     assert_eq!((rows[0]["spans"].as_i64(), rows[0]["root_name"].as_str()), (Some(3), Some("root")));
+}
+
+async fn sessions_and_traces_match_parts_ignoring_case_and_sort(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let api = server.api(None);
+    // One span of a dated model from service Checkout-API; two and four spans elsewhere.
+    let mut mini = traces_request(80, 1, "Cart-A");
+    mini.resource_spans[0].resource.as_mut().unwrap().attributes = vec![string("service.name", "Checkout-API")];
+    mini.resource_spans[0].scope_spans[0].spans[0]
+        .attributes
+        .push(string("gen_ai.response.model", "gpt-4o-mini-2024-07-18"));
+    export(&server, mini).await;
+    export(&server, traces_request(81, 2, "other")).await;
+    export(&server, traces_request(82, 4, "Cart-B")).await;
+    let (a, b, c) = (hex::encode([80u8; 16]), hex::encode([81u8; 16]), hex::encode([82u8; 16]));
+    let (a, b, c) = (a.as_str(), b.as_str(), c.as_str());
+
+    let ids = |shape: &'static str, key: &'static str, args: Value| {
+        let api = api.clone();
+        async move { q1(&api, shape, args).await.iter().map(|r| r[key].as_str().unwrap().to_owned()).collect::<Vec<_>>() }
+    };
+    let traces = |args: Value| ids("traces", "trace_id", args);
+    // A model family, in any case, by the response model or the request model.
+    assert_eq!(traces(json!({"model_contains": "GPT-4o-Mini"})).await, [a]);
+    assert_eq!(traces(json!({"model_contains": "Sonnet"})).await, [a, b, c]);
+    assert_eq!(traces(json!({"service_contains": "CHECKOUT"})).await, [a]);
+    assert_eq!(traces(json!({"session_contains": "cart"})).await, [a, c]);
+    assert!(traces(json!({"model_contains": "gpt-4o-mini%"})).await.is_empty(), "`%` is literal");
+    // Orders: the default is unchanged; longest and most tokens first.
+    assert_eq!(traces(json!({})).await, [a, b, c]);
+    assert_eq!(traces(json!({"order": "start"})).await, [a, b, c]);
+    assert_eq!(traces(json!({"order": "duration"})).await, [c, b, a]);
+    assert_eq!(traces(json!({"order": "tokens"})).await, [c, b, a]);
+    assert_eq!(traces(json!({"order": "tokens", "session_contains": "CART"})).await, [c, a]);
+
+    let sessions = |args: Value| ids("sessions", "session_id", args);
+    assert_eq!(sessions(json!({"service_contains": "checkout"})).await, ["Cart-A"]);
+    assert_eq!(sessions(json!({"model_contains": "4O-MINI"})).await, ["Cart-A"]);
+    assert_eq!(sessions(json!({"order": "tokens"})).await, ["Cart-B", "other", "Cart-A"]);
+    assert_eq!(sessions(json!({"order": "last_seen"})).await, sessions(json!({})).await);
+    assert_eq!(sessions(json!({"order": "cost"})).await.len(), 3);
+
+    // An unknown order is a 400 naming the allowed ones.
+    for (shape, allowed) in [("sessions", "last_seen, tokens, cost"), ("traces", "start, duration, tokens, cost")] {
+        let reply = api.post("/api/local/query", json!({"shape": shape, "args": {"order": "price"}})).await;
+        reply.err(400, "invalid_argument");
+        let message = reply.body["error"].as_str().unwrap();
+        assert!(message.contains(&format!("\"order\" must be one of {allowed}")), "{message}");
+    }
 }
 
 async fn the_span_shape_answers_one_span_with_its_resource_and_events(backend: Backend) {

@@ -215,18 +215,36 @@ async fn every_page_loads_without_console_errors() {
     }
     let server = TestServer::start(Backend::Sqlite).await;
     send_turn(&server, "sess-every-page", "every page turn").await;
-    let browser = Browser::start().await;
-    for path in roost_gateway::pages::layout::NAV.iter().map(|item| item.href) {
-        browser.open(&server.url(path)).await;
-        let heading = browser.text_of("h1").await;
-        assert!(!heading.is_empty(), "{path} has a heading");
-        let footer = browser.text_of("footer.backed").await;
-        assert!(footer.contains("Backed by"), "{path} names its API calls: {footer}");
-        assert_no_console_errors(&browser, path).await;
-        let name = path.trim_start_matches("/dashboard").trim_start_matches('/');
-        browser.screenshot(&format!("page-{}", if name.is_empty() { "dashboard" } else { name })).await;
+    // Every page at desktop and phone width, in the light and the dark scheme: each
+    // loads clean, and none scrolls sideways at 390 px (wide tables scroll inside their
+    // own box). The screenshots are for people to look at.
+    for dark in [false, true] {
+        let browser = if dark { Browser::start_dark().await } else { Browser::start().await };
+        for (width, height) in [(1280, 800), (390, 844)] {
+            browser.resize(width, height).await;
+            for path in roost_gateway::pages::layout::NAV.iter().map(|item| item.href) {
+                browser.open(&server.url(path)).await;
+                let heading = browser.text_of("h1").await;
+                assert!(!heading.is_empty(), "{path} has a heading");
+                let footer = browser.text_of("footer.backed").await;
+                assert!(footer.contains("Backed by"), "{path} names its API calls: {footer}");
+                assert_no_console_errors(&browser, path).await;
+                let wide = browser.client.execute("return document.documentElement.scrollWidth;", vec![]).await;
+                let wide = wide.unwrap().as_f64().unwrap();
+                assert!(wide <= f64::from(width), "{path} is {wide} px wide at {width}");
+                let name = path.trim_start_matches("/dashboard").trim_start_matches('/');
+                let name = if name.is_empty() { "dashboard" } else { name };
+                let suffix = match (width, dark) {
+                    (1280, false) => String::new(),
+                    (1280, true) => "-dark".to_owned(),
+                    (_, false) => format!("-{width}"),
+                    (_, true) => format!("-{width}-dark"),
+                };
+                browser.screenshot(&format!("page-{name}{suffix}")).await;
+            }
+        }
+        browser.close().await;
     }
-    browser.close().await;
 }
 
 /// `/docs` reads without a token (tokens configured) and without script: every section of

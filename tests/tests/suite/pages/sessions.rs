@@ -28,6 +28,7 @@ each_backend!(
     a_failed_model_call_reads_as_an_error_in_the_conversation,
     conversations_without_a_session_are_listed_one_per_trace,
     costs_show_their_digits_and_say_when_they_are_unpriced,
+    filters_match_parts_suggest_sort_and_take_a_range,
     a_long_conversation_pages_without_losing_or_repeating_items,
     an_unknown_session_is_a_404_and_a_bad_one_a_failed_call,
 );
@@ -188,6 +189,8 @@ async fn the_list_shows_sessions_with_links_that_filter(backend: Backend) {
         [
             json!({"shape": "sessions", "args": {"limit": 51, "offset": 0}}),
             json!({"shape": "traces", "args": {"limit": 21, "sessionless": true}}),
+            json!({"shape": "health", "args": {"limit": 50}}),
+            json!({"shape": "models", "args": {"limit": 50}}),
         ]
     );
 
@@ -197,7 +200,7 @@ async fn the_list_shows_sessions_with_links_that_filter(backend: Backend) {
     let writer = visitor.get(&by_service[0]).await;
     assert_eq!(listed(&writer), ["Beta-2"]);
     assert_eq!(writer.attrs("input[name=service]", "value"), ["writer"], "the form shows the filter");
-    assert_eq!(queries(&writer)[0]["args"]["service"], "writer");
+    assert_eq!(queries(&writer)[0]["args"]["service_contains"], "writer");
 
     // The id search ignores case; the model matches whole; the window leaves out the old.
     assert_eq!(listed(&visitor.get("/dashboard/sessions?search=ALPHA").await), ["alpha-1", "alpha-old"]);
@@ -215,6 +218,74 @@ async fn the_list_shows_sessions_with_links_that_filter(backend: Backend) {
     let text = none.main_text();
     assert!(text.contains("No session matches these filters"), "{text}");
     assert!(none.attrs("main p.empty a", "href").contains(&"/dashboard/sessions".to_owned()));
+}
+
+async fn filters_match_parts_suggest_sort_and_take_a_range(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let now = now_ns();
+    // The expensive one is older, so sorting by cost changes the order.
+    send_spans(
+        &server,
+        "search",
+        vec![span(2, 1, 0, "big", now - 3_000_000_000, 20, chat("s-big", "claude-3-5-sonnet", 50_000, 5_000))],
+    )
+    .await;
+    send_spans(
+        &server,
+        "checkout",
+        vec![span(1, 1, 0, "mini", now - 2_000_000_000, 20, chat("s-mini", "gpt-4o-mini-2024-07-18", 100, 10))],
+    )
+    .await;
+    // 2023-11-14T22:13:20Z.
+    send_spans(
+        &server,
+        "checkout",
+        vec![span(3, 1, 0, "old", 1_700_000_000_000_000_000, 20, chat("s-old", "gpt-4o-mini-2024-07-18", 1, 1))],
+    )
+    .await;
+
+    let mut visitor = Visitor::new(&server);
+    let page = visitor.get("/dashboard/sessions").await;
+    assert_eq!(listed(&page), ["s-mini", "s-big", "s-old"]);
+    // Known services and models are suggested.
+    assert_eq!(page.attrs("datalist#known-services option", "value"), ["checkout", "search"]);
+    assert_eq!(page.attrs("input[name=service]", "list"), ["known-services"]);
+    let models = page.attrs("datalist#known-models option", "value");
+    assert!(models.contains(&"gpt-4o-mini-2024-07-18".to_owned()), "{models:?}");
+
+    // A model family and part of a service, in any case.
+    assert_eq!(listed(&visitor.get("/dashboard/sessions?model=Gpt-4O").await), ["s-mini", "s-old"]);
+    let check = visitor.get("/dashboard/sessions?service=CHECK&order=cost").await;
+    assert_eq!(listed(&check), ["s-mini", "s-old"]);
+    assert_eq!(
+        queries(&check)[0],
+        json!({"shape": "sessions", "args": {"limit": 51, "offset": 0, "service_contains": "CHECK", "order": "cost"}})
+    );
+    assert_eq!(check.attrs("select[name=order] option[selected]", "value"), ["cost"]);
+
+    // Sorting by cost puts the most expensive first.
+    assert_eq!(listed(&visitor.get("/dashboard/sessions?order=cost").await)[0], "s-big");
+    assert_eq!(listed(&visitor.get("/dashboard/sessions?order=tokens").await)[0], "s-big");
+
+    // A custom range narrows the list; links keep it.
+    let range = visitor.get("/dashboard/sessions?from=2023-11-14T00:00&to=2023-11-14").await;
+    assert_eq!(listed(&range), ["s-old"]);
+    let args = &queries(&range)[0]["args"];
+    assert_eq!(
+        (args["since"].as_str(), args["until"].as_str()),
+        (Some("2023-11-14T00:00:00Z"), Some("2023-11-14T23:59:59.999999999Z"))
+    );
+    assert_eq!(range.attrs("input[name=from]", "value"), ["2023-11-14T00:00"]);
+    let from = visitor.get("/dashboard/sessions?from=2023-11-15").await;
+    assert_eq!(listed(&from), ["s-mini", "s-big"]);
+
+    // Unreadable bounds: a clear message, no list, no error.
+    let bad = visitor.get("/dashboard/sessions?from=yesterday").await;
+    assert_eq!(bad.status, StatusCode::OK);
+    let warning = bad.texts("p.warning").join(" ");
+    assert!(warning.contains("From “yesterday” is not a date and time"), "{warning}");
+    assert!(listed(&bad).is_empty());
+    assert!(queries(&bad).iter().all(|q| q["shape"] != "sessions"));
 }
 
 async fn the_list_pages_by_fifty_and_says_when_it_is_empty(backend: Backend) {

@@ -15,6 +15,7 @@ use super::sessions::{chat, failed, int, now_ns, queries, send_logs, send_spans,
 
 each_backend!(
     the_list_shows_traces_filters_errors_and_pages,
+    the_list_matches_parts_suggests_sorts_and_takes_a_range,
     a_trace_is_a_waterfall_with_the_selected_spans_details,
     a_trace_with_only_log_records_and_unknown_traces,
 );
@@ -74,7 +75,14 @@ async fn the_list_shows_traces_filters_errors_and_pages(backend: Backend) {
     // The failed one is marked.
     assert_eq!(page.texts("table.traces tbody tr.error td:first-child a"), ["GET /search"]);
     assert_eq!(page.texts("table.traces tbody tr.error .chip.fail"), ["1"]);
-    assert_eq!(queries(&page), [json!({"shape": "traces", "args": {"limit": 51, "offset": 0}})]);
+    assert_eq!(
+        queries(&page),
+        [
+            json!({"shape": "traces", "args": {"limit": 51, "offset": 0}}),
+            json!({"shape": "health", "args": {"limit": 50}}),
+            json!({"shape": "models", "args": {"limit": 50}}),
+        ]
+    );
 
     // Filters: errors only, a model on any span, a session, a service link.
     let errors = visitor.get("/dashboard/traces?errors=1").await;
@@ -107,6 +115,49 @@ async fn the_list_shows_traces_filters_errors_and_pages(backend: Backend) {
     assert_eq!(refused.status, StatusCode::OK);
     assert!(refused.texts(".failed").join(" ").contains("invalid_argument"));
     assert_eq!(refused.texts(".failed a"), ["Retry"]);
+}
+
+async fn the_list_matches_parts_suggests_sorts_and_takes_a_range(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let now = now_ns();
+    send_spans(
+        &server,
+        "search",
+        vec![span(2, 1, 0, "big", now - 3_000_000_000, 900, chat("s-big", "claude-3-5-sonnet", 50_000, 5_000))],
+    )
+    .await;
+    send_spans(
+        &server,
+        "checkout",
+        vec![span(1, 1, 0, "mini", now - 2_000_000_000, 20, chat("Cart-7", "gpt-4o-mini-2024-07-18", 100, 10))],
+    )
+    .await;
+    // 2023-11-14T22:13:20Z.
+    send_spans(&server, "checkout", vec![span(3, 1, 0, "old", 1_700_000_000_000_000_000, 5, vec![])]).await;
+
+    let mut visitor = Visitor::new(&server);
+    let page = visitor.get("/dashboard/traces").await;
+    assert_eq!(names(&page), ["mini", "big", "old"]);
+    assert_eq!(page.attrs("datalist#known-services option", "value"), ["checkout", "search"]);
+    assert_eq!(page.attrs("input[name=model]", "list"), ["known-models"]);
+
+    assert_eq!(names(&visitor.get("/dashboard/traces?model=Gpt-4O").await), ["mini"]);
+    assert_eq!(names(&visitor.get("/dashboard/traces?service=CHECK").await), ["mini", "old"]);
+    assert_eq!(names(&visitor.get("/dashboard/traces?session=cart").await), ["mini"]);
+    let cost = visitor.get("/dashboard/traces?order=cost").await;
+    assert_eq!(names(&cost)[0], "big", "the most expensive first");
+    assert_eq!(queries(&cost)[0], json!({"shape": "traces", "args": {"limit": 51, "offset": 0, "order": "cost"}}));
+    assert_eq!(names(&visitor.get("/dashboard/traces?order=duration").await), ["big", "mini", "old"]);
+    // An unknown order is the default.
+    assert_eq!(names(&visitor.get("/dashboard/traces?order=sideways").await), ["mini", "big", "old"]);
+
+    let range = visitor.get("/dashboard/traces?from=2023-11-14&to=2023-11-14T23:00").await;
+    assert_eq!(names(&range), ["old"]);
+    assert_eq!(names(&visitor.get("/dashboard/traces?from=2023-11-15T00:00").await), ["mini", "big"]);
+    let bad = visitor.get("/dashboard/traces?to=2023-13-01").await;
+    assert_eq!(bad.status, StatusCode::OK);
+    assert!(bad.texts("p.warning").join(" ").contains("To “2023-13-01” is not a date and time"), "{}", bad.main_text());
+    assert!(names(&bad).is_empty());
 }
 
 async fn a_trace_is_a_waterfall_with_the_selected_spans_details(backend: Backend) {
