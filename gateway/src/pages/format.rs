@@ -27,6 +27,11 @@ pub fn cost(row: &serde_json::Map<String, serde_json::Value>, key: &str) -> Opti
     row.get(key).and_then(serde_json::Value::as_f64)
 }
 
+/// Whether a call reports tokens but no cost: its model has no price.
+pub fn unpriced(cost: Option<f64>, tokens: i64) -> bool {
+    cost.is_none() && tokens > 0
+}
+
 /// One call's cost: `usd`, or `unpriced` when it reports tokens but no cost (its model
 /// has no price: `$0` would read as free); empty when there is neither.
 pub fn call_cost(cost: Option<f64>, tokens: i64) -> String {

@@ -455,10 +455,8 @@ fn waterfall(
         input += int(r, "input_tokens");
         output += int(r, "output_tokens");
         cost += float(r, "cost_usd");
-        unpriced += i64::from(
-            format::call_cost(format::cost(r, "cost_usd"), int(r, "input_tokens") + int(r, "output_tokens"))
-                == "unpriced",
-        );
+        unpriced +=
+            i64::from(format::unpriced(format::cost(r, "cost_usd"), int(r, "input_tokens") + int(r, "output_tokens")));
         errors += i64::from(text(r, "status") == "error");
     }
     let lines = tree
