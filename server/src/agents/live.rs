@@ -124,7 +124,7 @@ impl Agent {
         self.state().status
     }
 
-    /// The next arrival number of a turn.
+    /// The next number of a turn in the agent's queue; drawn under the turn lock.
     pub fn next_seq(&self) -> i64 {
         self.next_seq.fetch_add(1, Ordering::Relaxed)
     }

@@ -145,8 +145,12 @@ impl Hosting {
                 format!("{} turns are already queued for this agent; try again later", self.config.queue_depth),
             )
         })?;
-        let seq = agent.next_seq();
+        // The turn lock is fair, so the order turns take it is the agent's queue. The
+        // number is drawn under it: drawn before, two callers on different threads could
+        // draw 2 and 3 and reach the lock as 3 and 2, and the record would misstate the
+        // order the turns ran in.
         let turn = agent.turns.clone().lock_owned().await;
+        let seq = agent.next_seq();
         let this = self.clone();
         let job = tokio::spawn(async move {
             let outcome = this.run_turn(&agent, text, origin, seq, queued_at).await;

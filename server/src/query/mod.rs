@@ -8,6 +8,7 @@
 pub mod args;
 pub mod registry;
 pub mod run;
+pub mod search;
 
 use std::{sync::Arc, time::Instant};
 

@@ -107,6 +107,9 @@ pub enum Plan {
     /// from `span_events` in time order (a second query on the same key, at most
     /// [`MAX_SPAN_EVENTS`]) as the row's `events`.
     Span,
+    /// Full-text search over the search documents (`super::search`), with the SQL of the
+    /// store's backend (FTS5 or a `tsvector`).
+    Search,
 }
 
 /// Most events the `span` shape answers for a span (ingest keeps at most 128).
@@ -677,6 +680,43 @@ pub const SHAPES: &[Shape] = &[
         ],
         columns: &SPAN_DETAIL_COLUMNS,
         plan: Plan::Span,
+        post: None,
+    },
+    Shape {
+        name: "search",
+        description: "Full-text search over what agents said and did: messages (prompts, replies, tool calls), tool calls' arguments and results, span names and failures, log bodies, run and turn events; newest first. Every word must match, whole, ignoring case and accents; the last word also matches as a prefix from 3 characters. source is message, tool, span (a trace's span names), log or event; snippet is the text around the first match. Nothing is indexed while roost runs with --capture-content off.",
+        args: &[
+            ArgSpec::required_string("text", "the words to find"),
+            ArgSpec::integer("limit", "most rows", 50, 1, 500),
+            ArgSpec::choice(
+                "group",
+                "hit (one row per match, the default), conversation (one per session, or per trace for conversations \
+                 without one) or trace (one per trace); a group's row is its newest hit, with hits counting the hits \
+                 read (up to 2000)",
+                &["hit", "conversation", "trace"],
+            ),
+            ArgSpec::time("since", SINCE),
+            ArgSpec::time("until", UNTIL),
+            ArgSpec::string("session_id", "only this session's hits"),
+            ArgSpec::string("trace_id", "only this trace's hits"),
+            ArgSpec::choice("source", "only hits of this source", &["message", "tool", "span", "log", "event"]),
+            ArgSpec::string(
+                "service_contains",
+                "only hits from a service whose name contains this text, ignoring case",
+            ),
+        ],
+        columns: &[
+            col("time", "d.time_ns", Time),
+            col("source", "d.source", Text),
+            col("session_id", "d.session_id", Text),
+            col("trace_id", "d.trace_id", Text),
+            col("span_id", "d.span_id", Text),
+            col("run_id", "d.run_id", Text),
+            col("service", "d.service", Text),
+            col("hits", "1", Int),
+            col("snippet", "''", Text),
+        ],
+        plan: Plan::Search,
         post: None,
     },
 ];

@@ -18,20 +18,20 @@ use crate::{
 
 /// A value bound to a placeholder.
 #[derive(Debug, Clone)]
-enum Bind {
+pub(super) enum Bind {
     Text(String),
     Int(i64),
 }
 
 /// SQL text with `$N` placeholders (valid on both backends) and their values.
 #[derive(Debug, Default)]
-struct Sql {
-    text: String,
+pub(super) struct Sql {
+    pub(super) text: String,
     binds: Vec<Bind>,
 }
 
 impl Sql {
-    fn bind(&mut self, value: Bind) -> String {
+    pub(super) fn bind(&mut self, value: Bind) -> String {
         self.binds.push(value);
         format!("${}", self.binds.len())
     }
@@ -45,7 +45,7 @@ impl Sql {
 /// enough for the server and the client to hold.
 pub const MAX_ANSWER_BYTES: usize = 8 * 1024 * 1024;
 /// Kept free in the budget for the answer's other fields (`count`, `shape`, ...).
-const ENVELOPE_BYTES: usize = 1024;
+pub(super) const ENVELOPE_BYTES: usize = 1024;
 
 /// A shape's rows, and whether rows were left out to stay within [`MAX_ANSWER_BYTES`].
 #[derive(Debug, Default)]
@@ -68,6 +68,7 @@ pub async fn run(store: &Store, shape: &Shape, args: &Args, now_ns: i64) -> Resu
         }
         Plan::Transcript => transcript(args),
         Plan::Span => span(shape, args),
+        Plan::Search => return super::search::run(store, args).await,
     };
     let mut fetched = fetch(store, sql, shape.columns, ENVELOPE_BYTES).await?;
     if matches!(shape.plan, Plan::Span) {
@@ -81,7 +82,7 @@ pub async fn run(store: &Store, shape: &Shape, args: &Args, now_ns: i64) -> Resu
     Ok(fetched)
 }
 
-fn select_list(columns: &[Col]) -> String {
+pub(super) fn select_list(columns: &[Col]) -> String {
     columns.iter().map(|c| format!("{} AS c_{}", c.sql, c.name.trim_start_matches('_'))).collect::<Vec<_>>().join(", ")
 }
 
@@ -148,7 +149,7 @@ fn table(shape: &Shape, from: &str, filters: &[super::registry::Filter], order: 
 }
 
 /// `text` for a LIKE pattern with `ESCAPE '\'`: its `\`, `%` and `_` match themselves.
-fn like_escaped(text: &str) -> String {
+pub(super) fn like_escaped(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         if matches!(c, '\\' | '%' | '_') {
@@ -261,7 +262,7 @@ fn transcript(args: &Args) -> Sql {
 /// holds more than the budget (plus one row) in memory. `spent` is what the answer already
 /// takes ([`ENVELOPE_BYTES`] for a new one); the answer's first row is read whatever its
 /// size, later ones only within the budget.
-async fn fetch(store: &Store, sql: Sql, columns: &'static [Col], spent: usize) -> Result<Fetched> {
+pub(super) async fn fetch(store: &Store, sql: Sql, columns: &'static [Col], spent: usize) -> Result<Fetched> {
     let fetched = on_reader!(store, |pool| {
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.text.clone()));
         for bind in &sql.binds {

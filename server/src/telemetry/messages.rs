@@ -132,6 +132,21 @@ pub fn keep_new_inputs(events: Vec<(bool, Vec<Message>)>) -> Vec<Vec<Message>> {
         .collect()
 }
 
+/// A tool call span's arguments and result (GenAI semconv, Vercel AI SDK), one per line:
+/// what search finds of a tool call. '' when the span has neither (and without content
+/// capture, which drops them).
+pub fn tool_io(attributes: &[KeyValue]) -> String {
+    const KEYS: [&str; 4] =
+        ["gen_ai.tool.call.arguments", "gen_ai.tool.call.result", "ai.toolCall.args", "ai.toolCall.result"];
+    let mut parts = Vec::new();
+    for kv in attributes {
+        if let (true, Some(value)) = (KEYS.contains(&kv.key.as_str()), kv.value.as_ref()) {
+            parts.push(super::attributes::any_to_text(value));
+        }
+    }
+    parts.join("\n")
+}
+
 /// True for a log event that is a call's input message (`gen_ai.user.message`…), not its
 /// answer (`gen_ai.choice`).
 pub fn is_input_event(event_name: &str) -> bool {

@@ -18,6 +18,7 @@ pub mod otlp;
 pub mod retention;
 pub mod rows;
 pub mod runs;
+pub mod search;
 pub mod service;
 pub mod stats;
 pub mod summaries;
@@ -56,7 +57,7 @@ impl Telemetry {
     /// Ingest into `store` under `limits`, pricing GenAI usage with `prices` and publishing
     /// what is stored on `live`; `outbox` keeps every request for a push upstream.
     pub fn new(store: Store, prices: PriceBook, limits: Limits, outbox: bool, live: Arc<dyn LiveFeed>) -> Arc<Self> {
-        let (writer, task) = Writer::start(store.clone(), live);
+        let (writer, task) = Writer::start(store.clone(), live, limits.capture_content);
         Arc::new(Self { store, writer, prices, limits, outbox, writer_task: std::sync::Mutex::new(Some(task)) })
     }
 

@@ -1,8 +1,9 @@
 //! Retention: keeps the raw telemetry within an age and a size bound.
 //!
 //! A background pass (every `every`) deletes, oldest first and in chunks (so the write
-//! lock is never held for long), the spans, span events, logs, metric points, runs, events
-//! and the per-session and per-trace summaries that fall outside the bounds. Daily usage
+//! lock is never held for long), the spans, span events, logs, metric points, runs, events,
+//! search documents and the per-session and per-trace summaries that fall outside the
+//! bounds. Daily usage
 //! and activity aggregates are tiny and are kept as history; the outbox (data not pushed
 //! yet) and everything of hosted agents (ledger, turns) are never touched.
 //!
@@ -52,6 +53,9 @@ const TABLES: &[(&str, &str)] = &[
     ("metric_points", "time_ns"),
     ("events", "ts_ns"),
     ("runs", "started_ns"),
+    // Search documents go with the items they were made of (their triggers unindex them
+    // on SQLite).
+    ("search_docs", "time_ns"),
     ("traces", "end_ns"),
     ("sessions", "last_ns"),
 ];

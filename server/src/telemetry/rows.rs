@@ -101,6 +101,9 @@ pub struct SpanRow {
     pub events: Vec<SpanEventRow>,
     /// The conversation messages it carries (attributes, then events).
     pub messages: Vec<Message>,
+    /// A tool call's arguments and result as text (`messages::tool_io`); '' for other
+    /// spans, and without content capture.
+    pub tool_io: String,
     /// The hosted agent roost attributed the span to ('' when none): set only for spans a
     /// runtime sent with its own agent token, never from what the span claims.
     pub agent_instance: String,
@@ -227,7 +230,7 @@ pub struct RunRow {
 }
 
 /// An event of a custom run (or a hosted agent's turn).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct EventRow {
     /// The run it belongs to.
     pub run_id: String,

@@ -40,6 +40,8 @@ pub struct TurnEventBatch {
     pub outbox: Option<OutboxItem>,
     /// What names this server in the notice that tells other replicas of the events.
     origin: String,
+    /// Index the events for search (content capture is on).
+    search: bool,
 }
 
 impl TurnEvents {
@@ -64,7 +66,8 @@ impl TurnEvents {
             OutboxItem { kind: "run_events", payload: request.encode_to_vec() }
         });
         let origin = self.telemetry.writer.origin().to_owned();
-        TurnEventBatch { batch: Batch { events, ..Batch::default() }, outbox, origin }
+        let search = self.telemetry.limits.capture_content;
+        TurnEventBatch { batch: Batch { events, ..Batch::default() }, outbox, origin, search }
     }
 
     /// After the commit: publishes the new events on the live streams and counts them.
@@ -84,7 +87,7 @@ impl_for_connections! {
     impl TurnEventsTx {
         async fn write_turn_events(&mut self, events: &TurnEventBatch, now_ns: i64) -> Result<Written> {
             let mut summaries = Summaries::default();
-            let written = self.write_batch(&events.batch, &[], &mut summaries).await?;
+            let written = self.write_batch(&events.batch, &[], &mut summaries, events.search).await?;
             self.apply_summaries(&summaries).await?;
             if let Some(item) = &events.outbox {
                 self.insert_outbox(item, now_ns).await?;

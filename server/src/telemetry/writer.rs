@@ -22,6 +22,7 @@ use tracing::{error, warn};
 use super::{
     announce::{AnnounceTx, LiveFeed, LiveIds},
     rows::{Batch, EventRow, SpanRow},
+    search::{self, SearchTx},
     stats::{Counts, IngestStats},
     summaries::{Summaries, SummaryTx},
 };
@@ -107,11 +108,12 @@ pub struct Writer {
 
 impl Writer {
     /// Starts the writer task; it ends after writing what is queued once every handle is
-    /// dropped. What is committed is published on `live`.
-    pub fn start(store: Store, live: Arc<dyn LiveFeed>) -> (Self, tokio::task::JoinHandle<()>) {
+    /// dropped. What is committed is published on `live`; with `search`, it is indexed for
+    /// full-text search too ([`search`]: only while content capture is on).
+    pub fn start(store: Store, live: Arc<dyn LiveFeed>, search: bool) -> (Self, tokio::task::JoinHandle<()>) {
         let (jobs, rx) = mpsc::channel(QUEUE);
         let origin = live.origin().to_owned();
-        (Self { jobs, live, stats: Arc::default() }, tokio::spawn(write_loop(store, rx, origin)))
+        (Self { jobs, live, stats: Arc::default() }, tokio::spawn(write_loop(store, rx, origin, search)))
     }
 
     /// Writes a batch (with an outbox item or a node cursor, if given) and returns once it
@@ -196,7 +198,7 @@ pub(super) enum NewSpans {
 /// Resource ids already in the store, by hash (only ids of committed rows are kept).
 type ResourceCache = HashMap<String, i64>;
 
-async fn write_loop(store: Store, mut jobs: mpsc::Receiver<Job>, origin: String) {
+async fn write_loop(store: Store, mut jobs: mpsc::Receiver<Job>, origin: String, search: bool) {
     let mut cache = ResourceCache::new();
     while let Some(first) = jobs.recv().await {
         let mut rows = first.rows();
@@ -210,7 +212,7 @@ async fn write_loop(store: Store, mut jobs: mpsc::Receiver<Job>, origin: String)
                 Err(_) => break,
             }
         }
-        match write_group(&store, &group, &mut cache, &origin).await {
+        match write_group(&store, &group, &mut cache, &origin, search).await {
             Ok(written) => {
                 for (job, written) in group.into_iter().zip(written) {
                     let _ = job.ack.send(Ok(written));
@@ -219,7 +221,7 @@ async fn write_loop(store: Store, mut jobs: mpsc::Receiver<Job>, origin: String)
             Err(err) if group.len() > 1 => {
                 warn!(error = %err, requests = group.len(), "ingest group failed; writing its requests one by one");
                 for job in group {
-                    let result = write_group(&store, std::slice::from_ref(&job), &mut cache, &origin).await;
+                    let result = write_group(&store, std::slice::from_ref(&job), &mut cache, &origin, search).await;
                     let _ = job.ack.send(result.map(|mut w| w.remove(0)).map_err(|e| failure(&e)));
                 }
             }
@@ -239,7 +241,13 @@ fn failure(err: &Error) -> ApiError {
 
 /// One transaction for a group of requests; on PostgreSQL it also announces what it
 /// stored to the other replicas (through [`AnnounceTx`]).
-async fn write_group(store: &Store, group: &[Job], cache: &mut ResourceCache, origin: &str) -> Result<Vec<Written>> {
+async fn write_group(
+    store: &Store,
+    group: &[Job],
+    cache: &mut ResourceCache,
+    origin: &str,
+    search: bool,
+) -> Result<Vec<Written>> {
     let now_ns = now_ms() * 1_000_000;
     let (written, new_resources) = on_writer!(store, |pool| {
         let mut tx = pool.begin_write().await?;
@@ -248,7 +256,7 @@ async fn write_group(store: &Store, group: &[Job], cache: &mut ResourceCache, or
         let mut written = Vec::with_capacity(group.len());
         for job in group {
             let ids = tx.resource_ids(&job.batch, cache, &mut new_resources, now_ns).await?;
-            written.push(tx.write_batch(&job.batch, &ids, &mut summaries).await?);
+            written.push(tx.write_batch(&job.batch, &ids, &mut summaries, search).await?);
             if let Some(item) = &job.outbox {
                 tx.insert_outbox(item, now_ns).await?;
             }
@@ -276,8 +284,15 @@ pub(super) trait IngestTx {
         new: &mut Vec<(String, i64)>,
         now_ns: i64,
     ) -> Result<Vec<i64>>;
-    /// Every row of the batch; counts what was stored into `summaries`.
-    async fn write_batch(&mut self, batch: &Batch, resource_ids: &[i64], summaries: &mut Summaries) -> Result<Written>;
+    /// Every row of the batch, and with `search` its search documents; counts what was
+    /// stored into `summaries`.
+    async fn write_batch(
+        &mut self,
+        batch: &Batch,
+        resource_ids: &[i64],
+        summaries: &mut Summaries,
+        search: bool,
+    ) -> Result<Written>;
     /// Spans of `batch` not stored before; returns which were new.
     async fn insert_spans(&mut self, spans: &[&SpanRow], batch: &Batch, resource_ids: &[i64]) -> Result<InsertedSpans>;
     /// Events not stored before; returns the (run_id, id) of the new ones, with their seq.
@@ -326,7 +341,13 @@ impl_for_connections! {
             Ok(ids)
         }
 
-        async fn write_batch(&mut self, batch: &Batch, resource_ids: &[i64], summaries: &mut Summaries) -> Result<Written> {
+        async fn write_batch(
+            &mut self,
+            batch: &Batch,
+            resource_ids: &[i64],
+            summaries: &mut Summaries,
+            search: bool,
+        ) -> Result<Written> {
             let service = |index: usize| batch.resources.get(index).map_or("unknown_service", |r| r.service.as_str());
             let mut written = Written::default();
 
@@ -500,6 +521,10 @@ impl_for_connections! {
                     new
                 })
                 .collect();
+
+            if search {
+                self.insert_search_docs(&search::docs(batch, &stored, &written.new_events)).await?;
+            }
 
             for end in &batch.run_ends {
                 sqlx::query("UPDATE runs SET status = $2, ended_ns = $3 WHERE id = $1 AND ended_ns IS NULL")

@@ -76,6 +76,7 @@ pub fn convert(request: &ExportTraceServiceRequest, prices: &PriceBook) -> (Batc
                         })
                         .collect(),
                     messages: span_messages,
+                    tool_io: messages::tool_io(&span.attributes),
                     agent_instance: String::new(),
                 });
             }

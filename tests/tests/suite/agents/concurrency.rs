@@ -101,7 +101,7 @@ async fn concurrent_messages_run_one_at_a_time_in_arrival_order(backend: Backend
     // The runtime saw one turn at a time...
     let stats: Value = serde_json::from_str(api.message(&id, "stats").await.ok()["reply"].as_str().unwrap()).unwrap();
     assert_eq!(stats["peak_concurrency"], 1, "{stats}");
-    // ...in the order roost received them.
+    // ...in the order of its queue, as the activity records them.
     let activity = api.get(&format!("/api/instances/{id}/activity?limit=100")).await.ok();
     let mut turns: Vec<&Value> =
         activity["turns"].as_array().unwrap().iter().filter(|t| t["text"] != "stats").collect();

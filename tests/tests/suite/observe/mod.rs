@@ -11,6 +11,7 @@ pub mod otlp;
 mod query;
 mod retention;
 mod runs;
+mod search;
 mod streams;
 
 use roost_tests::{Api, TestServer};

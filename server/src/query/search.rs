@@ -1,0 +1,358 @@
+//! The q/1 `search` shape: full-text search over the documents ingest indexes
+//! (`telemetry::search`), and the snippets its rows show.
+//!
+//! Decisions:
+//! - **Matching.** Every word of the text must be in a document (AND), matched whole,
+//!   case and diacritics ignored; the last word also matches as a prefix once it has
+//!   [`PREFIX_CHARS`] characters, so results follow what someone is typing (`Lisb`
+//!   finds Lisbon) without a one-letter prefix matching half the store.
+//! - **Order.** Newest indexed first: by document id, which both indexes can walk
+//!   backwards and stop at the limit (FTS5 reads its doclists in rowid order; PostgreSQL
+//!   picks the id index or the GIN index by how common the words are). Ids follow ingest
+//!   order, which is time order for live senders.
+//! - **Groups.** `group=conversation` (one row per session, or per trace for
+//!   conversations without a session) and `group=trace` read at most [`GROUP_SCAN`] hits
+//!   and fold them, newest first; a row's `hits` counts the hits read, so it is a lower
+//!   bound when a word is everywhere.
+//! - **Snippets** are cut in Rust around the first matching word (one rule for both
+//!   backends), [`SNIPPET_CHARS`] characters at most, on one line.
+
+use std::collections::HashMap;
+
+use roost_proto::ApiError;
+use serde_json::{Map, Value as Json};
+
+use super::{
+    args::Args,
+    registry::{Col, ColKind},
+    run::{Bind, ENVELOPE_BYTES, Fetched, Sql, fetch, like_escaped, select_list},
+};
+use crate::{
+    Result,
+    store::{BackendKind, Store},
+    telemetry::search::{MAX_WORD, fold, words},
+};
+
+/// Characters the last word needs before it also matches as a prefix.
+pub const PREFIX_CHARS: usize = 3;
+/// Most words a search takes.
+pub const MAX_WORDS: usize = 16;
+/// Most hits a grouped search reads to make its groups.
+const GROUP_SCAN: i64 = 2_000;
+/// Most characters of a snippet.
+pub const SNIPPET_CHARS: usize = 160;
+/// Characters of context a snippet keeps before its first match.
+const LEAD_CHARS: usize = 50;
+
+/// What a search looks for: its words, folded as the index folds them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Terms {
+    words: Vec<String>,
+    /// The last word matches as a prefix too.
+    prefix: bool,
+}
+
+impl Terms {
+    /// The words of `text`; a 400 when it has none, too many or one too long.
+    pub fn parse(text: &str) -> std::result::Result<Self, ApiError> {
+        let mut found: Vec<String> = Vec::new();
+        for word in words(text) {
+            if word.chars().count() > MAX_WORD {
+                return Err(ApiError::invalid_argument(format!(
+                    "search words are at most {MAX_WORD} characters; longer ones are not indexed"
+                )));
+            }
+            if !found.contains(&word) {
+                found.push(word);
+            }
+        }
+        if found.is_empty() {
+            return Err(ApiError::invalid_argument("the search text has no words: give letters or digits to find"));
+        }
+        if found.len() > MAX_WORDS {
+            return Err(ApiError::invalid_argument(format!("a search takes at most {MAX_WORDS} words")));
+        }
+        let prefix = found.last().is_some_and(|w| w.chars().count() >= PREFIX_CHARS);
+        Ok(Self { words: found, prefix })
+    }
+
+    /// An FTS5 query: each word quoted (they hold letters and digits only), implicitly
+    /// ANDed, the last one a prefix (`"trip" "lisb"*`).
+    fn fts5(&self) -> String {
+        let mut out: Vec<String> = self.words.iter().map(|w| format!("\"{w}\"")).collect();
+        if self.prefix
+            && let Some(last) = out.last_mut()
+        {
+            last.push('*');
+        }
+        out.join(" ")
+    }
+
+    /// A PostgreSQL `tsquery` literal (`'trip' & 'lisb':*`).
+    fn tsquery(&self) -> String {
+        let mut out: Vec<String> = self.words.iter().map(|w| format!("'{w}'")).collect();
+        if self.prefix
+            && let Some(last) = out.last_mut()
+        {
+            last.push_str(":*");
+        }
+        out.join(" & ")
+    }
+
+    /// Whether a folded word of a document is one this search matches.
+    pub fn matches(&self, folded: &str) -> bool {
+        let last = self.words.len() - 1;
+        self.words.iter().enumerate().any(|(i, w)| folded == w || (i == last && self.prefix && folded.starts_with(w)))
+    }
+}
+
+/// A hit's columns (`_id` and `_text` are read here, not answered).
+const COLUMNS: &[Col] = &[
+    Col { name: "_id", sql: "d.id", kind: ColKind::Int },
+    Col { name: "time", sql: "d.time_ns", kind: ColKind::Time },
+    Col { name: "source", sql: "d.source", kind: ColKind::Text },
+    Col { name: "session_id", sql: "d.session_id", kind: ColKind::Text },
+    Col { name: "trace_id", sql: "d.trace_id", kind: ColKind::Text },
+    Col { name: "span_id", sql: "d.span_id", kind: ColKind::Text },
+    Col { name: "run_id", sql: "d.run_id", kind: ColKind::Text },
+    Col { name: "service", sql: "d.service", kind: ColKind::Text },
+];
+
+/// The text of the hits a search answers.
+const TEXT_COLUMNS: &[Col] =
+    &[Col { name: "_id", sql: "id", kind: ColKind::Int }, Col { name: "_text", sql: "text", kind: ColKind::Text }];
+
+/// Runs the `search` shape.
+pub(super) async fn run(store: &Store, args: &Args) -> Result<Fetched> {
+    let terms = Terms::parse(args.string("text").unwrap_or_default())?;
+    let group = args.string("group").unwrap_or("hit");
+    let limit = args.integer("limit");
+    let scan = if group == "hit" { limit } else { GROUP_SCAN.max(limit) };
+    let sql = hits_sql(store.kind(), &terms, args, group, scan);
+    let hits = fetch(store, sql, COLUMNS, ENVELOPE_BYTES).await?;
+    let mut rows = fold_groups(hits.rows, group, limit as usize);
+    // The texts of the answered hits only (a grouped search reads up to 2,000 hits).
+    let ids: Vec<i64> = rows.iter().filter_map(|r| r.get("_id").and_then(Json::as_i64)).collect();
+    let texts = texts(store, &ids).await?;
+    for row in &mut rows {
+        let id = row.remove("_id").and_then(|v| v.as_i64()).unwrap_or_default();
+        let text = texts.get(&id).map(String::as_str).unwrap_or_default();
+        row.insert("snippet".to_owned(), Json::String(snippet(text, &terms)));
+    }
+    let bytes = rows.iter().map(|r| Json::Object(r.clone()).to_string().len()).sum::<usize>() + ENVELOPE_BYTES;
+    Ok(Fetched { rows, truncated: hits.truncated, bytes })
+}
+
+/// The hits' query on `backend`: matching documents, newest first.
+fn hits_sql(backend: BackendKind, terms: &Terms, args: &Args, group: &str, scan: i64) -> Sql {
+    let mut sql = Sql::default();
+    let (from, matched, order) = match backend {
+        BackendKind::Sqlite => {
+            let query = sql.bind(Bind::Text(terms.fts5()));
+            (
+                "search_fts JOIN search_docs d ON d.id = search_fts.rowid",
+                format!("search_fts MATCH {query}"),
+                "search_fts.rowid DESC",
+            )
+        }
+        BackendKind::Postgres => {
+            let query = sql.bind(Bind::Text(terms.tsquery()));
+            ("search_docs d", format!("d.words @@ {query}::tsquery"), "d.id DESC")
+        }
+    };
+    let mut conditions = vec![matched];
+    if let Some(since) = args.time("since") {
+        conditions.push(format!("d.time_ns >= {}", sql.bind(Bind::Int(since))));
+    }
+    if let Some(until) = args.time("until") {
+        conditions.push(format!("d.time_ns <= {}", sql.bind(Bind::Int(until))));
+    }
+    for (arg, column) in [("session_id", "d.session_id"), ("trace_id", "d.trace_id"), ("source", "d.source")] {
+        if let Some(value) = args.string(arg) {
+            conditions.push(format!("{column} = {}", sql.bind(Bind::Text(value.to_owned()))));
+        }
+    }
+    if let Some(service) = args.string("service_contains") {
+        let pattern = sql.bind(Bind::Text(format!("%{}%", like_escaped(service))));
+        conditions.push(format!("LOWER(d.service) LIKE LOWER({pattern}) ESCAPE '\\'"));
+    }
+    if group == "trace" {
+        conditions.push("d.trace_id <> ''".to_owned());
+    }
+    let limit = sql.bind(Bind::Int(scan));
+    sql.text = format!(
+        "SELECT {} FROM {from} WHERE {} ORDER BY {order} LIMIT {limit}",
+        select_list(COLUMNS),
+        conditions.join(" AND ")
+    );
+    sql
+}
+
+/// Hits folded into at most `limit` rows: each hit alone (`hit`), or one row per
+/// conversation or trace holding its newest hit and the count of hits read (`hits`).
+fn fold_groups(hits: Vec<Map<String, Json>>, group: &str, limit: usize) -> Vec<Map<String, Json>> {
+    let field =
+        |row: &Map<String, Json>, name: &str| row.get(name).and_then(Json::as_str).unwrap_or_default().to_owned();
+    let mut rows: Vec<Map<String, Json>> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for mut hit in hits {
+        let key = match group {
+            "trace" => format!("t:{}", field(&hit, "trace_id")),
+            "conversation" if !field(&hit, "session_id").is_empty() => format!("s:{}", field(&hit, "session_id")),
+            "conversation" if !field(&hit, "trace_id").is_empty() => format!("t:{}", field(&hit, "trace_id")),
+            _ => format!("h:{}", hit.get("_id").and_then(Json::as_i64).unwrap_or_default()),
+        };
+        if let Some(&at) = index.get(&key) {
+            if let Some(Json::Number(n)) = rows[at].get_mut("hits") {
+                *n = (n.as_i64().unwrap_or(1) + 1).into();
+            }
+            continue;
+        }
+        if rows.len() == limit {
+            // Every group is full; later hits only add to counts.
+            if group == "hit" {
+                break;
+            }
+            continue;
+        }
+        hit.insert("hits".to_owned(), Json::from(1));
+        index.insert(key, rows.len());
+        rows.push(hit);
+    }
+    rows
+}
+
+/// The texts of documents by id.
+async fn texts(store: &Store, ids: &[i64]) -> Result<HashMap<i64, String>> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let mut sql = Sql::default();
+    let list: Vec<String> = ids.iter().map(|id| sql.bind(Bind::Int(*id))).collect();
+    sql.text = format!("SELECT {} FROM search_docs WHERE id IN ({})", select_list(TEXT_COLUMNS), list.join(", "));
+    let fetched = fetch(store, sql, TEXT_COLUMNS, ENVELOPE_BYTES).await?;
+    Ok(fetched
+        .rows
+        .into_iter()
+        .map(|row| {
+            let id = row.get("_id").and_then(Json::as_i64).unwrap_or_default();
+            (id, row.get("_text").and_then(Json::as_str).unwrap_or_default().to_owned())
+        })
+        .collect())
+}
+
+/// The words of `text` with their byte ranges.
+fn word_ranges(text: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let mut start = None;
+    text.char_indices().chain(std::iter::once((text.len(), ' '))).filter_map(move |(at, c)| {
+        match (c.is_alphanumeric(), start) {
+            (true, None) => {
+                start = Some(at);
+                None
+            }
+            (false, Some(from)) => {
+                start = None;
+                Some((from, at))
+            }
+            _ => None,
+        }
+    })
+}
+
+/// Up to [`SNIPPET_CHARS`] characters of `text` on one line, starting a little before
+/// its first word `terms` match (the start of the text when none does), with `…` where
+/// it was cut.
+pub fn snippet(text: &str, terms: &Terms) -> String {
+    let first = word_ranges(text).find(|&(from, to)| terms.matches(&fold(&text[from..to]))).map_or(0, |(from, _)| from);
+    // Back up LEAD_CHARS characters, then forward to a word's start.
+    let mut start = text[..first].char_indices().rev().nth(LEAD_CHARS.saturating_sub(1)).map_or(0, |(at, _)| at);
+    if start > 0 {
+        start = text[start..first].find(char::is_whitespace).map_or(start, |space| start + space + 1).min(first);
+    }
+    let window: String = text[start..].chars().take(SNIPPET_CHARS).collect();
+    let cut_end = start + window.len() < text.len();
+    let mut out = window.split_whitespace().collect::<Vec<_>>().join(" ");
+    if start > 0 {
+        out.insert(0, '…');
+    }
+    if cut_end {
+        out.push('…');
+    }
+    out
+}
+
+/// `snippet` in pieces, each marked when it is a word `terms` match: what a page
+/// highlights.
+pub fn highlight(snippet: &str, terms: &Terms) -> Vec<(String, bool)> {
+    let mut pieces = Vec::new();
+    let mut at = 0;
+    for (from, to) in word_ranges(snippet) {
+        if terms.matches(&fold(&snippet[from..to])) {
+            if from > at {
+                pieces.push((snippet[at..from].to_owned(), false));
+            }
+            pieces.push((snippet[from..to].to_owned(), true));
+            at = to;
+        }
+    }
+    if at < snippet.len() {
+        pieces.push((snippet[at..].to_owned(), false));
+    }
+    pieces
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terms_are_folded_words_and_the_last_is_a_prefix_once_long_enough() {
+        let terms = Terms::parse("Trip  to LISB").unwrap();
+        assert_eq!(terms.fts5(), r#""trip" "to" "lisb"*"#);
+        assert_eq!(terms.tsquery(), "'trip' & 'to' & 'lisb':*");
+        assert!(terms.matches("lisbon") && terms.matches("to") && !terms.matches("tomato"));
+        let short = Terms::parse("São pa").unwrap();
+        assert_eq!(short.fts5(), r#""sao" "pa""#, "two letters match whole");
+        for bad in ["", "  ", "!!! ???", &"x".repeat(MAX_WORD + 1)] {
+            assert!(Terms::parse(bad).is_err(), "{bad:?}");
+        }
+        let many = (0..=MAX_WORDS).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
+        assert!(Terms::parse(&many).is_err());
+        assert_eq!(Terms::parse("a' OR 1=1 --").unwrap().tsquery(), "'a' & 'or' & '1'");
+    }
+
+    #[test]
+    fn snippets_start_near_the_first_match_and_mark_it() {
+        let terms = Terms::parse("lisbon").unwrap();
+        let text = format!("{} Plan a trip\nto Lisbon in May, please. {}", "word ".repeat(40), "tail ".repeat(60));
+        let cut = snippet(&text, &terms);
+        assert!(cut.starts_with('…') && cut.ends_with('…'), "{cut}");
+        assert!(cut.contains("Plan a trip to Lisbon in May"), "{cut}");
+        assert!(cut.chars().count() <= SNIPPET_CHARS + 2, "{cut}");
+        let pieces = highlight(&cut, &terms);
+        assert_eq!(
+            pieces.iter().filter(|(_, marked)| *marked).map(|(p, _)| p.as_str()).collect::<Vec<_>>(),
+            ["Lisbon"]
+        );
+        assert_eq!(pieces.iter().map(|(p, _)| p.as_str()).collect::<String>(), cut);
+        assert_eq!(snippet("short text", &terms), "short text", "no match: the start");
+    }
+
+    #[test]
+    fn groups_keep_the_newest_hit_and_count_the_rest() {
+        let hit = |id: i64, session: &str, trace: &str| {
+            let mut row = Map::new();
+            row.insert("_id".into(), id.into());
+            row.insert("session_id".into(), session.into());
+            row.insert("trace_id".into(), trace.into());
+            row
+        };
+        let hits = vec![hit(9, "s1", "t1"), hit(8, "", "t2"), hit(7, "s1", "t3"), hit(6, "", "t2"), hit(5, "s2", "t4")];
+        let ids = |rows: &[Map<String, Json>]| {
+            rows.iter().map(|r| (r["_id"].as_i64().unwrap(), r["hits"].as_i64().unwrap())).collect::<Vec<_>>()
+        };
+        assert_eq!(ids(&fold_groups(hits.clone(), "conversation", 10)), [(9, 2), (8, 2), (5, 1)]);
+        assert_eq!(ids(&fold_groups(hits.clone(), "trace", 2)), [(9, 1), (8, 2)]);
+        assert_eq!(ids(&fold_groups(hits, "hit", 2)), [(9, 1), (8, 1)]);
+    }
+}

@@ -1,0 +1,309 @@
+//! Full-text search documents: what ingest writes so that q/1 `search` finds a
+//! conversation by what was said in it (`Lisbon` finds the trip planner's session).
+//!
+//! Decisions:
+//! - **What is a document.** One per span that carries conversation content (its new
+//!   messages with their tool calls, or a tool call's arguments and result), one per log
+//!   record with a body (or with the messages its content became), one per custom-run or
+//!   hosted-turn event with data, and one per trace and ingest batch holding its spans'
+//!   names and failed spans' status messages. Fewer, larger documents than one per message
+//!   or per span keep the index small and ingest fast; a hit still names the span, record
+//!   or event it came from, and every document names its session and trace.
+//! - **Words.** Unicode letters and digits, case and diacritics folded ([`words`]):
+//!   SQLite's FTS5 `unicode61 remove_diacritics 2` tokenizer splits the same way, and
+//!   PostgreSQL is given the words roost split ([`tsvector`]) rather than its own parser,
+//!   which would keep `example.com` or `gpt-4o` whole. Words longer than [`MAX_WORD`]
+//!   characters (hashes, base64) are left out of PostgreSQL's index.
+//! - **Privacy.** With `--capture-content off` nothing is indexed, not even span names:
+//!   the index is content, and the operator said none is kept.
+//! - **Same transaction.** Documents are inserted with the rows they come from
+//!   ([`SearchTx`], called from the ingest writer and the turn recorder), so what is
+//!   acknowledged is searchable, and retention deletes both by the same time bound.
+
+use std::{borrow::Cow, collections::BTreeMap};
+
+use unicode_normalization::{UnicodeNormalization as _, char::is_combining_mark};
+
+use super::rows::{Batch, EventRow, LogRow, SpanRow};
+use crate::Result;
+
+/// Longest word (in characters) PostgreSQL's index keeps (its limit is 2,047 bytes).
+pub const MAX_WORD: usize = 100;
+/// Most distinct words of one document PostgreSQL's index keeps (a `tsvector` holds at
+/// most 1 MB).
+const MAX_WORDS: usize = 20_000;
+/// Documents per INSERT statement (10 parameters each).
+const ROWS_PER_INSERT: usize = 1_000;
+
+/// One document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Doc<'a> {
+    /// When the item happened (ns).
+    pub time_ns: i64,
+    /// `message`, `tool`, `span`, `log` or `event`.
+    pub source: &'static str,
+    /// '' when none.
+    pub session_id: &'a str,
+    pub trace_id: &'a str,
+    pub span_id: &'a str,
+    pub run_id: &'a str,
+    pub service: &'a str,
+    /// What is searched, and what a hit's snippet is cut from.
+    pub text: Cow<'a, str>,
+}
+
+/// The documents of a batch's stored items: `spans` are its new spans, `new_events` says
+/// which of its events were new (a resent span or event adds no document).
+pub fn docs<'a>(batch: &'a Batch, spans: &[&'a SpanRow], new_events: &[bool]) -> Vec<Doc<'a>> {
+    let service = |index: usize| batch.resources.get(index).map_or("unknown_service", |r| r.service.as_str());
+    let mut docs = Vec::new();
+    // Per trace: its spans' names and failures, once each, in order.
+    let mut traces: BTreeMap<&str, (Doc<'a>, Vec<&'a str>)> = BTreeMap::new();
+    for span in spans {
+        let (doc, lines) = traces.entry(&span.trace_id).or_insert_with(|| {
+            let doc = Doc {
+                time_ns: span.start_ns,
+                source: "span",
+                session_id: span.gen_ai.session_id.as_deref().unwrap_or_default(),
+                trace_id: &span.trace_id,
+                span_id: "",
+                run_id: "",
+                service: service(span.resource),
+                text: Cow::Borrowed(""),
+            };
+            (doc, Vec::new())
+        });
+        doc.time_ns = doc.time_ns.min(span.start_ns);
+        if doc.session_id.is_empty() {
+            doc.session_id = span.gen_ai.session_id.as_deref().unwrap_or_default();
+        }
+        for line in [span.name.as_str(), if span.status_code == 2 { &span.status_message } else { "" }] {
+            if !line.is_empty() && !lines.contains(&line) {
+                lines.push(line);
+            }
+        }
+        if let Some(text) = span_text(span) {
+            docs.push(Doc {
+                time_ns: span.start_ns,
+                source: if span.messages.is_empty() { "tool" } else { "message" },
+                session_id: span.gen_ai.session_id.as_deref().unwrap_or_default(),
+                trace_id: &span.trace_id,
+                span_id: &span.span_id,
+                run_id: "",
+                service: service(span.resource),
+                text: Cow::Owned(text),
+            });
+        }
+    }
+    docs.extend(traces.into_values().filter(|(_, lines)| !lines.is_empty()).map(|(mut doc, lines)| {
+        doc.text = Cow::Owned(lines.join("\n"));
+        doc
+    }));
+    docs.extend(batch.logs.iter().filter_map(|log| log_doc(log, service(log.resource))));
+    docs.extend(batch.events.iter().zip(new_events).filter(|(_, new)| **new).filter_map(|(event, _)| event_doc(event)));
+    docs
+}
+
+/// A span's messages (each message's text, then its tool calls' names and arguments) and
+/// its tool call's arguments and result.
+fn span_text(span: &SpanRow) -> Option<String> {
+    let mut lines: Vec<&str> = Vec::new();
+    for message in &span.messages {
+        lines.extend([message.content.as_str(), message.tool_calls.as_deref().unwrap_or_default()]);
+    }
+    lines.push(&span.tool_io);
+    joined(lines)
+}
+
+fn log_doc<'a>(log: &'a LogRow, service: &'a str) -> Option<Doc<'a>> {
+    let (source, text) = if log.is_message {
+        (
+            "message",
+            joined(
+                log.messages.iter().flat_map(|m| [m.content.as_str(), m.tool_calls.as_deref().unwrap_or_default()]),
+            )?,
+        )
+    } else {
+        ("log", joined([log.body.as_str()])?)
+    };
+    Some(Doc {
+        time_ns: log.time_ns,
+        source,
+        session_id: log.gen_ai.session_id.as_deref().unwrap_or_default(),
+        trace_id: log.trace_id.as_deref().unwrap_or_default(),
+        span_id: log.span_id.as_deref().unwrap_or_default(),
+        run_id: "",
+        service,
+        text: Cow::Owned(text),
+    })
+}
+
+/// An event's data: its string values, one per line (a hosted turn's message and reply,
+/// a custom run's prompt), and its tool's name.
+fn event_doc(event: &EventRow) -> Option<Doc<'_>> {
+    let data: serde_json::Value = serde_json::from_str(&event.data).unwrap_or_default();
+    let mut strings = vec![event.tool_name.as_str()];
+    collect_strings(&data, &mut strings);
+    Some(Doc {
+        time_ns: event.ts_ns,
+        source: "event",
+        session_id: &event.session_id,
+        trace_id: "",
+        span_id: "",
+        run_id: &event.run_id,
+        service: "",
+        text: Cow::Owned(joined(strings)?),
+    })
+}
+
+fn collect_strings<'a>(value: &'a serde_json::Value, into: &mut Vec<&'a str>) {
+    match value {
+        serde_json::Value::String(s) => into.push(s),
+        serde_json::Value::Array(items) => items.iter().for_each(|v| collect_strings(v, into)),
+        serde_json::Value::Object(map) => map.values().for_each(|v| collect_strings(v, into)),
+        _ => {}
+    }
+}
+
+/// The non-empty lines, joined; none when all are empty.
+fn joined<'a>(lines: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let lines: Vec<&str> = lines.into_iter().filter(|l| !l.trim().is_empty()).collect();
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
+/// The words of `text` as search matches them: runs of Unicode letters and digits,
+/// lowercased, with diacritics removed (`São` → `sao`), as SQLite's `unicode61
+/// remove_diacritics 2` tokenizer reads them.
+pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(fold)
+}
+
+/// A word lowercased, without diacritics.
+pub fn fold(word: &str) -> String {
+    if word.is_ascii() {
+        return word.to_ascii_lowercase();
+    }
+    word.nfd().filter(|c| !is_combining_mark(*c)).flat_map(char::to_lowercase).collect()
+}
+
+/// A document's words as a PostgreSQL `tsvector` literal: each distinct word quoted (a
+/// word holds letters and digits only, so no quote needs escaping), long words left out.
+pub fn tsvector(text: &str) -> String {
+    let mut distinct: Vec<String> = words(text).filter(|w| w.chars().count() <= MAX_WORD).collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    distinct.truncate(MAX_WORDS);
+    distinct.iter().map(|w| format!("'{w}'")).collect::<Vec<_>>().join(" ")
+}
+
+/// Writing documents inside the ingest transaction.
+pub(crate) trait SearchTx {
+    /// Stores the documents (and indexes them).
+    async fn insert_search_docs(&mut self, docs: &[Doc<'_>]) -> Result<()>;
+}
+
+impl SearchTx for sqlx::SqliteConnection {
+    async fn insert_search_docs(&mut self, docs: &[Doc<'_>]) -> Result<()> {
+        // The index follows the table through its triggers (migration 0026).
+        for chunk in docs.chunks(ROWS_PER_INSERT) {
+            let mut q = sqlx::QueryBuilder::new(
+                "INSERT INTO search_docs (time_ns, source, session_id, trace_id, span_id, run_id, service, text) ",
+            );
+            q.push_values(chunk, |mut row, d| {
+                row.push_bind(d.time_ns)
+                    .push_bind(d.source)
+                    .push_bind(d.session_id)
+                    .push_bind(d.trace_id)
+                    .push_bind(d.span_id)
+                    .push_bind(d.run_id)
+                    .push_bind(d.service)
+                    .push_bind(d.text.as_ref());
+            });
+            q.build().execute(&mut *self).await?;
+        }
+        Ok(())
+    }
+}
+
+impl SearchTx for sqlx::PgConnection {
+    async fn insert_search_docs(&mut self, docs: &[Doc<'_>]) -> Result<()> {
+        for chunk in docs.chunks(ROWS_PER_INSERT) {
+            let mut q = sqlx::QueryBuilder::new(
+                "INSERT INTO search_docs (time_ns, source, session_id, trace_id, span_id, run_id, service, text, words) ",
+            );
+            q.push_values(chunk, |mut row, d| {
+                row.push_bind(d.time_ns)
+                    .push_bind(d.source)
+                    .push_bind(d.session_id)
+                    .push_bind(d.trace_id)
+                    .push_bind(d.span_id)
+                    .push_bind(d.run_id)
+                    .push_bind(d.service)
+                    .push_bind(d.text.as_ref())
+                    .push_bind(tsvector(&d.text))
+                    .push_unseparated("::tsvector");
+            });
+            q.build().execute(&mut *self).await?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::telemetry::rows::{GenAi, Message, ResourceRow};
+
+    #[test]
+    fn words_fold_case_and_diacritics_and_split_on_anything_else() {
+        let found: Vec<String> = words("Trip to São Paulo & LISBON: gpt-4o-mini, {\"city\":\"Zürich\"}").collect();
+        assert_eq!(found, ["trip", "to", "sao", "paulo", "lisbon", "gpt", "4o", "mini", "city", "zurich"]);
+        assert_eq!(tsvector("b a b"), "'a' 'b'");
+        assert_eq!(tsvector(&"x".repeat(MAX_WORD + 1)), "", "a long word is not indexed");
+    }
+
+    #[test]
+    fn a_batch_makes_a_document_per_content_span_log_and_event_and_per_trace() {
+        let span = |id: &str, name: &str, messages: Vec<Message>, tool_io: &str| SpanRow {
+            trace_id: "t1".into(),
+            span_id: id.into(),
+            name: name.into(),
+            start_ns: 10,
+            gen_ai: GenAi { session_id: Some("s1".into()), ..GenAi::default() },
+            messages,
+            tool_io: tool_io.into(),
+            ..SpanRow::default()
+        };
+        let said = |role: &str, content: &str| Message { role: role.into(), content: content.into(), tool_calls: None };
+        let mut failed = span("c", "chat", Vec::new(), "");
+        (failed.status_code, failed.status_message) = (2, "upstream 529 overloaded".into());
+        let batch = Batch {
+            resources: vec![ResourceRow { hash: "h".into(), service: "planner".into(), attributes: "{}".into() }],
+            spans: vec![
+                span("a", "chat", vec![said("user", "Plan a trip to Lisbon"), said("assistant", "Sure")], ""),
+                span("b", "execute_tool get_weather", Vec::new(), "{\"city\":\"Lisbon\"}\nsunny"),
+                failed,
+            ],
+            logs: vec![LogRow { time_ns: 5, body: "cache warmed".into(), ..LogRow::default() }],
+            events: vec![
+                EventRow { data: r#"{"text":"hello","n":3}"#.into(), ..EventRow::default() },
+                EventRow { data: r#"{"text":"resent"}"#.into(), ..EventRow::default() },
+            ],
+            ..Batch::default()
+        };
+        let spans: Vec<&SpanRow> = batch.spans.iter().collect();
+        let docs = docs(&batch, &spans, &[true, false]);
+        let texts: Vec<(&str, &str, &str)> = docs.iter().map(|d| (d.source, d.span_id, d.text.as_ref())).collect();
+        assert_eq!(
+            texts,
+            [
+                ("message", "a", "Plan a trip to Lisbon\nSure"),
+                ("tool", "b", "{\"city\":\"Lisbon\"}\nsunny"),
+                ("span", "", "chat\nexecute_tool get_weather\nupstream 529 overloaded"),
+                ("log", "", "cache warmed"),
+                ("event", "", "hello"),
+            ]
+        );
+        assert!(docs.iter().take(3).all(|d| d.session_id == "s1" && d.service == "planner"), "{docs:?}");
+    }
+}
