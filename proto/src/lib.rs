@@ -12,6 +12,7 @@ pub mod error;
 pub mod json;
 pub mod nul;
 pub mod numbers;
+pub mod search;
 
 /// Package `roost.v1`: every message, enum, client and server roost speaks.
 pub mod v1 {

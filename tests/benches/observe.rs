@@ -11,9 +11,15 @@
 //! transfer (the gzipped HTML plus every asset it links, gzipped as served). On SQLite it
 //! ends with `roost backup` of the filled store while the server runs, and its restore.
 //!
+//! Every model call (one span in five) carries its conversation, as senders with content
+//! capture on send it: a prompt and a reply of a dozen words each from a 5,000-word
+//! vocabulary, with a destination city (`lisbon` in one call in fifty). So the store holds
+//! what full-text search indexes, and the q/1 `search` cases time it: a rare word, a
+//! common one, two words, a prefix, grouped by conversation, and a word in no document.
+//!
 //! Knobs (environment): ROOST_BENCH_SPANS (1000000), ROOST_BENCH_SPANS_PER_REQUEST (500),
 //! ROOST_BENCH_CONCURRENCY (8), ROOST_BENCH_QUERIES (200), ROOST_BENCH_BACKEND
-//! (sqlite|postgres).
+//! (sqlite|postgres), ROOST_BENCH_CONTENT (1; 0 sends no conversations).
 
 // Benchmark code: a failed unwrap is a broken run.
 #![allow(clippy::unwrap_used)]
@@ -55,8 +61,99 @@ fn int(key: &str, value: i64) -> KeyValue {
     KeyValue { key: key.into(), value: Some(AnyValue { value: Some(Value::IntValue(value)) }), ..Default::default() }
 }
 
-/// Request `n`: `per_request` spans in traces of 5 spans, the first of each an LLM call.
-fn request(n: usize, per_request: usize, start_ns: u64) -> Vec<u8> {
+/// Cities a prompt names: `lisbon` is one in fifty.
+const CITIES: [&str; 50] = [
+    "lisbon",
+    "paris",
+    "berlin",
+    "madrid",
+    "rome",
+    "vienna",
+    "prague",
+    "warsaw",
+    "oslo",
+    "dublin",
+    "athens",
+    "zurich",
+    "geneva",
+    "munich",
+    "hamburg",
+    "milan",
+    "naples",
+    "seville",
+    "valencia",
+    "porto",
+    "lyon",
+    "nice",
+    "krakow",
+    "budapest",
+    "bucharest",
+    "sofia",
+    "riga",
+    "tallinn",
+    "vilnius",
+    "helsinki",
+    "stockholm",
+    "copenhagen",
+    "amsterdam",
+    "brussels",
+    "antwerp",
+    "rotterdam",
+    "cologne",
+    "frankfurt",
+    "stuttgart",
+    "salzburg",
+    "ljubljana",
+    "zagreb",
+    "belgrade",
+    "sarajevo",
+    "tirana",
+    "skopje",
+    "valletta",
+    "reykjavik",
+    "edinburgh",
+    "cardiff",
+];
+
+/// Word `i` of a 5,000-word vocabulary: pronounceable, distinct.
+fn word(i: u64) -> String {
+    const SYLLABLES: [&str; 20] = [
+        "ka", "lo", "mi", "ra", "te", "vu", "sen", "dor", "bil", "fa", "no", "pe", "qui", "zo", "har", "jun", "wel",
+        "ti", "gos", "mar",
+    ];
+    let i = i % 5_000;
+    [i % 20, (i / 20) % 20, (i / 400) % 13].iter().map(|&s| SYLLABLES[s as usize]).collect()
+}
+
+/// A dozen words for call `n` (`salt` varies the sentence), ending with `tail`.
+fn sentence(n: u64, salt: u64, tail: &str) -> String {
+    let mut x = n.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(salt.wrapping_mul(1_442_695_040_888_963_407));
+    let mut words: Vec<String> = (0..12)
+        .map(|_| {
+            x ^= x >> 33;
+            x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+            // Skewed: low word numbers are far more common, as in text.
+            word((x % 5_000) * (x % 5_000) / 5_000)
+        })
+        .collect();
+    words.push(tail.to_owned());
+    words.join(" ")
+}
+
+/// The conversation of model call `n`, as `gen_ai.input.messages` / `gen_ai.output.messages`.
+fn conversation(n: u64) -> [KeyValue; 2] {
+    let city = CITIES[(n % 50) as usize];
+    let part =
+        |role: &str, text: String| json!([{"role": role, "parts": [{"type": "text", "content": text}]}]).to_string();
+    [
+        string("gen_ai.input.messages", part("user", sentence(n, 1, &format!("trip to {city} please")))),
+        string("gen_ai.output.messages", part("assistant", sentence(n, 2, &format!("{city} is lovely")))),
+    ]
+}
+
+/// Request `n`: `per_request` spans in traces of 5 spans, the first of each an LLM call
+/// (with its conversation when `content`).
+fn request(n: usize, per_request: usize, start_ns: u64, content: bool) -> Vec<u8> {
     let service = n as u64 % SERVICES;
     let spans = (0..per_request)
         .map(|i| {
@@ -76,6 +173,9 @@ fn request(n: usize, per_request: usize, start_ns: u64) -> Vec<u8> {
                     int("gen_ai.usage.input_tokens", 800),
                     int("gen_ai.usage.output_tokens", 200),
                 ]);
+                if content {
+                    attributes.extend(conversation(trace));
+                }
             } else {
                 attributes.push(string("tool.name", format!("tool-{}", global % 7)));
             }
@@ -113,6 +213,7 @@ async fn run() {
     let per_request = bench::knob::<usize>("ROOST_BENCH_SPANS_PER_REQUEST", 500);
     let concurrency = bench::knob::<usize>("ROOST_BENCH_CONCURRENCY", 8);
     let queries = bench::knob::<usize>("ROOST_BENCH_QUERIES", 200);
+    let content = bench::knob::<u8>("ROOST_BENCH_CONTENT", 1) != 0;
     let server = TestServer::start(backend).await;
     let requests = total / per_request;
     println!(
@@ -122,9 +223,10 @@ async fn run() {
 
     let start_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
         - 3_600_000_000_000;
-    let bodies: Arc<Vec<Vec<u8>>> = Arc::new((0..requests).map(|n| request(n, per_request, start_ns)).collect());
+    let bodies: Arc<Vec<Vec<u8>>> =
+        Arc::new((0..requests).map(|n| request(n, per_request, start_ns, content)).collect());
     let bytes: usize = bodies.iter().map(Vec::len).sum();
-    println!("encoded {:.1} MB of OTLP protobuf", bytes as f64 / 1e6);
+    println!("encoded {:.1} MB of OTLP protobuf (conversations on model calls: {content})", bytes as f64 / 1e6);
 
     let next = Arc::new(AtomicUsize::new(0));
     let url = server.url("/v1/traces");
@@ -185,6 +287,13 @@ async fn run() {
         ("traces", json!({})),
         ("traces", json!({"session_id": "session-42"})),
         ("traces", json!({"service": "svc-2", "limit": 200})),
+        ("search", json!({"text": "lisbon"})),
+        ("search", json!({"text": "please"})),
+        ("search", json!({"text": "lisbon lovely"})),
+        ("search", json!({"text": "lisb"})),
+        ("search", json!({"text": "lisbon", "group": "conversation"})),
+        ("search", json!({"text": "lisbon", "group": "trace", "service_contains": "svc-3"})),
+        ("search", json!({"text": "nowhere"})),
     ];
     for (shape, args) in cases {
         let mut samples = Vec::with_capacity(queries);
@@ -237,6 +346,8 @@ async fn pages(server: &TestServer, queries: usize) {
         "/dashboard/sessions".into(),
         "/dashboard/sessions?service=svc-3&page=3".into(),
         "/dashboard/sessions?q=session-4".into(),
+        "/dashboard/sessions?text=lisbon".into(),
+        "/dashboard/traces?text=lisbon+lovely".into(),
         "/dashboard/sessions/session-42".into(),
         "/dashboard/traces".into(),
         "/dashboard/traces?errors=on&range=24h".into(),

@@ -24,6 +24,7 @@ mod live;
 mod overview;
 mod query;
 mod redirects;
+mod search;
 mod sessions;
 mod signin;
 mod traces;

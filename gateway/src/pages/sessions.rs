@@ -35,7 +35,9 @@ use super::{
         Filters, PAGE_SIZE, Pager, WINDOWS, known_choice, known_window, link, page_number, range_bound, rows_page,
         rows_warning, suggestions, window_since,
     },
-    query, text, tokens,
+    query,
+    search::{self, Found},
+    text, tokens,
 };
 use crate::Core;
 
@@ -290,6 +292,9 @@ fn transcript_next(rows: &[Map<String, Value>]) -> Option<(String, usize)> {
 
 #[derive(Debug, Default, Deserialize)]
 struct ListQuery {
+    /// Words said in the conversation: a full-text search replaces the list.
+    #[serde(default)]
+    text: String,
     #[serde(default)]
     search: String,
     #[serde(default)]
@@ -319,6 +324,7 @@ const ORDERS: &[(&str, &str)] = &[("", "Last active"), ("tokens", "Most tokens")
 impl ListQuery {
     fn trimmed(self) -> Self {
         Self {
+            text: self.text.trim().to_owned(),
             search: self.search.trim().to_owned(),
             agent: self.agent.trim().to_owned(),
             service: self.service.trim().to_owned(),
@@ -337,6 +343,7 @@ impl Filters for ListQuery {
 
     fn params(&self) -> Vec<(&'static str, &str)> {
         vec![
+            ("text", &self.text),
             ("search", &self.search),
             ("agent", &self.agent),
             ("service", &self.service),
@@ -369,6 +376,8 @@ struct List {
     sessionless: Option<Result<Vec<TraceRow>, Failure>>,
     /// The Traces page with all of them, when there are more than shown.
     sessionless_more: String,
+    /// A full-text search's conversations (`?text=`), shown instead of the list.
+    found: Option<Found>,
 }
 
 /// Sessionless conversations shown under the sessions.
@@ -402,9 +411,21 @@ async fn list(State(core): State<Core>, page: PageCall, Query(filter): Query<Lis
     let number = page_number(&filter.page);
     let range =
         range_bound("From", &filter.from, false).and_then(|from| Ok((from, range_bound("To", &filter.to, true)?)));
-    let (mut sessionless, mut sessionless_more) = (None, String::new());
+    let (mut sessionless, mut sessionless_more, mut found) = (None, String::new(), None);
+    let none = || Pager::new("Sessions", 1, 0, false, |_| String::new());
+    // A search replaces the list; a text with no words is a warning over it.
+    let mut search_warning = String::new();
+    if let (Ok((from, to)), false) = (&range, filter.text.is_empty()) {
+        let since = from.clone().or_else(|| window_since(&filter.window));
+        let clear = filter.href(("text", ""), 1);
+        match search::find(&core, &page, &filter.text, false, (since, to.clone(), &filter.service), clear).await {
+            Ok(result) => found = Some(result),
+            Err(message) => search_warning = message,
+        }
+    }
     let (sessions, warning, pager) = match range {
-        Err(message) => (Ok(Vec::new()), message, Pager::new("Sessions", 1, 0, false, |_| String::new())),
+        Err(message) => (Ok(Vec::new()), message, none()),
+        Ok(_) if found.is_some() => (Ok(Vec::new()), String::new(), none()),
         Ok((from, to)) => {
             let since = from.or_else(|| window_since(&filter.window));
             let args = json!({
@@ -452,6 +473,7 @@ async fn list(State(core): State<Core>, page: PageCall, Query(filter): Query<Lis
             listed
         }
     };
+    let warning = if warning.is_empty() { search_warning } else { warning };
     let (services, models) = suggestions(&core, &page).await;
     let view = List {
         chrome: page.chrome("Sessions", "/dashboard/sessions"),
@@ -467,6 +489,7 @@ async fn list(State(core): State<Core>, page: PageCall, Query(filter): Query<Lis
         pager,
         sessionless,
         sessionless_more,
+        found,
     };
     page.render(&view)
 }

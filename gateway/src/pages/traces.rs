@@ -36,6 +36,7 @@ use super::{
         rows_warning, suggestions, window_since,
     },
     query,
+    search::{self, Found},
     sessions::{Entry, Stat, TraceRow, conversation, session_href, span_href, unix_ns, usage_text},
     text, tokens,
 };
@@ -57,6 +58,9 @@ pub(super) fn routes() -> Router<Core> {
 
 #[derive(Debug, Default, Deserialize)]
 struct ListQuery {
+    /// Words said or done in the trace: a full-text search replaces the list.
+    #[serde(default)]
+    text: String,
     #[serde(default)]
     session: String,
     #[serde(default)]
@@ -95,6 +99,7 @@ fn ticked(value: &str) -> String {
 impl ListQuery {
     fn trimmed(self) -> Self {
         Self {
+            text: self.text.trim().to_owned(),
             session: self.session.trim().to_owned(),
             service: self.service.trim().to_owned(),
             model: self.model.trim().to_owned(),
@@ -122,6 +127,7 @@ impl Filters for ListQuery {
 
     fn params(&self) -> Vec<(&'static str, &str)> {
         vec![
+            ("text", &self.text),
             ("session", &self.session),
             ("service", &self.service),
             ("model", &self.model),
@@ -150,6 +156,8 @@ struct List {
     traces: Result<Vec<ListRow>, Failure>,
     warning: String,
     pager: Pager,
+    /// A full-text search's traces (`?text=`), shown instead of the list.
+    found: Option<Found>,
 }
 
 /// A row of the list: the trace, and its service as a filter link.
@@ -163,8 +171,21 @@ async fn list(State(core): State<Core>, page: PageCall, Query(filter): Query<Lis
     let number = page_number(&filter.page);
     let range =
         range_bound("From", &filter.from, false).and_then(|from| Ok((from, range_bound("To", &filter.to, true)?)));
+    let mut found = None;
+    let none = || Pager::new("Traces", 1, 0, false, |_| String::new());
+    // A search replaces the list; a text with no words is a warning over it.
+    let mut search_warning = String::new();
+    if let (Ok((from, to)), false) = (&range, filter.text.is_empty()) {
+        let since = from.clone().or_else(|| window_since(&filter.window));
+        let clear = filter.href(("text", ""), 1);
+        match search::find(&core, &page, &filter.text, true, (since, to.clone(), &filter.service), clear).await {
+            Ok(result) => found = Some(result),
+            Err(message) => search_warning = message,
+        }
+    }
     let (traces, warning, pager) = match range {
-        Err(message) => (Ok(Vec::new()), message, Pager::new("Traces", 1, 0, false, |_| String::new())),
+        Err(message) => (Ok(Vec::new()), message, none()),
+        Ok(_) if found.is_some() => (Ok(Vec::new()), String::new(), none()),
         Ok((from, to)) => {
             let args = json!({
                 "limit": PAGE_SIZE + 1,
@@ -185,6 +206,7 @@ async fn list(State(core): State<Core>, page: PageCall, Query(filter): Query<Lis
             })
         }
     };
+    let warning = if warning.is_empty() { search_warning } else { warning };
     let (services, models) = suggestions(&core, &page).await;
     let view = List {
         chrome: page.chrome("Traces", "/dashboard/traces"),
@@ -198,6 +220,7 @@ async fn list(State(core): State<Core>, page: PageCall, Query(filter): Query<Lis
         traces,
         warning,
         pager,
+        found,
     };
     page.render(&view)
 }

@@ -2,10 +2,8 @@
 //! (`telemetry::search`), and the snippets its rows show.
 //!
 //! Decisions:
-//! - **Matching.** Every word of the text must be in a document (AND), matched whole,
-//!   case and diacritics ignored; the last word also matches as a prefix once it has
-//!   [`PREFIX_CHARS`] characters, so results follow what someone is typing (`Lisb`
-//!   finds Lisbon) without a one-letter prefix matching half the store.
+//! - **Matching** is `roost_proto::search`'s: every word must be in a document, matched
+//!   whole, case and diacritics ignored; the last also as a prefix from 3 characters.
 //! - **Order.** Newest indexed first: by document id, which both indexes can walk
 //!   backwards and stop at the limit (FTS5 reads its doclists in rowid order; PostgreSQL
 //!   picks the id index or the GIN index by how common the words are). Ids follow ingest
@@ -15,11 +13,11 @@
 //!   and fold them, newest first; a row's `hits` counts the hits read, so it is a lower
 //!   bound when a word is everywhere.
 //! - **Snippets** are cut in Rust around the first matching word (one rule for both
-//!   backends), [`SNIPPET_CHARS`] characters at most, on one line.
+//!   backends: `roost_proto::search::snippet`), on one line.
 
 use std::collections::HashMap;
 
-use roost_proto::ApiError;
+use roost_proto::search::{Terms, snippet};
 use serde_json::{Map, Value as Json};
 
 use super::{
@@ -30,80 +28,32 @@ use super::{
 use crate::{
     Result,
     store::{BackendKind, Store},
-    telemetry::search::{MAX_WORD, fold, words},
 };
 
-/// Characters the last word needs before it also matches as a prefix.
-pub const PREFIX_CHARS: usize = 3;
-/// Most words a search takes.
-pub const MAX_WORDS: usize = 16;
 /// Most hits a grouped search reads to make its groups.
 const GROUP_SCAN: i64 = 2_000;
-/// Most characters of a snippet.
-pub const SNIPPET_CHARS: usize = 160;
-/// Characters of context a snippet keeps before its first match.
-const LEAD_CHARS: usize = 50;
 
-/// What a search looks for: its words, folded as the index folds them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Terms {
-    words: Vec<String>,
-    /// The last word matches as a prefix too.
-    prefix: bool,
+/// An FTS5 query: each word quoted (they hold letters and digits only), implicitly
+/// ANDed, the last one a prefix (`"trip" "lisb"*`).
+fn fts5(terms: &Terms) -> String {
+    let mut out: Vec<String> = terms.words().iter().map(|w| format!("\"{w}\"")).collect();
+    if terms.prefix()
+        && let Some(last) = out.last_mut()
+    {
+        last.push('*');
+    }
+    out.join(" ")
 }
 
-impl Terms {
-    /// The words of `text`; a 400 when it has none, too many or one too long.
-    pub fn parse(text: &str) -> std::result::Result<Self, ApiError> {
-        let mut found: Vec<String> = Vec::new();
-        for word in words(text) {
-            if word.chars().count() > MAX_WORD {
-                return Err(ApiError::invalid_argument(format!(
-                    "search words are at most {MAX_WORD} characters; longer ones are not indexed"
-                )));
-            }
-            if !found.contains(&word) {
-                found.push(word);
-            }
-        }
-        if found.is_empty() {
-            return Err(ApiError::invalid_argument("the search text has no words: give letters or digits to find"));
-        }
-        if found.len() > MAX_WORDS {
-            return Err(ApiError::invalid_argument(format!("a search takes at most {MAX_WORDS} words")));
-        }
-        let prefix = found.last().is_some_and(|w| w.chars().count() >= PREFIX_CHARS);
-        Ok(Self { words: found, prefix })
+/// A PostgreSQL `tsquery` literal (`'trip' & 'lisb':*`).
+fn tsquery(terms: &Terms) -> String {
+    let mut out: Vec<String> = terms.words().iter().map(|w| format!("'{w}'")).collect();
+    if terms.prefix()
+        && let Some(last) = out.last_mut()
+    {
+        last.push_str(":*");
     }
-
-    /// An FTS5 query: each word quoted (they hold letters and digits only), implicitly
-    /// ANDed, the last one a prefix (`"trip" "lisb"*`).
-    fn fts5(&self) -> String {
-        let mut out: Vec<String> = self.words.iter().map(|w| format!("\"{w}\"")).collect();
-        if self.prefix
-            && let Some(last) = out.last_mut()
-        {
-            last.push('*');
-        }
-        out.join(" ")
-    }
-
-    /// A PostgreSQL `tsquery` literal (`'trip' & 'lisb':*`).
-    fn tsquery(&self) -> String {
-        let mut out: Vec<String> = self.words.iter().map(|w| format!("'{w}'")).collect();
-        if self.prefix
-            && let Some(last) = out.last_mut()
-        {
-            last.push_str(":*");
-        }
-        out.join(" & ")
-    }
-
-    /// Whether a folded word of a document is one this search matches.
-    pub fn matches(&self, folded: &str) -> bool {
-        let last = self.words.len() - 1;
-        self.words.iter().enumerate().any(|(i, w)| folded == w || (i == last && self.prefix && folded.starts_with(w)))
-    }
+    out.join(" & ")
 }
 
 /// A hit's columns (`_id` and `_text` are read here, not answered).
@@ -148,7 +98,7 @@ fn hits_sql(backend: BackendKind, terms: &Terms, args: &Args, group: &str, scan:
     let mut sql = Sql::default();
     let (from, matched, order) = match backend {
         BackendKind::Sqlite => {
-            let query = sql.bind(Bind::Text(terms.fts5()));
+            let query = sql.bind(Bind::Text(fts5(terms)));
             (
                 "search_fts JOIN search_docs d ON d.id = search_fts.rowid",
                 format!("search_fts MATCH {query}"),
@@ -156,7 +106,7 @@ fn hits_sql(backend: BackendKind, terms: &Terms, args: &Args, group: &str, scan:
             )
         }
         BackendKind::Postgres => {
-            let query = sql.bind(Bind::Text(terms.tsquery()));
+            let query = sql.bind(Bind::Text(tsquery(terms)));
             ("search_docs d", format!("d.words @@ {query}::tsquery"), "d.id DESC")
         }
     };
@@ -241,101 +191,17 @@ async fn texts(store: &Store, ids: &[i64]) -> Result<HashMap<i64, String>> {
         .collect())
 }
 
-/// The words of `text` with their byte ranges.
-fn word_ranges(text: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
-    let mut start = None;
-    text.char_indices().chain(std::iter::once((text.len(), ' '))).filter_map(move |(at, c)| {
-        match (c.is_alphanumeric(), start) {
-            (true, None) => {
-                start = Some(at);
-                None
-            }
-            (false, Some(from)) => {
-                start = None;
-                Some((from, at))
-            }
-            _ => None,
-        }
-    })
-}
-
-/// Up to [`SNIPPET_CHARS`] characters of `text` on one line, starting a little before
-/// its first word `terms` match (the start of the text when none does), with `…` where
-/// it was cut.
-pub fn snippet(text: &str, terms: &Terms) -> String {
-    let first = word_ranges(text).find(|&(from, to)| terms.matches(&fold(&text[from..to]))).map_or(0, |(from, _)| from);
-    // Back up LEAD_CHARS characters, then forward to a word's start.
-    let mut start = text[..first].char_indices().rev().nth(LEAD_CHARS.saturating_sub(1)).map_or(0, |(at, _)| at);
-    if start > 0 {
-        start = text[start..first].find(char::is_whitespace).map_or(start, |space| start + space + 1).min(first);
-    }
-    let window: String = text[start..].chars().take(SNIPPET_CHARS).collect();
-    let cut_end = start + window.len() < text.len();
-    let mut out = window.split_whitespace().collect::<Vec<_>>().join(" ");
-    if start > 0 {
-        out.insert(0, '…');
-    }
-    if cut_end {
-        out.push('…');
-    }
-    out
-}
-
-/// `snippet` in pieces, each marked when it is a word `terms` match: what a page
-/// highlights.
-pub fn highlight(snippet: &str, terms: &Terms) -> Vec<(String, bool)> {
-    let mut pieces = Vec::new();
-    let mut at = 0;
-    for (from, to) in word_ranges(snippet) {
-        if terms.matches(&fold(&snippet[from..to])) {
-            if from > at {
-                pieces.push((snippet[at..from].to_owned(), false));
-            }
-            pieces.push((snippet[from..to].to_owned(), true));
-            at = to;
-        }
-    }
-    if at < snippet.len() {
-        pieces.push((snippet[at..].to_owned(), false));
-    }
-    pieces
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn terms_are_folded_words_and_the_last_is_a_prefix_once_long_enough() {
+    fn queries_quote_every_word_and_make_the_last_a_prefix() {
         let terms = Terms::parse("Trip  to LISB").unwrap();
-        assert_eq!(terms.fts5(), r#""trip" "to" "lisb"*"#);
-        assert_eq!(terms.tsquery(), "'trip' & 'to' & 'lisb':*");
-        assert!(terms.matches("lisbon") && terms.matches("to") && !terms.matches("tomato"));
-        let short = Terms::parse("São pa").unwrap();
-        assert_eq!(short.fts5(), r#""sao" "pa""#, "two letters match whole");
-        for bad in ["", "  ", "!!! ???", &"x".repeat(MAX_WORD + 1)] {
-            assert!(Terms::parse(bad).is_err(), "{bad:?}");
-        }
-        let many = (0..=MAX_WORDS).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
-        assert!(Terms::parse(&many).is_err());
-        assert_eq!(Terms::parse("a' OR 1=1 --").unwrap().tsquery(), "'a' & 'or' & '1'");
-    }
-
-    #[test]
-    fn snippets_start_near_the_first_match_and_mark_it() {
-        let terms = Terms::parse("lisbon").unwrap();
-        let text = format!("{} Plan a trip\nto Lisbon in May, please. {}", "word ".repeat(40), "tail ".repeat(60));
-        let cut = snippet(&text, &terms);
-        assert!(cut.starts_with('…') && cut.ends_with('…'), "{cut}");
-        assert!(cut.contains("Plan a trip to Lisbon in May"), "{cut}");
-        assert!(cut.chars().count() <= SNIPPET_CHARS + 2, "{cut}");
-        let pieces = highlight(&cut, &terms);
-        assert_eq!(
-            pieces.iter().filter(|(_, marked)| *marked).map(|(p, _)| p.as_str()).collect::<Vec<_>>(),
-            ["Lisbon"]
-        );
-        assert_eq!(pieces.iter().map(|(p, _)| p.as_str()).collect::<String>(), cut);
-        assert_eq!(snippet("short text", &terms), "short text", "no match: the start");
+        assert_eq!(fts5(&terms), r#""trip" "to" "lisb"*"#);
+        assert_eq!(tsquery(&terms), "'trip' & 'to' & 'lisb':*");
+        assert_eq!(fts5(&Terms::parse("São pa").unwrap()), r#""sao" "pa""#, "two letters match whole");
+        assert_eq!(tsquery(&Terms::parse("a' OR 1=1 --").unwrap()), "'a' & 'or' & '1'");
     }
 
     #[test]

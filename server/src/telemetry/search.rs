@@ -9,11 +9,10 @@
 //!   names and failed spans' status messages. Fewer, larger documents than one per message
 //!   or per span keep the index small and ingest fast; a hit still names the span, record
 //!   or event it came from, and every document names its session and trace.
-//! - **Words.** Unicode letters and digits, case and diacritics folded ([`words`]):
-//!   SQLite's FTS5 `unicode61 remove_diacritics 2` tokenizer splits the same way, and
-//!   PostgreSQL is given the words roost split ([`tsvector`]) rather than its own parser,
-//!   which would keep `example.com` or `gpt-4o` whole. Words longer than [`MAX_WORD`]
-//!   characters (hashes, base64) are left out of PostgreSQL's index.
+//! - **Words** are `roost_proto::search`'s: SQLite's FTS5 `unicode61 remove_diacritics 2`
+//!   tokenizer splits text the same way, and PostgreSQL is given the words roost split
+//!   ([`tsvector`]). Words longer than `MAX_WORD` characters (hashes, base64) are left
+//!   out of PostgreSQL's index.
 //! - **Privacy.** With `--capture-content off` nothing is indexed, not even span names:
 //!   the index is content, and the operator said none is kept.
 //! - **Same transaction.** Documents are inserted with the rows they come from
@@ -22,13 +21,11 @@
 
 use std::{borrow::Cow, collections::BTreeMap};
 
-use unicode_normalization::{UnicodeNormalization as _, char::is_combining_mark};
+use roost_proto::search::{MAX_WORD, words};
 
 use super::rows::{Batch, EventRow, LogRow, SpanRow};
 use crate::Result;
 
-/// Longest word (in characters) PostgreSQL's index keeps (its limit is 2,047 bytes).
-pub const MAX_WORD: usize = 100;
 /// Most distinct words of one document PostgreSQL's index keeps (a `tsvector` holds at
 /// most 1 MB).
 const MAX_WORDS: usize = 20_000;
@@ -171,21 +168,6 @@ fn joined<'a>(lines: impl IntoIterator<Item = &'a str>) -> Option<String> {
     (!lines.is_empty()).then(|| lines.join("\n"))
 }
 
-/// The words of `text` as search matches them: runs of Unicode letters and digits,
-/// lowercased, with diacritics removed (`São` → `sao`), as SQLite's `unicode61
-/// remove_diacritics 2` tokenizer reads them.
-pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(fold)
-}
-
-/// A word lowercased, without diacritics.
-pub fn fold(word: &str) -> String {
-    if word.is_ascii() {
-        return word.to_ascii_lowercase();
-    }
-    word.nfd().filter(|c| !is_combining_mark(*c)).flat_map(char::to_lowercase).collect()
-}
-
 /// A document's words as a PostgreSQL `tsvector` literal: each distinct word quoted (a
 /// word holds letters and digits only, so no quote needs escaping), long words left out.
 pub fn tsvector(text: &str) -> String {
@@ -255,9 +237,7 @@ mod tests {
     use crate::telemetry::rows::{GenAi, Message, ResourceRow};
 
     #[test]
-    fn words_fold_case_and_diacritics_and_split_on_anything_else() {
-        let found: Vec<String> = words("Trip to São Paulo & LISBON: gpt-4o-mini, {\"city\":\"Zürich\"}").collect();
-        assert_eq!(found, ["trip", "to", "sao", "paulo", "lisbon", "gpt", "4o", "mini", "city", "zurich"]);
+    fn a_tsvector_holds_each_word_once_and_no_long_ones() {
         assert_eq!(tsvector("b a b"), "'a' 'b'");
         assert_eq!(tsvector(&"x".repeat(MAX_WORD + 1)), "", "a long word is not indexed");
     }

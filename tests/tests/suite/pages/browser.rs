@@ -208,6 +208,39 @@ async fn feed_row(browser: &Browser, title: &str, session: &str) -> Vec<String> 
         .unwrap_or_else(|| panic!("no row of {title} in {session}"))
 }
 
+/// Someone types a few words said in a conversation into the Sessions page's search box:
+/// the conversation is found, its words marked, at desktop and phone width, and a click
+/// opens it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn words_typed_into_search_find_the_conversation() {
+    if Browser::skipped() {
+        return;
+    }
+    let server = TestServer::start(Backend::Sqlite).await;
+    send_turn(&server, "sess-parcel-7731", "support turn").await;
+    let browser = Browser::start().await;
+    for (width, height) in [(390, 844), (1280, 800)] {
+        browser.resize(width, height).await;
+        browser.open(&server.url("/dashboard/sessions")).await;
+        let field = browser.client.find(Locator::Css("input[name=text]")).await.unwrap();
+        field.send_keys("depot PARC").await.unwrap();
+        browser.client.find(Locator::Css("form.filters button[type=submit]")).await.unwrap().click().await.unwrap();
+        browser.wait_for_text("Conversations mentioning", Duration::from_secs(10)).await.unwrap();
+        let found = browser.text_of("table.found tbody").await;
+        assert!(found.contains("sess-parcel-7731") && found.contains("1 match"), "{found}");
+        assert_eq!(browser.text_of("table.found mark").await, "parcel", "the first matched word is marked");
+        let wide = browser.client.execute("return document.documentElement.scrollWidth;", vec![]).await;
+        assert!(wide.unwrap().as_f64().unwrap() <= f64::from(width), "no sideways scroll at {width}");
+        assert_no_console_errors(&browser, "sessions search").await;
+        browser.screenshot(&format!("sessions-search-{width}")).await;
+    }
+    browser.client.find(Locator::LinkText("sess-parcel-7731")).await.unwrap().click().await.unwrap();
+    browser.wait_for_text("Parcel 7731 left the depot this morning.", Duration::from_secs(10)).await.unwrap();
+    browser.open(&server.url("/dashboard/sessions?text=pelican")).await;
+    browser.wait_for_text("Nothing mentions “pelican”", Duration::from_secs(10)).await.unwrap();
+    browser.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_page_loads_without_console_errors() {
     if Browser::skipped() {

@@ -31,6 +31,7 @@ each_backend!(
     filters_match_parts_suggest_sort_and_take_a_range,
     a_long_conversation_pages_without_losing_or_repeating_items,
     an_unknown_session_is_a_404_and_a_bad_one_a_failed_call,
+    searching_lists_the_conversations_and_traces_that_mention_the_words,
 );
 
 // ---------------------------------------------------------------------------------------
@@ -218,6 +219,72 @@ async fn the_list_shows_sessions_with_links_that_filter(backend: Backend) {
     let text = none.main_text();
     assert!(text.contains("No session matches these filters"), "{text}");
     assert!(none.attrs("main p.empty a", "href").contains(&"/dashboard/sessions".to_owned()));
+}
+
+/// `?text=` on the Sessions and Traces pages: the conversations (a session, or a trace
+/// without one) and the traces whose content holds every word, the words marked; a text
+/// with no words is a warning over the usual list; what was typed is shown escaped.
+async fn searching_lists_the_conversations_and_traces_that_mention_the_words(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let said = |prompt: &str| {
+        string(
+            "gen_ai.input.messages",
+            &json!([{"role": "user", "parts": [{"type": "text", "content": prompt}]}]).to_string(),
+        )
+    };
+    let start = now_ns() - 60_000_000_000;
+    let mut planned = chat("trip", "gpt-4o-mini", 10, 5);
+    planned.push(said("Plan a trip to Lisbon in May"));
+    let mut sessionless = chat("", "gpt-4o-mini", 10, 5);
+    sessionless.retain(|kv| kv.key != "session.id");
+    sessionless.push(said("Is Lisbon sunny?"));
+    send_spans(
+        &server,
+        "planner",
+        vec![
+            span(0x1a, 1, 0, "chat gpt-4o-mini", start, 5, planned),
+            span(0x2b, 2, 0, "chat gpt-4o-mini", start + 1_000_000, 5, sessionless),
+            span(0x3c, 3, 0, "chat gpt-4o-mini", start + 2_000_000, 5, chat("other", "gpt-4o-mini", 1, 1)),
+        ],
+    )
+    .await;
+    let mut visitor = Visitor::new(&server);
+
+    let page = visitor.get("/dashboard/sessions?text=lisbon").await;
+    let rows = page.texts("table.found tbody tr");
+    assert_eq!(rows.len(), 2, "{}", page.main_text());
+    assert!(rows[0].contains("no session") && rows[0].contains("Is Lisbon sunny?"), "{rows:?}");
+    assert!(rows[1].starts_with("trip") && rows[1].contains("Plan a trip to Lisbon in May"), "{rows:?}");
+    let trace = "2b".repeat(16);
+    assert_eq!(
+        page.attrs("table.found td.id a", "href"),
+        [format!("/dashboard/traces/{trace}?span={}", "0000000000000002"), "/dashboard/sessions/trip".to_owned()]
+    );
+    assert_eq!(page.texts("table.found mark"), ["Lisbon", "Lisbon"]);
+    assert!(page.texts("table.sessions").is_empty(), "the search replaces the list");
+    let asked = queries(&page);
+    assert!(asked.iter().any(|q| q["shape"] == "search" && q["args"]["group"] == "conversation"), "{asked:?}");
+
+    let page = visitor.get("/dashboard/traces?text=lisbon%20MAY").await;
+    let rows = page.texts("table.found tbody tr");
+    assert_eq!(rows.len(), 1, "{}", page.main_text());
+    assert_eq!(page.texts("table.found tbody td:nth-child(2)"), ["trip"], "the trace's session");
+    assert_eq!(page.texts("table.found mark"), ["Lisbon", "May"]);
+
+    // Narrowed by service: nothing from another service.
+    let page = visitor.get("/dashboard/sessions?text=lisbon&service=billing").await;
+    assert!(page.main_text().contains("Nothing mentions “lisbon” in this range and service"), "{}", page.main_text());
+
+    // No words: a warning, and the usual list.
+    let page = visitor.get("/dashboard/sessions?text=%3F%3F").await;
+    assert!(page.texts(".warning").join(" ").contains("no words"), "{}", page.main_text());
+    assert_eq!(listed(&page).len(), 2, "{}", page.main_text());
+
+    // What was typed is text, never markup.
+    let page = visitor.get("/dashboard/sessions?text=%3Cb%3Elisbon%3C%2Fb%3E").await;
+    assert!(page.main_text().contains("Nothing mentions “<b>lisbon</b>”"), "{}", page.main_text());
+    assert!(page.texts("main b").is_empty(), "no <b> element was made");
+    assert!(!page.body.contains("<b>lisbon</b>"), "escaped");
 }
 
 async fn filters_match_parts_suggest_sort_and_take_a_range(backend: Backend) {
