@@ -31,6 +31,11 @@ pub fn utc_day(ns: i64) -> String {
     format!("{year:04}-{month:02}-{day:02}")
 }
 
+/// The UTC hour of a Unix time in nanoseconds, as `YYYY-MM-DDTHH`.
+pub fn utc_hour(ns: i64) -> String {
+    format!("{}T{:02}", utc_day(ns), ns.div_euclid(3_600_000_000_000).rem_euclid(24))
+}
+
 /// (year, month 1–12, day 1–31) of a day number since 1970-01-01 (Howard Hinnant's
 /// algorithm).
 pub fn civil(days: i64) -> (i64, u32, u32) {
@@ -66,5 +71,7 @@ mod day_tests {
         assert_eq!(utc_day(951_782_400 * 1_000_000_000), "2000-02-29");
         assert_eq!(utc_day(-1), "1969-12-31");
         assert_eq!(rfc3339_ns(1_500_000_000), "1970-01-01T00:00:01.500Z");
+        assert_eq!(utc_hour(1_795_000_000 * 1_000_000_000), "2026-11-18T11");
+        assert_eq!(utc_hour(-1), "1969-12-31T23");
     }
 }

@@ -253,7 +253,8 @@
     let data;
     try { data = JSON.parse(dataEl.textContent); } catch (_) { return; }
     if (!data.days || data.days.length === 0) return;
-    const xs = data.days.map(function (d) { return Date.parse(d + "T00:00:00Z") / 1000; });
+    // Each point's start: given (days or hours), or read from a day's date.
+    const xs = data.times || data.days.map(function (d) { return Date.parse(d + "T00:00:00Z") / 1000; });
     const palette = ["#3f8f7a", "#6b5bd2", "#d08a2e", "#c8453b", "#2f7fc1", "#8a8f3a", "#b05aa0", "#5c6b73"];
     document.querySelectorAll(".chart[data-metric]").forEach(function (el) {
       const metric = el.getAttribute("data-metric");

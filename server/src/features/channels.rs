@@ -63,6 +63,7 @@ pub async fn channels_page(store: &Store) -> Result<GetChannelsResponse> {
             traffic: by_agent.remove(&row.id).unwrap_or_default(),
             chat_bot_connected: row.messaging_bot_token.as_deref().is_some_and(|t| !t.is_empty()),
             status: row.status.clone(),
+            name: row.name.clone(),
             instance_id: row.id,
             account_id: row.account_id,
             runtime: row.runtime,

@@ -57,6 +57,8 @@ pub enum FilterKind {
     Flag,
     /// `sql >= the UTC day that many days back` (an integer argument).
     DaysBack,
+    /// `sql >= the UTC hour that many hours back` (`YYYY-MM-DDTHH`; an integer argument).
+    HoursBack,
     /// `sql` contains the string argument, ignoring case: `LOWER(sql) LIKE LOWER('%arg%')`
     /// with the argument's `%`, `_` and `\` matched literally. The same on both backends
     /// for ASCII letters (SQLite's `LOWER` folds only those; PostgreSQL's folds others too).
@@ -136,7 +138,7 @@ pub struct Shape {
 }
 
 use ColKind::{CostUsd, DurationMs, Float, Int, Json, Status, Text, Time};
-use FilterKind::{AtLeast, AtLeastOrUnset, AtMost, Contains, DaysBack, Eq, Flag, Holds, HoldsLike};
+use FilterKind::{AtLeast, AtLeastOrUnset, AtMost, Contains, DaysBack, Eq, Flag, Holds, HoldsLike, HoursBack};
 
 const SINCE: &str = "only rows at or after this time";
 const UNTIL: &str = "only rows at or before this time";
@@ -583,6 +585,32 @@ pub const SHAPES: &[Shape] = &[
             from: crate::telemetry::summaries::USAGE_WITH_METRICS,
             filters: &[filter("days", "day", DaysBack), filter("model", "model", Eq)],
             order: "day DESC, cost_nanocents DESC, model",
+            orders: &[],
+        },
+        post: None,
+    },
+    Shape {
+        name: "usage_hourly",
+        description: "Tokens, calls and cost per model per UTC hour (spans, events and log events; usage that services report as metrics is daily only, see models), newest hour first. What the usage page charts for a range of a day.",
+        args: &[
+            ArgSpec::integer("hours", "how many hours back, this one included", 24, 1, 2160),
+            ArgSpec::string("model", "only this model"),
+            ArgSpec::integer("limit", "most rows", 500, 1, 5000),
+            OFFSET,
+        ],
+        columns: &[
+            col("hour", "hour", Text),
+            col("model", "model", Text),
+            col("calls", "calls", Int),
+            col("input_tokens", "input_tokens", Int),
+            col("output_tokens", "output_tokens", Int),
+            col("cost_usd", "cost_nanocents", CostUsd),
+            col("unpriced_calls", "unpriced_calls", Int),
+        ],
+        plan: Plan::Table {
+            from: "usage_hourly",
+            filters: &[filter("hours", "hour", HoursBack), filter("model", "model", Eq)],
+            order: "hour DESC, cost_nanocents DESC, model",
             orders: &[],
         },
         post: None,

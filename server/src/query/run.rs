@@ -13,7 +13,7 @@ use crate::{
     Result,
     store::{Store, on_reader},
     telemetry::runs::nanocents_to_usd,
-    time::{rfc3339_ns, utc_day},
+    time::{rfc3339_ns, utc_day, utc_hour},
 };
 
 /// A value bound to a placeholder.
@@ -128,6 +128,11 @@ fn table(shape: &Shape, from: &str, filters: &[super::registry::Filter], order: 
             FilterKind::DaysBack => {
                 let days = args.integer(filter.arg).max(1);
                 let first = utc_day(now_ns - (days - 1) * 86_400_000_000_000);
+                Some(format!("{} >= {}", filter.sql, sql.bind(Bind::Text(first))))
+            }
+            FilterKind::HoursBack => {
+                let hours = args.integer(filter.arg).max(1);
+                let first = utc_hour(now_ns - (hours - 1) * 3_600_000_000_000);
                 Some(format!("{} >= {}", filter.sql, sql.bind(Bind::Text(first))))
             }
         };

@@ -5,7 +5,11 @@
 use std::collections::BTreeMap;
 
 use super::rows::{EventRow, GenAi, LogRow, MetricRow, MetricUsage, SpanRow, UsageKind};
-use crate::{Result, store::impl_for_connections, time::utc_day};
+use crate::{
+    Result,
+    store::impl_for_connections,
+    time::{utc_day, utc_hour},
+};
 
 /// Daily usage per model as read (a subquery for `FROM`): the calls (`usage_daily`), plus
 /// what metrics reported for services that report no calls (`metric_usage_daily`; see
@@ -129,6 +133,8 @@ pub struct Summaries {
     traces: BTreeMap<String, TraceDelta>,
     services: BTreeMap<String, ServiceDelta>,
     usage: BTreeMap<(String, String), UsageDelta>,
+    /// The same per UTC hour (without cache tokens).
+    usage_hourly: BTreeMap<(String, String), UsageDelta>,
     metric_usage: BTreeMap<(String, String, String), MetricUsageDelta>,
     activity: BTreeMap<String, ActivityDelta>,
     runs: BTreeMap<String, RunDelta>,
@@ -158,12 +164,25 @@ impl Summaries {
         delta
     }
 
-    fn usage(&mut self, ns: i64, model: &str, input: i64, output: i64, cost: i64, call: bool) -> &mut UsageDelta {
+    /// Counts usage in its day and in its hour; `unpriced` when its model has no price.
+    fn usage(
+        &mut self,
+        ns: i64,
+        model: &str,
+        (input, output, cost): (i64, i64, i64),
+        call: bool,
+        unpriced: bool,
+    ) -> &mut UsageDelta {
+        let add = |usage: &mut UsageDelta| {
+            usage.calls += i64::from(call);
+            usage.input_tokens += input;
+            usage.output_tokens += output;
+            usage.cost += cost;
+            usage.unpriced_calls += i64::from(unpriced);
+        };
+        add(self.usage_hourly.entry((utc_hour(ns), model.to_owned())).or_default());
         let usage = self.usage.entry((utc_day(ns), model.to_owned())).or_default();
-        usage.calls += i64::from(call);
-        usage.input_tokens += input;
-        usage.output_tokens += output;
-        usage.cost += cost;
+        add(usage);
         usage
     }
 
@@ -189,10 +208,9 @@ impl Summaries {
         }
         let call = if is_log { g.has_usage() } else { g.model().is_some() && !g.aggregate };
         if call || input > 0 || output > 0 {
-            let usage = self.usage(start_ns, model, input, output, cost, call);
+            let usage = self.usage(start_ns, model, (input, output, cost), call, g.is_unpriced());
             usage.cache_read_tokens += g.cache_read_tokens.unwrap_or(0).max(0);
             usage.cache_write_tokens += g.cache_write_tokens.unwrap_or(0).max(0);
-            usage.unpriced_calls += i64::from(g.is_unpriced());
         }
         let day = self.activity(start_ns);
         day.input_tokens += input;
@@ -317,7 +335,7 @@ impl Summaries {
         run.output_tokens += output;
         run.cost += cost;
         if !event.model.is_empty() || input > 0 || output > 0 {
-            self.usage(event.ts_ns, &event.model, input, output, cost, !event.model.is_empty());
+            self.usage(event.ts_ns, &event.model, (input, output, cost), !event.model.is_empty(), false);
         }
         let day = self.activity(event.ts_ns);
         day.events += 1;
@@ -466,6 +484,24 @@ impl_for_connections! {
                      cache_write_tokens = usage_daily.cache_write_tokens + excluded.cache_write_tokens, \
                      cost_nanocents = usage_daily.cost_nanocents + excluded.cost_nanocents, \
                      unpriced_calls = usage_daily.unpriced_calls + excluded.unpriced_calls",
+                );
+                q.build().execute(&mut *self).await?;
+            }
+            if !s.usage_hourly.is_empty() {
+                let mut q = sqlx::QueryBuilder::new(
+                    "INSERT INTO usage_hourly (hour, model, calls, input_tokens, output_tokens, cost_nanocents, \
+                     unpriced_calls) ",
+                );
+                q.push_values(&s.usage_hourly, |mut row, ((hour, model), d)| {
+                    row.push_bind(hour).push_bind(model).push_bind(d.calls).push_bind(d.input_tokens)
+                        .push_bind(d.output_tokens).push_bind(d.cost).push_bind(d.unpriced_calls);
+                });
+                q.push(
+                    " ON CONFLICT (hour, model) DO UPDATE SET calls = usage_hourly.calls + excluded.calls, \
+                     input_tokens = usage_hourly.input_tokens + excluded.input_tokens, \
+                     output_tokens = usage_hourly.output_tokens + excluded.output_tokens, \
+                     cost_nanocents = usage_hourly.cost_nanocents + excluded.cost_nanocents, \
+                     unpriced_calls = usage_hourly.unpriced_calls + excluded.unpriced_calls",
                 );
                 q.build().execute(&mut *self).await?;
             }

@@ -17,7 +17,7 @@ use roost_proto::{
 };
 use serde::Deserialize;
 
-use super::{alerts::Confirm, clip, flag, rest};
+use super::{AgentChoice, agent_choices, alerts::Confirm, clip, flag, rest};
 use crate::{
     Core,
     pages::{
@@ -34,6 +34,8 @@ const HERE: &str = "/dashboard/crons";
 struct CronsPage {
     chrome: Chrome,
     crons: Result<Crons, Failure>,
+    /// The agents the new-cron form offers.
+    agents: Vec<AgentChoice>,
 }
 
 struct Crons {
@@ -169,7 +171,8 @@ pub(super) async fn page(State(core): State<Core>, page: PageCall) -> Response {
     let crons = answer
         .map_err(Failure::from)
         .map(|list| Crons { rows: list.crons.into_iter().map(cron_row).collect(), warning: list.warning });
-    page.render(&CronsPage { chrome: page.chrome("Crons", HERE), crons })
+    let agents = agent_choices(&core, &page).await;
+    page.render(&CronsPage { chrome: page.chrome("Crons", HERE), crons, agents })
 }
 
 pub(super) async fn detail(State(core): State<Core>, Path(id): Path<String>, page: PageCall) -> Response {

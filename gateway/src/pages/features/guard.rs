@@ -13,7 +13,7 @@ use roost_proto::{
 };
 use serde::Deserialize;
 
-use super::{alerts::Confirm, flag, input, number, rest};
+use super::{AgentChoice, agent_choices, alerts::Confirm, flag, input, number, rest};
 use crate::{
     Core,
     pages::{
@@ -42,6 +42,8 @@ struct GuardPage {
     chrome: Chrome,
     guard: Result<Guard, Failure>,
     kinds: &'static [(&'static str, &'static str, &'static str)],
+    /// The agents the new-policy form offers (besides every agent).
+    agents: Vec<AgentChoice>,
 }
 
 struct Guard {
@@ -109,7 +111,8 @@ pub(super) async fn page(State(core): State<Core>, page: PageCall) -> Response {
             })
             .collect(),
     });
-    page.render(&GuardPage { chrome: page.chrome("Guard", HERE), guard, kinds: KINDS })
+    let agents = agent_choices(&core, &page).await;
+    page.render(&GuardPage { chrome: page.chrome("Guard", HERE), guard, kinds: KINDS, agents })
 }
 
 /// The new-policy form: every field of `CreateGuardPolicyRequest`.

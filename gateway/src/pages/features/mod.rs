@@ -39,6 +39,32 @@ pub(super) fn routes() -> Router<Core> {
         .route("/dashboard/health", get(health::page))
 }
 
+/// A hosted agent offered in a form's agent picker.
+pub(super) struct AgentChoice {
+    pub(super) id: String,
+    /// Its name (else its id), runtime and state: `planner · ins_… (echo, running)`.
+    pub(super) label: String,
+}
+
+/// Every hosted agent not destroyed, for the forms that name one (crons, guard): a picker
+/// instead of a typed id. Empty when the channels API cannot answer (the form then says
+/// there is no agent to pick).
+pub(super) async fn agent_choices(core: &Core, page: &crate::pages::layout::PageCall) -> Vec<AgentChoice> {
+    let request = page.request(roost_proto::v1::GetChannelsRequest {});
+    let Ok(answer) = page.load("GET /api/channels", core.features.get_channels(request)).await else {
+        return Vec::new();
+    };
+    answer
+        .agents
+        .into_iter()
+        .map(|a| {
+            let who =
+                if a.name.is_empty() { a.instance_id.clone() } else { format!("{} · {}", a.name, a.instance_id) };
+            AgentChoice { label: format!("{who} ({}, {})", a.runtime, a.status), id: a.instance_id }
+        })
+        .collect()
+}
+
 /// A posted number field: empty (or absent) is `None`; anything else must parse.
 pub(super) fn number<T: FromStr>(field: &str, value: Option<&str>) -> Result<Option<T>, ApiError> {
     match value.map(str::trim) {

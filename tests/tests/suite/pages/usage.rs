@@ -64,6 +64,26 @@ async fn usage_shows_totals_models_days_and_chart_data(backend: Backend) {
     assert_eq!(data["tokens"][i][6], 150_000);
     // Both charts are declared for the script, with a text alternative.
     assert_eq!(page.attrs(".chart", "data-metric"), ["cost", "tokens"]);
+    // Today is charted by the hour: a point per UTC hour since midnight, from q/1
+    // `usage_hourly`, the span in the hour it started.
+    let today = visitor.get("/dashboard/usage?days=1").await;
+    assert!(today.backed_by().iter().any(|c| c.contains("\"shape\":\"usage_hourly\"")), "{:?}", today.backed_by());
+    assert!(today.texts("h2").contains(&"Cost per hour by model".to_owned()), "{:?}", today.texts("h2"));
+    let data: Value = serde_json::from_str(&today.texts("#usage-data").join("")).unwrap();
+    let hours = data["days"].as_array().unwrap();
+    assert!((1..=24).contains(&hours.len()), "{hours:?}");
+    assert!(hours.iter().all(|h| h.as_str().unwrap().len() == 13), "YYYY-MM-DDTHH: {hours:?}");
+    let models: Vec<&str> = data["models"].as_array().unwrap().iter().map(|m| m.as_str().unwrap()).collect();
+    let i = models.iter().position(|m| *m == "gpt-4o-mini").unwrap();
+    let used: i64 = data["tokens"][i].as_array().unwrap().iter().map(|t| t.as_i64().unwrap()).sum();
+    assert_eq!(used, 150_000, "{data}");
+    // A dated release sums under its family, with each release's share of the cost.
+    post_json(&server, "/v1/traces", &genai_span(3, 3, "gpt-4o-mini-2024-07-18", 120_000, 30_000, "s-usage-3")).await;
+    let page = visitor.get("/dashboard/usage?days=7").await;
+    let rows = page.texts("table.bars-table tbody tr td:first-child");
+    let family = rows.iter().position(|r| r == "gpt-4o-mini").unwrap_or_else(|| panic!("{rows:?}"));
+    assert_eq!(rows[family + 1..family + 3], ["↳ gpt-4o-mini 50 %", "↳ gpt-4o-mini-2024-07-18 50 %"], "{rows:?}");
+    assert_eq!(page.texts("table.bars-table tr.sub").len(), 2);
     // A period the page does not offer falls back to 30 days.
     let odd = visitor.get("/dashboard/usage?days=abc").await;
     assert_eq!(odd.status, StatusCode::OK);

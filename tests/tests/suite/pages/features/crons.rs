@@ -21,8 +21,12 @@ async fn a_cron_made_on_the_page_runs_and_is_edited_killed_and_deleted(backend: 
 
     let empty = visitor.get("/dashboard/crons").await;
     assert_eq!(empty.status, StatusCode::OK, "{}", empty.body);
-    assert_eq!(empty.backed_by(), ["GET /api/crons"]);
+    assert_eq!(empty.backed_by(), ["GET /api/crons", "GET /api/channels"]);
     assert!(empty.main_text().contains("No crons yet"), "{}", empty.main_text());
+    // The form offers the hosted agents to pick, not a field to type an id into.
+    assert_eq!(empty.attrs("select[name=instance_id] option", "value"), ["", target.as_str()]);
+    let offered = empty.texts("select[name=instance_id] option");
+    assert!(offered[1].starts_with(&target) && offered[1].ends_with("(echo, running)"), "{offered:?}");
 
     // Bad values: the API's 400 (or 404), nothing stored.
     for (fields, status) in [

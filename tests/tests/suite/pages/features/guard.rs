@@ -23,7 +23,8 @@ async fn guard_policies_are_made_changed_and_deleted_and_incidents_shown(backend
 
     let empty = visitor.get("/dashboard/guard").await;
     assert_eq!(empty.status, StatusCode::OK, "{}", empty.body);
-    assert_eq!(empty.backed_by(), ["GET /api/guard"]);
+    assert_eq!(empty.backed_by(), ["GET /api/guard", "GET /api/channels"]);
+    assert_eq!(empty.attrs("select[name=instance_id] option", "value"), ["", looper.as_str()], "every agent, or one");
     let text = empty.main_text();
     assert!(text.contains("No guard policies") && text.contains("No incidents"), "{text}");
     assert_eq!(empty.attrs("select[name=kind] option", "value"), ["spend_per_day", "tool_loop"]);
