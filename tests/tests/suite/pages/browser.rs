@@ -117,6 +117,13 @@ async fn exported_telemetry_reads_on_the_sessions_trace_and_usage_pages() {
     assert_eq!(charts.len(), 2);
     browser.screenshot("usage").await;
     assert_no_console_errors(&browser, "usage").await;
+    // Today, by the hour: the same charts on hourly points.
+    browser.open(&server.url("/dashboard/usage?days=1")).await;
+    browser.wait_for_text("Cost per hour by model", Duration::from_secs(10)).await.unwrap();
+    browser.client.wait().at_most(Duration::from_secs(10)).for_element(Locator::Css(".chart canvas")).await.unwrap();
+    assert_eq!(browser.client.find_all(Locator::Css(".chart canvas")).await.unwrap().len(), 2);
+    browser.screenshot("usage-today").await;
+    assert_no_console_errors(&browser, "usage today").await;
 
     browser.open(&server.url("/")).await;
     browser.wait_for_text("sess-parcel-7731", Duration::from_secs(10)).await.unwrap();
