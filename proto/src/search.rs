@@ -80,6 +80,12 @@ impl Terms {
         self.prefix
     }
 
+    /// The same words, all matched whole: what a search looks up first, since a prefix
+    /// is costly to look up for a common word and whole words usually find enough.
+    pub fn whole_words(&self) -> Self {
+        Self { words: self.words.clone(), prefix: false }
+    }
+
     /// Whether a folded word of a document is one this search matches.
     pub fn matches(&self, folded: &str) -> bool {
         let last = self.words.len() - 1;

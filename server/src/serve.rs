@@ -120,6 +120,21 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     .context("preparing the runtimes directory")?;
     hosting.restore().await.context("restoring hosted agents")?;
     let workers = CancellationToken::new();
+    // Conversations stored before search existed are indexed in the background, and only
+    // while content capture is on (with it off, nothing is indexed).
+    if telemetry.limits.capture_content {
+        let (store, stop) = (store.clone(), workers.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                () = stop.cancelled() => {}
+                indexed = crate::telemetry::search::backfill(&store) => match indexed {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(messages = n, "indexed earlier messages for search"),
+                    Err(err) => tracing::warn!(error = %err, "indexing earlier messages for search failed; the next start resumes it"),
+                },
+            }
+        });
+    }
     // On PostgreSQL, one connection hears the other replicas: their stored rows for the
     // live streams, their lease releases for the ownership loop.
     let freed = Arc::new(tokio::sync::Notify::new());

@@ -23,3 +23,7 @@ CREATE TABLE search_docs (
 -- Retention deletes the oldest first.
 CREATE INDEX search_docs_time ON search_docs (time_ns);
 CREATE INDEX search_docs_words ON search_docs USING GIN (words);
+-- Messages stored before search existed are indexed by `roost serve` in the background,
+-- newest first, down from this id (telemetry::search::backfill); 0 once done.
+INSERT INTO roost_meta (key, value, updated_at)
+SELECT 'search_backfill_messages', CAST(COALESCE(MAX(id), 0) AS TEXT), 0 FROM messages;

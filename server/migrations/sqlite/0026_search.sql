@@ -30,3 +30,7 @@ END;
 CREATE TRIGGER search_docs_unindexed AFTER DELETE ON search_docs BEGIN
     INSERT INTO search_fts (search_fts, rowid, text) VALUES ('delete', old.id, old.text);
 END;
+-- Messages stored before search existed are indexed by `roost serve` in the background,
+-- newest first, down from this id (telemetry::search::backfill); 0 once done.
+INSERT INTO roost_meta (key, value, updated_at)
+SELECT 'search_backfill_messages', CAST(COALESCE(MAX(id), 0) AS TEXT), 0 FROM messages;

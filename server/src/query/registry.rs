@@ -712,7 +712,7 @@ pub const SHAPES: &[Shape] = &[
     },
     Shape {
         name: "search",
-        description: "Full-text search over what agents said and did: messages (prompts, replies, tool calls), tool calls' arguments and results, span names and failures, log bodies, run and turn events; newest first. Every word must match, whole, ignoring case and accents; the last word also matches as a prefix from 3 characters. source is message, tool, span (a trace's span names), log or event; snippet is the text around the first match. Nothing is indexed while roost runs with --capture-content off.",
+        description: "Full-text search over what agents said and did: messages (prompts, replies, tool calls), tool calls' arguments and results, span names and failures, log bodies, run and turn events; newest first. Every word must match, whole, ignoring case and accents; the last word also matches as a prefix from 3 characters (when the whole words find fewer hits than the limit). source is message, tool, span (a trace's span names), log or event; snippet is the text around the first match. Nothing is indexed while roost runs with --capture-content off.",
         args: &[
             ArgSpec::required_string("text", "the words to find"),
             ArgSpec::integer("limit", "most rows", 50, 1, 500),

@@ -8,6 +8,15 @@
 //!   backwards and stop at the limit (FTS5 reads its doclists in rowid order; PostgreSQL
 //!   picks the id index or the GIN index by how common the words are). Ids follow ingest
 //!   order, which is time order for live senders.
+//! - **Whole words first.** A prefix is looked up by merging the lists of every word it
+//!   starts, all of them, before the newest can be taken: 26 ms for a word in 200,000
+//!   documents, where the word alone takes 0.3 ms. So the words are looked up whole
+//!   first, and the last as a prefix only when that finds fewer hits than wanted; the
+//!   two are merged newest first. A search for a whole word that is everywhere stays
+//!   fast; a search as someone types (`lisb`) finds no whole word and takes the prefix.
+//! - **Two reads.** The hits are read with only what grouping needs (id, session,
+//!   trace), up to [`GROUP_SCAN`] for a grouped search; the rows answered are then read
+//!   in full, with their text for the snippet.
 //! - **Groups.** `group=conversation` (one row per session, or per trace for
 //!   conversations without a session) and `group=trace` read at most [`GROUP_SCAN`] hits
 //!   and fold them, newest first; a row's `hits` counts the hits read, so it is a lower
@@ -56,21 +65,25 @@ fn tsquery(terms: &Terms) -> String {
     out.join(" & ")
 }
 
-/// A hit's columns (`_id` and `_text` are read here, not answered).
-const COLUMNS: &[Col] = &[
+/// What a hit is read with: enough to group it (`_id` is read here, not answered).
+const SCAN_COLUMNS: &[Col] = &[
     Col { name: "_id", sql: "d.id", kind: ColKind::Int },
-    Col { name: "time", sql: "d.time_ns", kind: ColKind::Time },
-    Col { name: "source", sql: "d.source", kind: ColKind::Text },
     Col { name: "session_id", sql: "d.session_id", kind: ColKind::Text },
     Col { name: "trace_id", sql: "d.trace_id", kind: ColKind::Text },
-    Col { name: "span_id", sql: "d.span_id", kind: ColKind::Text },
-    Col { name: "run_id", sql: "d.run_id", kind: ColKind::Text },
-    Col { name: "service", sql: "d.service", kind: ColKind::Text },
 ];
 
-/// The text of the hits a search answers.
-const TEXT_COLUMNS: &[Col] =
-    &[Col { name: "_id", sql: "id", kind: ColKind::Int }, Col { name: "_text", sql: "text", kind: ColKind::Text }];
+/// An answered hit's columns (`_id` and `_text` are read here, not answered).
+const ROW_COLUMNS: &[Col] = &[
+    Col { name: "_id", sql: "id", kind: ColKind::Int },
+    Col { name: "time", sql: "time_ns", kind: ColKind::Time },
+    Col { name: "source", sql: "source", kind: ColKind::Text },
+    Col { name: "session_id", sql: "session_id", kind: ColKind::Text },
+    Col { name: "trace_id", sql: "trace_id", kind: ColKind::Text },
+    Col { name: "span_id", sql: "span_id", kind: ColKind::Text },
+    Col { name: "run_id", sql: "run_id", kind: ColKind::Text },
+    Col { name: "service", sql: "service", kind: ColKind::Text },
+    Col { name: "_text", sql: "text", kind: ColKind::Text },
+];
 
 /// Runs the `search` shape.
 pub(super) async fn run(store: &Store, args: &Args) -> Result<Fetched> {
@@ -78,19 +91,30 @@ pub(super) async fn run(store: &Store, args: &Args) -> Result<Fetched> {
     let group = args.string("group").unwrap_or("hit");
     let limit = args.integer("limit");
     let scan = if group == "hit" { limit } else { GROUP_SCAN.max(limit) };
-    let sql = hits_sql(store.kind(), &terms, args, group, scan);
-    let hits = fetch(store, sql, COLUMNS, ENVELOPE_BYTES).await?;
-    let mut rows = fold_groups(hits.rows, group, limit as usize);
-    // The texts of the answered hits only (a grouped search reads up to 2,000 hits).
-    let ids: Vec<i64> = rows.iter().filter_map(|r| r.get("_id").and_then(Json::as_i64)).collect();
-    let texts = texts(store, &ids).await?;
-    for row in &mut rows {
-        let id = row.remove("_id").and_then(|v| v.as_i64()).unwrap_or_default();
-        let text = texts.get(&id).map(String::as_str).unwrap_or_default();
-        row.insert("snippet".to_owned(), Json::String(snippet(text, &terms)));
+    let id = |row: &Map<String, Json>| row.get("_id").and_then(Json::as_i64).unwrap_or_default();
+    let mut hits =
+        fetch(store, hits_sql(store.kind(), &terms.whole_words(), args, group, scan), SCAN_COLUMNS, 0).await?.rows;
+    if terms.prefix() && (hits.len() as i64) < scan {
+        let seen: std::collections::HashSet<i64> = hits.iter().map(id).collect();
+        let more = fetch(store, hits_sql(store.kind(), &terms, args, group, scan), SCAN_COLUMNS, 0).await?.rows;
+        hits.extend(more.into_iter().filter(|row| !seen.contains(&id(row))));
+        hits.sort_by_key(|row| std::cmp::Reverse(id(row)));
+        hits.truncate(scan as usize);
+    }
+    let groups = fold_groups(hits, group, limit as usize);
+    let ids: Vec<i64> = groups.iter().map(id).collect();
+    let (mut details, truncated) = rows_by_id(store, &ids).await?;
+    let mut rows = Vec::with_capacity(groups.len());
+    for group in groups {
+        let Some(mut row) = details.remove(&id(&group)) else { continue };
+        let text = row.remove("_text").and_then(|t| t.as_str().map(str::to_owned)).unwrap_or_default();
+        row.remove("_id");
+        row.insert("hits".to_owned(), group.get("hits").cloned().unwrap_or(Json::from(1)));
+        row.insert("snippet".to_owned(), Json::String(snippet(&text, &terms)));
+        rows.push(row);
     }
     let bytes = rows.iter().map(|r| Json::Object(r.clone()).to_string().len()).sum::<usize>() + ENVELOPE_BYTES;
-    Ok(Fetched { rows, truncated: hits.truncated, bytes })
+    Ok(Fetched { rows, truncated, bytes })
 }
 
 /// The hits' query on `backend`: matching documents, newest first.
@@ -132,7 +156,7 @@ fn hits_sql(backend: BackendKind, terms: &Terms, args: &Args, group: &str, scan:
     let limit = sql.bind(Bind::Int(scan));
     sql.text = format!(
         "SELECT {} FROM {from} WHERE {} ORDER BY {order} LIMIT {limit}",
-        select_list(COLUMNS),
+        select_list(SCAN_COLUMNS),
         conditions.join(" AND ")
     );
     sql
@@ -172,23 +196,18 @@ fn fold_groups(hits: Vec<Map<String, Json>>, group: &str, limit: usize) -> Vec<M
     rows
 }
 
-/// The texts of documents by id.
-async fn texts(store: &Store, ids: &[i64]) -> Result<HashMap<i64, String>> {
+/// The answered hits' rows (with their `_text`), by id, and whether some were left out
+/// for the answer's byte budget (documents of 64 KiB each, 500 of them).
+async fn rows_by_id(store: &Store, ids: &[i64]) -> Result<(HashMap<i64, Map<String, Json>>, bool)> {
     if ids.is_empty() {
-        return Ok(HashMap::new());
+        return Ok((HashMap::new(), false));
     }
     let mut sql = Sql::default();
     let list: Vec<String> = ids.iter().map(|id| sql.bind(Bind::Int(*id))).collect();
-    sql.text = format!("SELECT {} FROM search_docs WHERE id IN ({})", select_list(TEXT_COLUMNS), list.join(", "));
-    let fetched = fetch(store, sql, TEXT_COLUMNS, ENVELOPE_BYTES).await?;
-    Ok(fetched
-        .rows
-        .into_iter()
-        .map(|row| {
-            let id = row.get("_id").and_then(Json::as_i64).unwrap_or_default();
-            (id, row.get("_text").and_then(Json::as_str).unwrap_or_default().to_owned())
-        })
-        .collect())
+    sql.text = format!("SELECT {} FROM search_docs WHERE id IN ({})", select_list(ROW_COLUMNS), list.join(", "));
+    let fetched = fetch(store, sql, ROW_COLUMNS, ENVELOPE_BYTES).await?;
+    let rows = fetched.rows.into_iter().map(|row| (row.get("_id").and_then(Json::as_i64).unwrap_or_default(), row));
+    Ok((rows.collect(), fetched.truncated))
 }
 
 #[cfg(test)]

@@ -18,13 +18,26 @@
 //! - **Same transaction.** Documents are inserted with the rows they come from
 //!   ([`SearchTx`], called from the ingest writer and the turn recorder), so what is
 //!   acknowledged is searchable, and retention deletes both by the same time bound.
+//! - **Stores from before search.** Their conversations are indexed once by
+//!   [`backfill`], which `roost serve` runs in the background while content capture is
+//!   on: the messages table, newest first, one document per message. Span names, tool
+//!   calls' attributes, log bodies and events stored before are not indexed back.
 
 use std::{borrow::Cow, collections::BTreeMap};
 
 use roost_proto::search::{MAX_WORD, words};
 
 use super::rows::{Batch, EventRow, LogRow, SpanRow};
-use crate::Result;
+use crate::{
+    Result,
+    store::{BeginWrite as _, Store, on_reader, on_writer},
+};
+
+/// The `roost_meta` key holding the highest message id [`backfill`] has still to index
+/// (migration 0026 sets it to the messages stored then; 0 once done).
+const BACKFILL_KEY: &str = "search_backfill_messages";
+/// Messages indexed per transaction by [`backfill`]: short, so ingest never waits long.
+const BACKFILL_CHUNK: i64 = 1_000;
 
 /// Most distinct words of one document PostgreSQL's index keeps (a `tsvector` holds at
 /// most 1 MB).
@@ -176,6 +189,67 @@ pub fn tsvector(text: &str) -> String {
     distinct.dedup();
     distinct.truncate(MAX_WORDS);
     distinct.iter().map(|w| format!("'{w}'")).collect::<Vec<_>>().join(" ")
+}
+
+/// A message row as [`backfill`] reads it.
+type MessageRow = (i64, i64, Option<String>, Option<String>, Option<String>, String, Option<String>, String);
+
+/// Indexes the messages stored before search existed, newest first, a chunk per
+/// transaction; returns how many documents it wrote. Each chunk moves the mark in its own
+/// transaction, only from the value it read, so replicas sharing a PostgreSQL store (or a
+/// restart mid-way) never index a message twice.
+pub async fn backfill(store: &Store) -> Result<u64> {
+    let mut indexed = 0;
+    loop {
+        let Some(mark) = store.meta_get(BACKFILL_KEY).await?.and_then(|v| v.parse::<i64>().ok()).filter(|m| *m > 0)
+        else {
+            return Ok(indexed);
+        };
+        let rows: Vec<MessageRow> = on_reader!(store, |pool| {
+            sqlx::query_as(
+                "SELECT id, time_ns, session_id, trace_id, span_id, content, tool_calls, service FROM messages \
+                 WHERE id <= $1 ORDER BY id DESC LIMIT $2",
+            )
+            .bind(mark)
+            .bind(BACKFILL_CHUNK)
+            .fetch_all(pool)
+            .await
+        })?;
+        let next = if (rows.len() as i64) < BACKFILL_CHUNK { 0 } else { rows.last().map_or(0, |r| r.0 - 1) };
+        let docs: Vec<Doc<'_>> = rows
+            .iter()
+            .filter_map(|(_, time_ns, session, trace, span, content, tool_calls, service)| {
+                Some(Doc {
+                    time_ns: *time_ns,
+                    source: "message",
+                    session_id: session.as_deref().unwrap_or_default(),
+                    trace_id: trace.as_deref().unwrap_or_default(),
+                    span_id: span.as_deref().unwrap_or_default(),
+                    run_id: "",
+                    service,
+                    text: Cow::Owned(joined([content.as_str(), tool_calls.as_deref().unwrap_or_default()])?),
+                })
+            })
+            .collect();
+        let moved = on_writer!(store, |pool| {
+            let mut tx = pool.begin_write().await?;
+            let moved = sqlx::query("UPDATE roost_meta SET value = $1 WHERE key = $2 AND value = $3")
+                .bind(next.to_string())
+                .bind(BACKFILL_KEY)
+                .bind(mark.to_string())
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if moved == 1 {
+                tx.insert_search_docs(&docs).await?;
+            }
+            tx.commit().await?;
+            Ok::<_, crate::Error>(moved == 1)
+        })?;
+        if moved {
+            indexed += docs.len() as u64;
+        }
+    }
 }
 
 /// Writing documents inside the ingest transaction.

@@ -15,7 +15,8 @@ each_backend!(
     search_finds_what_was_said_whatever_carried_it,
     without_content_capture_nothing_is_indexed,
     retention_takes_the_index_with_the_data,
-    bad_searches_are_a_400_that_names_the_problem
+    bad_searches_are_a_400_that_names_the_problem,
+    messages_stored_before_search_are_indexed_once
 );
 
 fn now_ns() -> u64 {
@@ -250,4 +251,31 @@ async fn bad_searches_are_a_400_that_names_the_problem(backend: Backend) {
     }
     let found = search(&server, json!({"text": "lisbon & may"})).await;
     assert_eq!(found.len(), 1, "punctuation is no operator: {found:?}");
+}
+
+/// A store from before search: its messages are indexed by the backfill (which `roost
+/// serve` runs at start), newest first, once however often it runs.
+async fn messages_stored_before_search_are_indexed_once(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    send_the_day(&server).await;
+    // As an upgraded store is: messages, no documents, the mark at the newest message.
+    server.sql("DELETE FROM search_docs").await.unwrap();
+    let newest = server.sql("SELECT MAX(id) FROM messages").await.unwrap()[0];
+    server
+        .sql(&format!("UPDATE roost_meta SET value = '{newest}' WHERE key = 'search_backfill_messages'"))
+        .await
+        .unwrap();
+    assert!(search(&server, json!({"text": "lisbon"})).await.is_empty());
+
+    let store = server.store().await;
+    let indexed = roost_server::telemetry::search::backfill(store).await.unwrap();
+    let messages = server.sql("SELECT COUNT(*) FROM messages").await.unwrap()[0];
+    assert_eq!(indexed as i64, messages, "one document per message");
+    let found = search(&server, json!({"text": "lisbon"})).await;
+    assert_eq!(found.len(), 2, "the prompt and the reply: {found:#?}");
+    assert!(found.iter().all(|r| field(r, "session_id") == "trip-planner" && field(r, "source") == "message"));
+    assert_eq!(search(&server, json!({"text": "zurich"})).await.len(), 2);
+    // Done: the mark is 0, and running again adds nothing.
+    assert_eq!(roost_server::telemetry::search::backfill(store).await.unwrap(), 0);
+    assert_eq!(server.sql("SELECT COUNT(*) FROM search_docs").await.unwrap()[0], messages);
 }
