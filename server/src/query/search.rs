@@ -94,7 +94,12 @@ pub(super) async fn run(store: &Store, args: &Args) -> Result<Fetched> {
     let id = |row: &Map<String, Json>| row.get("_id").and_then(Json::as_i64).unwrap_or_default();
     let mut hits =
         fetch(store, hits_sql(store.kind(), &terms.whole_words(), args, group, scan), SCAN_COLUMNS, 0).await?.rows;
-    if terms.prefix() && (hits.len() as i64) < scan {
+    // The prefix is looked up only when the whole words leave the answer short: fewer
+    // hits than read, and fewer rows than asked once grouped.
+    if terms.prefix()
+        && (hits.len() as i64) < scan
+        && fold_groups(hits.clone(), group, limit as usize).len() < limit as usize
+    {
         let seen: std::collections::HashSet<i64> = hits.iter().map(id).collect();
         let more = fetch(store, hits_sql(store.kind(), &terms, args, group, scan), SCAN_COLUMNS, 0).await?.rows;
         hits.extend(more.into_iter().filter(|row| !seen.contains(&id(row))));

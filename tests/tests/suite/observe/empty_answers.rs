@@ -23,6 +23,8 @@ const TABLES: &[&str] = &[
     "usage_daily",
     "metric_usage_daily",
     "messages",
+    "search_docs",
+    "usage_hourly",
     "activity_daily",
     "crons",
     "cron_runs",
@@ -60,6 +62,7 @@ async fn reads_answer_empty_with_a_warning_when_the_store_cannot(backend: Backen
         let args = match shape.as_str() {
             "transcript" => json!({"session_id": "s"}),
             "span" => json!({"trace_id": "t", "span_id": "s"}),
+            "search" => json!({"text": "lisbon"}),
             _ => json!({}),
         };
         let answer = api.post("/api/local/query", json!({"shape": shape, "args": args})).await.ok();
