@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 use super::{
     Failure, When, count,
     layout::PageCall,
+    listing::{Filters, window_since},
     query,
     sessions::{session_href, span_href},
     text,
@@ -57,10 +58,31 @@ pub(super) struct Item {
     pub(super) snippet: Vec<(String, bool)>,
 }
 
+/// The search a list page shows instead of its list, for its filter's `(text, window,
+/// service)` within its checked `range` (from, to): none when no text was given or the
+/// range is not valid (the page says why). The second value is the warning for a text
+/// with no words, shown over the usual list.
+pub(super) async fn for_list(
+    core: &Core,
+    page: &PageCall,
+    range: &Result<(Option<String>, Option<String>), String>,
+    filter: &impl Filters,
+    (text, window, service): (&str, &str, &str),
+    by_trace: bool,
+) -> (Option<Found>, String) {
+    let (Ok((from, to)), false) = (range, text.is_empty()) else { return (None, String::new()) };
+    let since = from.clone().or_else(|| window_since(window));
+    let clear = filter.href(("text", ""), 1);
+    match find(core, page, text, by_trace, (since, to.clone(), service), clear).await {
+        Ok(found) => (Some(found), String::new()),
+        Err(warning) => (None, warning),
+    }
+}
+
 /// Searches for `text` (trimmed, non-empty), grouped by trace when `by_trace`, narrowed
 /// by the page's `since`/`until` (RFC 3339) and service filter; `clear` is the page
 /// without the search. `Err` holds the warning for a text with no words.
-pub(super) async fn find(
+async fn find(
     core: &Core,
     page: &PageCall,
     text_searched: &str,

@@ -411,18 +411,11 @@ async fn list(State(core): State<Core>, page: PageCall, Query(filter): Query<Lis
     let number = page_number(&filter.page);
     let range =
         range_bound("From", &filter.from, false).and_then(|from| Ok((from, range_bound("To", &filter.to, true)?)));
-    let (mut sessionless, mut sessionless_more, mut found) = (None, String::new(), None);
+    let (mut sessionless, mut sessionless_more) = (None, String::new());
     let none = || Pager::new("Sessions", 1, 0, false, |_| String::new());
     // A search replaces the list; a text with no words is a warning over it.
-    let mut search_warning = String::new();
-    if let (Ok((from, to)), false) = (&range, filter.text.is_empty()) {
-        let since = from.clone().or_else(|| window_since(&filter.window));
-        let clear = filter.href(("text", ""), 1);
-        match search::find(&core, &page, &filter.text, false, (since, to.clone(), &filter.service), clear).await {
-            Ok(result) => found = Some(result),
-            Err(message) => search_warning = message,
-        }
-    }
+    let (found, search_warning) =
+        search::for_list(&core, &page, &range, &filter, (&filter.text, &filter.window, &filter.service), false).await;
     let (sessions, warning, pager) = match range {
         Err(message) => (Ok(Vec::new()), message, none()),
         Ok(_) if found.is_some() => (Ok(Vec::new()), String::new(), none()),

@@ -94,19 +94,17 @@ pub(super) async fn run(store: &Store, args: &Args) -> Result<Fetched> {
     let id = |row: &Map<String, Json>| row.get("_id").and_then(Json::as_i64).unwrap_or_default();
     let mut hits =
         fetch(store, hits_sql(store.kind(), &terms.whole_words(), args, group, scan), SCAN_COLUMNS, 0).await?.rows;
+    let mut groups = fold_groups(&hits, group, limit as usize);
     // The prefix is looked up only when the whole words leave the answer short: fewer
     // hits than read, and fewer rows than asked once grouped.
-    if terms.prefix()
-        && (hits.len() as i64) < scan
-        && fold_groups(hits.clone(), group, limit as usize).len() < limit as usize
-    {
+    if terms.prefix() && (hits.len() as i64) < scan && groups.len() < limit as usize {
         let seen: std::collections::HashSet<i64> = hits.iter().map(id).collect();
         let more = fetch(store, hits_sql(store.kind(), &terms, args, group, scan), SCAN_COLUMNS, 0).await?.rows;
         hits.extend(more.into_iter().filter(|row| !seen.contains(&id(row))));
         hits.sort_by_key(|row| std::cmp::Reverse(id(row)));
         hits.truncate(scan as usize);
+        groups = fold_groups(&hits, group, limit as usize);
     }
-    let groups = fold_groups(hits, group, limit as usize);
     let ids: Vec<i64> = groups.iter().map(id).collect();
     let (mut details, truncated) = rows_by_id(store, &ids).await?;
     let mut rows = Vec::with_capacity(groups.len());
@@ -169,16 +167,16 @@ fn hits_sql(backend: BackendKind, terms: &Terms, args: &Args, group: &str, scan:
 
 /// Hits folded into at most `limit` rows: each hit alone (`hit`), or one row per
 /// conversation or trace holding its newest hit and the count of hits read (`hits`).
-fn fold_groups(hits: Vec<Map<String, Json>>, group: &str, limit: usize) -> Vec<Map<String, Json>> {
+fn fold_groups(hits: &[Map<String, Json>], group: &str, limit: usize) -> Vec<Map<String, Json>> {
     let field =
         |row: &Map<String, Json>, name: &str| row.get(name).and_then(Json::as_str).unwrap_or_default().to_owned();
     let mut rows: Vec<Map<String, Json>> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
-    for mut hit in hits {
+    for hit in hits {
         let key = match group {
-            "trace" => format!("t:{}", field(&hit, "trace_id")),
-            "conversation" if !field(&hit, "session_id").is_empty() => format!("s:{}", field(&hit, "session_id")),
-            "conversation" if !field(&hit, "trace_id").is_empty() => format!("t:{}", field(&hit, "trace_id")),
+            "trace" => format!("t:{}", field(hit, "trace_id")),
+            "conversation" if !field(hit, "session_id").is_empty() => format!("s:{}", field(hit, "session_id")),
+            "conversation" if !field(hit, "trace_id").is_empty() => format!("t:{}", field(hit, "trace_id")),
             _ => format!("h:{}", hit.get("_id").and_then(Json::as_i64).unwrap_or_default()),
         };
         if let Some(&at) = index.get(&key) {
@@ -194,9 +192,10 @@ fn fold_groups(hits: Vec<Map<String, Json>>, group: &str, limit: usize) -> Vec<M
             }
             continue;
         }
-        hit.insert("hits".to_owned(), Json::from(1));
+        let mut row = hit.clone();
+        row.insert("hits".to_owned(), Json::from(1));
         index.insert(key, rows.len());
-        rows.push(hit);
+        rows.push(row);
     }
     rows
 }
@@ -241,8 +240,8 @@ mod tests {
         let ids = |rows: &[Map<String, Json>]| {
             rows.iter().map(|r| (r["_id"].as_i64().unwrap(), r["hits"].as_i64().unwrap())).collect::<Vec<_>>()
         };
-        assert_eq!(ids(&fold_groups(hits.clone(), "conversation", 10)), [(9, 2), (8, 2), (5, 1)]);
-        assert_eq!(ids(&fold_groups(hits.clone(), "trace", 2)), [(9, 1), (8, 2)]);
-        assert_eq!(ids(&fold_groups(hits, "hit", 2)), [(9, 1), (8, 1)]);
+        assert_eq!(ids(&fold_groups(&hits, "conversation", 10)), [(9, 2), (8, 2), (5, 1)]);
+        assert_eq!(ids(&fold_groups(&hits, "trace", 2)), [(9, 1), (8, 2)]);
+        assert_eq!(ids(&fold_groups(&hits, "hit", 2)), [(9, 1), (8, 1)]);
     }
 }
