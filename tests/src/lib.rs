@@ -26,11 +26,12 @@ mod sql;
 mod sse;
 pub mod stripe;
 pub mod tools;
+pub mod workload;
 
 pub use api::{Api, Reply};
 pub use index::{FakeIndex, FakeInstaller, ROOST_PACKAGE, ROOST_REPOSITORY, ReleaseKey};
 pub use postgres::TestDatabase;
-pub use server::{TestAccount, TestServer};
+pub use server::{TestAccount, TestServer, roost_binary};
 pub use sse::{SseClient, SseItem};
 
 /// The databases roost runs on; every storage and end-to-end test runs on both.
