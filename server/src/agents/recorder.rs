@@ -1,8 +1,9 @@
 //! Turn records, written by one task in batches (group commit).
 //!
-//! Turns are many and small; committing each on its own would cost an fsync per turn
-//! (about 0.4 ms on SQLite with `synchronous=FULL`). The recorder takes whatever has queued
-//! up since its last commit and writes it in one transaction.
+//! Turns are many and small; committing each on its own would cost a commit per turn (and
+//! under `--durability disk` an fsync, about 0.4 ms on SQLite). The recorder takes
+//! whatever has queued up since its last commit and writes it in one transaction, as far
+//! as the store's [`Durability`](crate::store::Durability) says.
 //!
 //! - Every turn waits for its commit before its caller gets the reply: a turn that was
 //!   answered is stored, with its charge (a metered turn is charged in that same
@@ -310,7 +311,7 @@ async fn write_batch(
     ids.dedup();
     let now_ns = now_ms() * 1_000_000;
     let (charged, events, written) = on_writer!(sink.store, |pool| {
-        let mut tx = pool.begin_write().await?;
+        let mut tx = pool.begin_volume(sink.store.durability()).await?;
         let held = tx.held_leases(&sink.replica, &ids).await?;
         let kept: Vec<&(TurnRecord, Option<EventRow>)> =
             turns.iter().copied().filter(|t| held.get(&t.0.instance_id) == Some(&t.0.lease_epoch)).collect();

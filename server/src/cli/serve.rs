@@ -148,6 +148,12 @@ pub struct ServeArgs {
     /// `…[truncated N bytes]`.
     #[arg(long, env = "ROOST_MAX_ATTRIBUTE_BYTES", default_value_t = 65_536, value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
     max_attribute_bytes: u64,
+    /// What an acknowledged telemetry batch or turn record survives: `process` (roost
+    /// crashing or being killed; the OS writes it to disk moments later) or `disk` (power
+    /// loss too: each commit waits for fsync). Money and configuration always wait for
+    /// the disk.
+    #[arg(long, env = "ROOST_DURABILITY", value_name = "process|disk", default_value = "process")]
+    durability: crate::store::Durability,
     /// Keep conversation content (prompts, replies, tool arguments and results) sent in
     /// telemetry: `on`, or `off` to drop it at ingest (tokens, models and costs are kept).
     #[arg(long, env = "ROOST_CAPTURE_CONTENT", value_name = "on|off", default_value = "on", value_parser = on_off)]
@@ -358,6 +364,7 @@ impl ServeArgs {
         };
         config.telemetry.max_attribute_bytes = usize::try_from(self.max_attribute_bytes).unwrap_or(usize::MAX);
         config.telemetry.capture_content = self.capture_content;
+        config.store.durability = self.durability;
         config.access.api_tokens =
             self.api_tokens.iter().map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()).collect();
         config.streams = StreamLimits {

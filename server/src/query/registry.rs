@@ -370,7 +370,8 @@ pub const SHAPES: &[Shape] = &[
         plan: Plan::Table {
             from: "spans",
             filters: &[
-                filter("trace_id", "trace_id", Eq),
+                // Spans are keyed by their trace's number (migration 0028).
+                filter("trace_id", "trace_seq = (SELECT seq FROM traces WHERE trace_id = {arg})", Holds),
                 filter("session_id", "session_id", Eq),
                 filter("service", "service", Eq),
                 filter("agent_id", "agent_id", Eq),
@@ -439,7 +440,7 @@ pub const SHAPES: &[Shape] = &[
                 filter("service", "service", Eq),
                 filter(
                     "model",
-                    "EXISTS (SELECT 1 FROM spans s WHERE s.trace_id = traces.trace_id \
+                    "EXISTS (SELECT 1 FROM spans s WHERE s.trace_seq = traces.seq \
                      AND COALESCE(s.response_model, s.request_model) = {arg})",
                     Holds,
                 ),
@@ -450,7 +451,7 @@ pub const SHAPES: &[Shape] = &[
                 filter("service_contains", "service", Contains),
                 filter(
                     "model_contains",
-                    "EXISTS (SELECT 1 FROM spans s WHERE s.trace_id = traces.trace_id \
+                    "EXISTS (SELECT 1 FROM spans s WHERE s.trace_seq = traces.seq \
                      AND (LOWER(COALESCE(s.response_model, '')) LIKE LOWER({arg}) ESCAPE '\\' \
                      OR LOWER(COALESCE(s.request_model, '')) LIKE LOWER({arg}) ESCAPE '\\'))",
                     HoldsLike,

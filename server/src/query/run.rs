@@ -165,13 +165,15 @@ pub(super) fn like_escaped(text: &str) -> String {
     out
 }
 
-/// The span of a (`trace_id`, `span_id`) key, if stored (the `spans_key` index).
+/// The span of a (`trace_id`, `span_id`) key, if stored (the `spans_key` index, on the
+/// trace's number).
 fn span(shape: &Shape, args: &Args) -> Sql {
     let mut sql = Sql::default();
     let trace = sql.bind(Bind::Text(args.string("trace_id").unwrap_or_default().to_owned()));
     let span = sql.bind(Bind::Text(args.string("span_id").unwrap_or_default().to_owned()));
     sql.text = format!(
-        "SELECT {} FROM spans WHERE trace_id = {trace} AND span_id = {span} LIMIT 1",
+        "SELECT {} FROM spans WHERE trace_seq = (SELECT seq FROM traces WHERE trace_id = {trace}) \
+         AND span_id = {span} LIMIT 1",
         select_list(shape.columns)
     );
     sql
@@ -218,6 +220,12 @@ fn transcript(args: &Args) -> Sql {
         None => ("trace_id", args.string("trace_id").unwrap_or_default()),
     };
     let key = sql.bind(Bind::Text(key.to_owned()));
+    // Spans are keyed by their trace's number (migration 0028).
+    let spans_of = if column == "session_id" {
+        format!("session_id = {key}")
+    } else {
+        format!("trace_seq = (SELECT seq FROM traces WHERE trace_id = {key})")
+    };
     let since = args.time("since").map(|ns| sql.bind(Bind::Int(ns)));
     let after = |column: &str| since.as_ref().map(|s| format!(" AND {column} >= {s}")).unwrap_or_default();
     let limit = sql.bind(Bind::Int(args.integer("limit")));
@@ -242,7 +250,7 @@ fn transcript(args: &Args) -> Sql {
                   NULL AS tool_calls, COALESCE(input_tokens, 0) AS input_tokens, COALESCE(output_tokens, 0) AS output_tokens, \
                   cost_nanocents, trace_id, span_id, '' AS run_id, span_id AS id, \
                   status_code AS status, status_message \
-             FROM spans WHERE {column} = {key}{spans_after} \
+             FROM spans WHERE {spans_of}{spans_after} \
            UNION ALL \
            SELECT time_ns, 'message', 4, seq, 'message', role, COALESCE(model, ''), content, '', tool_calls, 0, 0, 0, \
                   COALESCE(trace_id, ''), COALESCE(span_id, ''), '', CAST(id AS TEXT), 0, '' \
@@ -419,7 +427,7 @@ mod tests {
         let (text, binds) = table_sql("traces", json!({"model": "m2"}));
         assert!(
             text.contains(
-                "EXISTS (SELECT 1 FROM spans s WHERE s.trace_id = traces.trace_id \
+                "EXISTS (SELECT 1 FROM spans s WHERE s.trace_seq = traces.seq \
                  AND COALESCE(s.response_model, s.request_model) = $1)"
             ),
             "{text}"
@@ -451,6 +459,11 @@ mod tests {
         }
         let args = Args::check("span", shape.args, json!({"trace_id": "ab", "span_id": "cd"}).as_object().unwrap());
         let text = span(shape, &args.unwrap()).text;
-        assert!(text.ends_with("FROM spans WHERE trace_id = $1 AND span_id = $2 LIMIT 1"), "{text}");
+        assert!(
+            text.ends_with(
+                "FROM spans WHERE trace_seq = (SELECT seq FROM traces WHERE trace_id = $1) AND span_id = $2 LIMIT 1"
+            ),
+            "{text}"
+        );
     }
 }

@@ -9,10 +9,13 @@
 //! SQLite gets one writer connection and a pool of read-only readers: WAL lets readers run
 //! beside the writer, and a single writer means roost's own writes never fight over the
 //! lock (`BEGIN IMMEDIATE` plus a busy timeout handles the CLI writing to the same file).
-//! A write is acknowledged only after its commit, with `synchronous=FULL`.
+//! A write is acknowledged only after its commit. How far that commit has gone when it is
+//! acknowledged is the [`Durability`] setting's, for telemetry and turn records; money and
+//! configuration always wait for the disk.
 
 mod agent_leases;
 pub mod backup;
+mod checkpoint;
 mod children;
 mod leases;
 mod meta;
@@ -21,6 +24,7 @@ mod url;
 use std::{
     path::PathBuf,
     str::FromStr,
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -46,11 +50,61 @@ pub struct StoreOptions {
     pub max_connections: u32,
     /// How long a query waits for a connection before the store counts as unavailable.
     pub acquire_timeout: Duration,
+    /// What an acknowledged telemetry batch or turn record survives.
+    pub durability: Durability,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        Self { max_connections: 16, acquire_timeout: Duration::from_secs(5) }
+        Self { max_connections: 16, acquire_timeout: Duration::from_secs(5), durability: Durability::default() }
+    }
+}
+
+/// What an acknowledged write of the high-volume paths survives (`--durability`): ingested
+/// telemetry (OTLP, runs, node pushes) and hosted turns' records. Every other write (money:
+/// ledger, credits, top-ups; accounts, agents, configuration) always waits for the disk.
+///
+/// Either way the store stays consistent (a transaction is all there or not at all) and an
+/// acknowledged write survives roost crashing or being killed (`kill -9`, the OOM killer):
+/// it is in the operating system's hands before the reply. The difference is power loss
+/// and OS crashes.
+///
+/// The default is [`Durability::Process`]: telemetry senders keep what they could not
+/// deliver and retry (OTLP exporters, nodes' outboxes), observability stores commonly
+/// work this way (ClickHouse does not fsync inserts by default, nor do Prometheus' and
+/// Loki's WALs per write), and waiting for the disk costs every ingest request and turn a
+/// flush whose tail reaches milliseconds on cloud disks. The last turns a power loss could
+/// take were not charged either, since a turn's charge is written with its record.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// Acknowledged only once on disk (`fsync`): survives power loss too.
+    Disk,
+    /// Acknowledged once written to the operating system: survives roost's process dying;
+    /// the OS puts it on disk moments later (SQLite: at the next checkpoint or durable
+    /// commit; PostgreSQL: within three `wal_writer_delay`s, 600 ms by default).
+    #[default]
+    Process,
+}
+
+impl Durability {
+    /// `disk` or `process`, as the flag takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Disk => "disk",
+            Self::Process => "process",
+        }
+    }
+}
+
+impl FromStr for Durability {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "disk" => Ok(Self::Disk),
+            "process" => Ok(Self::Process),
+            other => Err(format!("durability must be disk or process, not {other:?}")),
+        }
     }
 }
 
@@ -78,11 +132,12 @@ impl BackendKind {
 pub struct Store {
     backend: Backend,
     location: String,
+    durability: Durability,
 }
 
 #[derive(Clone)]
 pub(crate) enum Backend {
-    Sqlite { path: PathBuf, writer: SqlitePool, reader: SqlitePool },
+    Sqlite { path: PathBuf, writer: SqlitePool, reader: SqlitePool, checkpointer: Arc<checkpoint::Checkpointer> },
     Postgres(PgPool),
 }
 
@@ -124,23 +179,50 @@ pub(crate) use {impl_for_connections, on_reader, on_writer};
 pub(crate) trait BeginWrite {
     type Database: sqlx::Database;
 
-    /// Starts a write transaction.
+    /// Starts a write transaction whose commit waits for the disk.
     async fn begin_write(&self) -> sqlx::Result<sqlx::Transaction<'static, Self::Database>>;
+
+    /// Starts a write transaction of the high-volume paths (telemetry, turn records),
+    /// whose commit goes as far as `durability` says.
+    async fn begin_volume(&self, durability: Durability) -> sqlx::Result<sqlx::Transaction<'static, Self::Database>>;
 }
 
+/// SQLite's `synchronous` is a setting of the connection, read at commit, that cannot
+/// change inside a transaction: each write transaction sets it first, in the same call as
+/// its `BEGIN`. In WAL mode, `NORMAL` writes the commit to the WAL file without waiting
+/// for the disk (the WAL is synced at checkpoints), and `FULL` syncs it; a `FULL` commit
+/// also makes every earlier `NORMAL` one durable, since they are in the same file before it.
 impl BeginWrite for SqlitePool {
     type Database = sqlx::Sqlite;
 
     async fn begin_write(&self) -> sqlx::Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
-        self.begin_with("BEGIN IMMEDIATE").await
+        self.begin_with("PRAGMA synchronous = FULL; BEGIN IMMEDIATE").await
+    }
+
+    async fn begin_volume(&self, durability: Durability) -> sqlx::Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
+        match durability {
+            Durability::Disk => self.begin_write().await,
+            Durability::Process => self.begin_with("PRAGMA synchronous = NORMAL; BEGIN IMMEDIATE").await,
+        }
     }
 }
 
+/// `synchronous_commit = off` for one transaction: the commit returns once in the
+/// server's WAL buffers, which its WAL writer flushes within moments. roost dying loses
+/// nothing (the database server has it); only the database server's own crash can lose
+/// those moments, and never leaves a transaction half there.
 impl BeginWrite for PgPool {
     type Database = sqlx::Postgres;
 
     async fn begin_write(&self) -> sqlx::Result<sqlx::Transaction<'static, sqlx::Postgres>> {
         self.begin().await
+    }
+
+    async fn begin_volume(&self, durability: Durability) -> sqlx::Result<sqlx::Transaction<'static, sqlx::Postgres>> {
+        match durability {
+            Durability::Disk => self.begin().await,
+            Durability::Process => self.begin_with("BEGIN; SET LOCAL synchronous_commit = off").await,
+        }
     }
 }
 
@@ -151,7 +233,7 @@ impl Store {
             DatabaseUrl::Sqlite(path) => open_sqlite(path.clone(), options).await?,
             DatabaseUrl::Postgres(url) => open_postgres(url, options).await?,
         };
-        let store = Self { backend, location: url.location() };
+        let store = Self { backend, location: url.location(), durability: options.durability };
         info!(backend = store.kind().name(), location = %store.location, "store open");
         Ok(store)
     }
@@ -174,6 +256,11 @@ impl Store {
             Backend::Sqlite { .. } => BackendKind::Sqlite,
             Backend::Postgres(_) => BackendKind::Postgres,
         }
+    }
+
+    /// What acknowledged telemetry and turn records survive.
+    pub fn durability(&self) -> Durability {
+        self.durability
     }
 
     /// Where the data is, safe to show (no credentials).
@@ -242,8 +329,9 @@ impl Store {
     /// WAL on the last close).
     pub async fn close(&self) {
         match &self.backend {
-            Backend::Sqlite { writer, reader, .. } => {
+            Backend::Sqlite { writer, reader, checkpointer, .. } => {
                 reader.close().await;
+                checkpointer.stop().await;
                 writer.close().await;
             }
             Backend::Postgres(pool) => pool.close().await,
@@ -275,16 +363,20 @@ async fn open_sqlite(path: PathBuf, options: &StoreOptions) -> Result<Backend> {
         .max_lifetime(None)
         .acquire_timeout(options.acquire_timeout)
         // Writes touch several indexes of tables that outgrow SQLite's default ~8 MiB page
-        // cache; a larger one keeps ingest from re-reading index pages. Checkpointing every
-        // 10,000 pages instead of 1,000 copies the summary pages (rewritten by every commit)
-        // into the database far less often.
+        // cache; a larger one keeps ingest from re-reading index pages. Checkpoints are the
+        // checkpointer's (`checkpoint`): the writer runs one itself only past 50,000 pages
+        // (400 MiB) of WAL, when that connection cannot keep up or is not running. A
+        // multi-row insert or upsert inside a transaction keeps a statement journal (the
+        // pages it changed, to undo it alone on a constraint error); in memory rather than
+        // in a temporary file, which cost a tenth of the writer's time in `pwrite`s.
         .connect_with(
             connect
                 .clone()
                 .create_if_missing(true)
                 .page_size(8192)
                 .pragma("cache_size", "-65536")
-                .pragma("wal_autocheckpoint", "10000"),
+                .pragma("wal_autocheckpoint", "50000")
+                .pragma("temp_store", "MEMORY"),
         )
         .await?;
     enable_wal(&writer).await?;
@@ -294,9 +386,10 @@ async fn open_sqlite(path: PathBuf, options: &StoreOptions) -> Result<Backend> {
     let reader = SqlitePoolOptions::new()
         .max_connections(options.max_connections.max(1))
         .acquire_timeout(options.acquire_timeout)
-        .connect_with(connect.pragma("query_only", "ON"))
+        .connect_with(connect.clone().pragma("query_only", "ON"))
         .await?;
-    Ok(Backend::Sqlite { path, writer, reader })
+    let checkpointer = Arc::new(checkpoint::Checkpointer::start(connect));
+    Ok(Backend::Sqlite { path, writer, reader, checkpointer })
 }
 
 /// How long an SQLite statement waits for another connection's lock.
@@ -350,4 +443,19 @@ async fn open_postgres(url: &str, options: &StoreOptions) -> Result<Backend> {
     // sqlx takes an advisory lock on PostgreSQL, so replicas starting together migrate once.
     sqlx::migrate!("./migrations/postgres").run(&pool).await?;
     Ok(Backend::Postgres(pool))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Durability;
+
+    #[test]
+    fn durability_reads_its_two_names_and_defaults_to_process() {
+        assert_eq!("disk".parse::<Durability>(), Ok(Durability::Disk));
+        assert_eq!("process".parse::<Durability>(), Ok(Durability::Process));
+        assert_eq!(Durability::default(), Durability::Process);
+        assert_eq!(Durability::Disk.name(), "disk");
+        let err = "fsync".parse::<Durability>().unwrap_err();
+        assert!(err.contains("disk or process") && err.contains("fsync"), "{err}");
+    }
 }

@@ -232,7 +232,7 @@ pub async fn backfill(store: &Store) -> Result<u64> {
             })
             .collect();
         let moved = on_writer!(store, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = pool.begin_volume(store.durability()).await?;
             let moved = sqlx::query("UPDATE roost_meta SET value = $1 WHERE key = $2 AND value = $3")
                 .bind(next.to_string())
                 .bind(BACKFILL_KEY)

@@ -351,16 +351,22 @@ pub(crate) trait Dialect {
     const LEAST: &'static str;
     /// `MAX` (SQLite) or `GREATEST` (PostgreSQL).
     const GREATEST: &'static str;
+    /// Whether a new trace's number (`traces.seq`) comes from the table's sequence
+    /// (PostgreSQL, where replicas insert side by side) rather than from the writer (SQLite:
+    /// one writer at a time, so the next after the largest).
+    const SEQUENCES: bool;
 }
 
 impl Dialect for sqlx::SqliteConnection {
     const LEAST: &'static str = "MIN";
     const GREATEST: &'static str = "MAX";
+    const SEQUENCES: bool = false;
 }
 
 impl Dialect for sqlx::PgConnection {
     const LEAST: &'static str = "LEAST";
     const GREATEST: &'static str = "GREATEST";
+    const SEQUENCES: bool = true;
 }
 
 /// Applying summary deltas inside the write transaction.

@@ -24,7 +24,7 @@ use super::{
     rows::{Batch, EventRow, SpanRow},
     search::{self, SearchTx},
     stats::{Counts, IngestStats},
-    summaries::{Summaries, SummaryTx},
+    summaries::{Dialect, Summaries, SummaryTx},
 };
 use crate::{
     Error, Result,
@@ -48,8 +48,10 @@ struct MessageOrigin<'a> {
     service: &'a str,
 }
 
-/// Rows per INSERT statement (up to 27 parameters each stays under SQLite's 32,766).
+/// Rows per INSERT statement (up to 28 parameters each stays under SQLite's 32,766).
 const ROWS_PER_INSERT: usize = 1_000;
+/// Traces per statement drawing their numbers (11 parameters each).
+const TRACES_PER_STATEMENT: usize = 2_000;
 /// Requests waiting for the writer before ingest calls wait too (backpressure).
 const QUEUE: usize = 256;
 
@@ -250,7 +252,7 @@ async fn write_group(
 ) -> Result<Vec<Written>> {
     let now_ns = now_ms() * 1_000_000;
     let (written, new_resources) = on_writer!(store, |pool| {
-        let mut tx = pool.begin_write().await?;
+        let mut tx = pool.begin_volume(store.durability()).await?;
         let mut summaries = Summaries::default();
         let mut new_resources = Vec::new();
         let mut written = Vec::with_capacity(group.len());
@@ -293,8 +295,19 @@ pub(super) trait IngestTx {
         summaries: &mut Summaries,
         search: bool,
     ) -> Result<Written>;
-    /// Spans of `batch` not stored before; returns which were new.
-    async fn insert_spans(&mut self, spans: &[&SpanRow], batch: &Batch, resource_ids: &[i64]) -> Result<InsertedSpans>;
+    /// The numbers (`traces.seq`) of the traces of `spans`, drawing one for each trace not
+    /// seen before (its summary row, filled in by the summaries at the end of the
+    /// transaction, is inserted now to hold it).
+    async fn trace_seqs(&mut self, spans: &[&SpanRow]) -> Result<HashMap<String, i64>>;
+    /// Spans of `batch` not stored before (`seqs`: their traces' numbers); returns which
+    /// were new.
+    async fn insert_spans(
+        &mut self,
+        spans: &[&SpanRow],
+        seqs: &HashMap<String, i64>,
+        batch: &Batch,
+        resource_ids: &[i64],
+    ) -> Result<InsertedSpans>;
     /// Events not stored before; returns the (run_id, id) of the new ones, with their seq.
     async fn insert_events(&mut self, events: &[EventRow], node_id: &str) -> Result<HashMap<(String, String), i64>>;
     /// Stores an outbox item.
@@ -358,9 +371,10 @@ impl_for_connections! {
                 .filter(|&i| seen.insert((batch.spans[i].trace_id.as_str(), batch.spans[i].span_id.as_str())))
                 .collect();
             let mut stored = Vec::with_capacity(unique.len());
+            let seqs = self.trace_seqs(&unique.iter().map(|&i| &batch.spans[i]).collect::<Vec<_>>()).await?;
             for chunk in unique.chunks(ROWS_PER_INSERT) {
                 let rows: Vec<&SpanRow> = chunk.iter().map(|&i| &batch.spans[i]).collect();
-                let inserted = self.insert_spans(&rows, batch, resource_ids).await?;
+                let inserted = self.insert_spans(&rows, &seqs, batch, resource_ids).await?;
                 written.ids.spans.extend(inserted.ids);
                 match inserted.new {
                     NewSpans::All => stored.extend_from_slice(chunk),
@@ -537,14 +551,67 @@ impl_for_connections! {
             Ok(written)
         }
 
-        async fn insert_spans(&mut self, spans: &[&SpanRow], batch: &Batch, resource_ids: &[i64]) -> Result<InsertedSpans> {
+        async fn trace_seqs(&mut self, spans: &[&SpanRow]) -> Result<HashMap<String, i64>> {
+            // Each trace once, with the times its spans here cover.
+            let mut times: HashMap<&str, (i64, i64)> = HashMap::new();
+            for span in spans {
+                let (start, end) = times.entry(&span.trace_id).or_insert((span.start_ns, span.end_ns));
+                *start = (*start).min(span.start_ns);
+                *end = (*end).max(span.end_ns);
+            }
+            let mut traces: Vec<(&str, (i64, i64))> = times.into_iter().collect();
+            traces.sort_unstable();
+            let mut seqs = HashMap::with_capacity(traces.len());
+            for chunk in traces.chunks(TRACES_PER_STATEMENT) {
+                // New traces get their row (and so their number) now; the summaries fill it
+                // in. Its times are already this batch's, so the summaries' MIN/MAX keep them.
+                let next: i64 = if <Self as Dialect>::SEQUENCES {
+                    0
+                } else {
+                    sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) + 1 FROM traces").fetch_one(&mut *self).await?
+                };
+                let mut q = sqlx::QueryBuilder::new(if <Self as Dialect>::SEQUENCES {
+                    "INSERT INTO traces (trace_id, start_ns, end_ns, spans, errors, root_name, service, session_id, \
+                     input_tokens, output_tokens, cost_nanocents) "
+                } else {
+                    "INSERT INTO traces (trace_id, start_ns, end_ns, spans, errors, root_name, service, session_id, \
+                     input_tokens, output_tokens, cost_nanocents, seq) "
+                });
+                q.push_values(chunk.iter().enumerate(), |mut row, (i, (trace_id, (start, end)))| {
+                    row.push_bind(*trace_id).push_bind(*start).push_bind(*end).push_bind(0_i64).push_bind(0_i64)
+                        .push_bind("").push_bind("").push_bind("").push_bind(0_i64).push_bind(0_i64).push_bind(0_i64);
+                    if !<Self as Dialect>::SEQUENCES {
+                        row.push_bind(next + i as i64);
+                    }
+                });
+                q.push(" ON CONFLICT (trace_id) DO NOTHING");
+                q.build().execute(&mut *self).await?;
+                let mut q = sqlx::QueryBuilder::new("SELECT trace_id, seq FROM traces WHERE trace_id IN (");
+                let mut ids = q.separated(", ");
+                for (trace_id, _) in chunk {
+                    ids.push_bind(*trace_id);
+                }
+                q.push(")");
+                let found: Vec<(String, i64)> = q.build_query_as().fetch_all(&mut *self).await?;
+                seqs.extend(found);
+            }
+            Ok(seqs)
+        }
+
+        async fn insert_spans(
+            &mut self,
+            spans: &[&SpanRow],
+            seqs: &HashMap<String, i64>,
+            batch: &Batch,
+            resource_ids: &[i64],
+        ) -> Result<InsertedSpans> {
             let service = |index: usize| batch.resources.get(index).map_or("unknown_service", |r| r.service.as_str());
             let build = || {
                 let mut q = sqlx::QueryBuilder::new(
                     "INSERT INTO spans (trace_id, span_id, parent_span_id, name, kind, start_ns, end_ns, status_code, \
                      status_message, service, resource_id, scope, session_id, agent_id, operation, gen_ai_system, \
                      request_model, response_model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, \
-                     tool_name, cost_nanocents, attributes, node_id, agent_instance) ",
+                     tool_name, cost_nanocents, attributes, node_id, agent_instance, trace_seq) ",
                 );
                 q.push_values(spans, |mut row, span| {
                     let g = &span.gen_ai;
@@ -555,16 +622,16 @@ impl_for_connections! {
                         .push_bind(&g.system).push_bind(&g.request_model).push_bind(&g.response_model).push_bind(g.input_tokens)
                         .push_bind(g.output_tokens).push_bind(g.cache_read_tokens).push_bind(g.cache_write_tokens)
                         .push_bind(&g.tool_name).push_bind(g.cost_nanocents).push_bind(&span.attributes).push_bind(&batch.node_id)
-                        .push_bind(&span.agent_instance);
+                        .push_bind(&span.agent_instance).push_bind(seqs.get(&span.trace_id).copied().unwrap_or_default());
                 });
-                q.push(" ON CONFLICT (trace_id, span_id) DO NOTHING");
+                q.push(" ON CONFLICT (trace_seq, span_id) DO NOTHING");
                 q
             };
             // Usually every span is new: insert without RETURNING (no rows to send back;
             // only their ids where other replicas are told of them), and only when the
-            // count says some were already stored (an exporter's retry), undo it and insert
-            // again with RETURNING to learn which.
-            sqlx::query("SAVEPOINT spans").execute(&mut *self).await?;
+            // count says some were already stored (an exporter's retry) ask which rows this
+            // statement added. No savepoint: SQLite would copy every page the insert
+            // touches into a sub-journal first (a tenth of the writer's time).
             let (inserted, ids) = if <Self as AnnounceTx>::FANS_OUT {
                 let mut q = build();
                 q.push(" RETURNING id");
@@ -574,16 +641,31 @@ impl_for_connections! {
                 (build().build().execute(&mut *self).await?.rows_affected() as usize, Vec::new())
             };
             if inserted == spans.len() {
-                sqlx::query("RELEASE SAVEPOINT spans").execute(&mut *self).await?;
                 return Ok(InsertedSpans { new: NewSpans::All, ids });
             }
-            sqlx::query("ROLLBACK TO SAVEPOINT spans").execute(&mut *self).await?;
-            let mut q = build();
-            q.push(" RETURNING trace_id, span_id, id");
-            let rows: Vec<(String, String, i64)> = q.build_query_as().fetch_all(&mut *self).await?;
-            sqlx::query("RELEASE SAVEPOINT spans").execute(&mut *self).await?;
-            let ids = if <Self as AnnounceTx>::FANS_OUT { rows.iter().map(|r| r.2).collect() } else { Vec::new() };
-            Ok(InsertedSpans { new: NewSpans::Some(rows.into_iter().map(|(t, s, _)| (t, s)).collect()), ids })
+            let rows: Vec<(i64, String, String)> = match (ids.iter().min(), ids.iter().max()) {
+                // The ids RETURNING gave (PostgreSQL's sequence may leave gaps: keep only those).
+                (Some(first), Some(last)) => {
+                    let added: HashSet<i64> = ids.iter().copied().collect();
+                    let rows: Vec<(i64, String, String)> =
+                        sqlx::query_as("SELECT id, trace_id, span_id FROM spans WHERE id BETWEEN $1 AND $2")
+                            .bind(first)
+                            .bind(last)
+                            .fetch_all(&mut *self)
+                            .await?;
+                    rows.into_iter().filter(|row| added.contains(&row.0)).collect()
+                }
+                // SQLite gives the rows of one INSERT consecutive rowids after the largest
+                // (one writer, inside its transaction): the last `inserted` of the table.
+                _ if !<Self as AnnounceTx>::FANS_OUT && inserted > 0 => {
+                    sqlx::query_as("SELECT id, trace_id, span_id FROM spans WHERE id > (SELECT MAX(id) FROM spans) - $1")
+                        .bind(inserted as i64)
+                        .fetch_all(&mut *self)
+                        .await?
+                }
+                _ => Vec::new(),
+            };
+            Ok(InsertedSpans { new: NewSpans::Some(rows.into_iter().map(|(_, t, s)| (t, s)).collect()), ids })
         }
 
         async fn insert_events(&mut self, events: &[EventRow], node_id: &str) -> Result<HashMap<(String, String), i64>> {

@@ -7,6 +7,7 @@ mod access;
 mod agents;
 mod boundary;
 mod cluster;
+mod durability;
 mod fuzz;
 mod grpc;
 mod mcp;

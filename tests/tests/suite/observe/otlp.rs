@@ -390,6 +390,21 @@ async fn invalid_spans_are_rejected_one_by_one_and_resends_are_stored_once(backe
     let traces = q1(&api, "traces", json!({})).await;
     assert_eq!(traces[0]["spans"], 2, "summaries count stored spans once");
 
+    // A request holding both stored spans and new ones (a retry merged with new work):
+    // only the new ones are added and counted.
+    let resp = server
+        .http
+        .post(server.url("/v1/traces"))
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(&traces_request(3, 6, "s")).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(q1(&api, "spans", json!({})).await.len(), 6);
+    let traces = q1(&api, "traces", json!({})).await;
+    assert_eq!((traces[0]["spans"].as_i64(), traces[0]["input_tokens"].as_i64()), (Some(6), Some(600)), "{traces:?}");
+
     // A clean request answers `{}`.
     let resp = server
         .http

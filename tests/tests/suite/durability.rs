@@ -1,0 +1,158 @@
+//! What an acknowledgement promises (`--durability`): the real `roost` binary is killed
+//! with SIGKILL while OTLP exporters and a hosted agent's callers are mid-work, then started
+//! again on the same store. Every span whose request was answered 200 and every turn whose
+//! message was answered is there, under `process` (the default: acknowledged once in the
+//! OS's hands) and under `disk` (once synced). Power loss is what separates the two, and a
+//! test cannot pull the plug; that `process` commits skip the sync is measured by the
+//! benches instead (see the README's durability section).
+
+use std::{
+    collections::HashSet,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use opentelemetry_proto::tonic::{
+    collector::trace::v1::ExportTraceServiceRequest,
+    common::v1::{AnyValue, KeyValue, any_value::Value as OtlpValue},
+    resource::v1::Resource,
+    trace::v1::{ResourceSpans, ScopeSpans, Span},
+};
+use prost::Message as _;
+use roost_tests::{
+    Api, Backend, TestDatabase, each_backend,
+    process::{create_account, replica_command, serve_replica},
+    roost_binary,
+};
+use serde_json::{Value, json};
+
+each_backend!(
+    acknowledged_writes_survive_kill_9_with_process_durability,
+    acknowledged_writes_survive_kill_9_with_disk_durability
+);
+
+async fn acknowledged_writes_survive_kill_9_with_process_durability(backend: Backend) {
+    acknowledged_writes_survive_kill_9(backend, "process").await;
+}
+
+async fn acknowledged_writes_survive_kill_9_with_disk_durability(backend: Backend) {
+    acknowledged_writes_survive_kill_9(backend, "disk").await;
+}
+
+/// Spans per request: one trace each.
+const SPANS: u64 = 40;
+
+/// Traces request `n`: one trace of [`SPANS`] spans, its id made from `n`.
+fn request(n: u64) -> Vec<u8> {
+    let mut trace_id = [7u8; 16];
+    trace_id[..8].copy_from_slice(&(n + 1).to_be_bytes());
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    let spans = (0..SPANS)
+        .map(|i| Span {
+            trace_id: trace_id.to_vec(),
+            span_id: (i + 1).to_be_bytes().to_vec(),
+            name: format!("step {i}"),
+            start_time_unix_nano: now + i,
+            end_time_unix_nano: now + i + 1_000,
+            ..Default::default()
+        })
+        .collect();
+    let service = KeyValue {
+        key: "service.name".into(),
+        value: Some(AnyValue { value: Some(OtlpValue::StringValue("killed".into())) }),
+        ..Default::default()
+    };
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource { attributes: vec![service], ..Default::default() }),
+            scope_spans: vec![ScopeSpans { spans, ..Default::default() }],
+            ..Default::default()
+        }],
+    }
+    .encode_to_vec()
+}
+
+async fn acknowledged_writes_survive_kill_9(backend: Backend, durability: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let database = match backend {
+        Backend::Sqlite => None,
+        Backend::Postgres => Some(TestDatabase::create().await),
+    };
+    let db =
+        database.as_ref().map_or_else(|| format!("sqlite://{}/roost.db", dir.path().display()), |d| d.url().to_owned());
+    let bin = roost_binary();
+    let bin = bin.to_str().unwrap();
+    let key = create_account(replica_command(bin, &db, dir.path()), 100_000);
+    let serve = || serve_replica(replica_command(bin, &db, dir.path()), 30, &["--durability", durability]);
+    let (mut child, base) = serve();
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(20)).build().unwrap();
+    let api = Api::new(http.clone(), base.clone(), Some(key.clone()));
+    let agent = api.provision("echo", "kill -9 brief").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&agent, "running").await;
+
+    // Exporters and callers keep going until the kill cuts them off.
+    let acked_traces = Arc::new(Mutex::new(Vec::new()));
+    let acked_turns = Arc::new(Mutex::new(Vec::new()));
+    let mut workers = Vec::new();
+    for worker in 0..4u64 {
+        let (http, url, acked) = (http.clone(), format!("{base}/v1/traces"), acked_traces.clone());
+        workers.push(tokio::spawn(async move {
+            for n in (worker..4_000).step_by(4) {
+                let sent =
+                    http.post(&url).header("content-type", "application/x-protobuf").body(request(n)).send().await;
+                match sent {
+                    Ok(resp) if resp.status() == 200 => acked.lock().unwrap().push(n),
+                    _ => return,
+                }
+            }
+        }));
+    }
+    for caller in 0..2 {
+        let (http, url, key, acked) =
+            (http.clone(), format!("{base}/api/instances/{agent}/messages"), key.clone(), acked_turns.clone());
+        workers.push(tokio::spawn(async move {
+            for n in 0..200 {
+                let text = format!("caller {caller} message {n}");
+                let sent = http.post(&url).bearer_auth(&key).json(&json!({"text": text})).send().await;
+                match sent {
+                    Ok(resp) if resp.status() == 200 => acked.lock().unwrap().push(text),
+                    _ => return,
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    let traces = acked_traces.lock().unwrap().clone();
+    let turns = acked_turns.lock().unwrap().clone();
+    assert!(traces.len() >= 4 && turns.len() >= 2, "work was acknowledged before the kill: {traces:?} {turns:?}");
+    assert!(traces.len() < 4_000 && turns.len() < 400, "the kill came while the work went on");
+    eprintln!("killed after {} acknowledged exports and {} turns ({durability})", traces.len(), turns.len());
+
+    let (mut child, base) = serve();
+    let api = Api::new(http, base, Some(key));
+    for n in &traces {
+        let mut trace_id = [7u8; 16];
+        trace_id[..8].copy_from_slice(&(n + 1).to_be_bytes());
+        let found = api
+            .post(
+                "/api/local/query",
+                json!({"shape": "spans", "args": {"trace_id": hex::encode(trace_id), "limit": 100}}),
+            )
+            .await
+            .ok();
+        assert_eq!(found["count"], SPANS, "acknowledged request {n} lost spans ({durability}): {found}");
+    }
+    let activity = api.get(&format!("/api/instances/{agent}/activity?limit=500")).await.ok();
+    let recorded: HashSet<&str> =
+        activity["turns"].as_array().unwrap().iter().filter_map(|t| t["text"].as_str()).collect();
+    let lost: Vec<&String> = turns.iter().filter(|t| !recorded.contains(t.as_str())).collect();
+    assert!(lost.is_empty(), "acknowledged turns lost ({durability}): {lost:?} of {}", turns.len());
+    let _: Value = api.get("/api/health").await.body;
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
