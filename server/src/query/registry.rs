@@ -140,6 +140,15 @@ pub struct Shape {
 use ColKind::{CostUsd, DurationMs, Float, Int, Json, Status, Text, Time};
 use FilterKind::{AtLeast, AtLeastOrUnset, AtMost, Contains, DaysBack, Eq, Flag, Holds, HoldsLike, HoursBack};
 
+/// The spans of trace `{arg}` (its id): they are keyed by the trace's number (migration
+/// 0028), found once through `traces`' key.
+pub(super) const TRACE_SPANS: &str = "trace_seq = (SELECT seq FROM traces WHERE trace_id = {arg})";
+
+/// The log records (or messages) of trace `{arg}`: those with its number, and those that
+/// arrived before any of its spans and so have none yet (migration 0029: both indexed).
+pub(super) const TRACE_ROWS: &str = "(trace_seq = (SELECT seq FROM traces WHERE trace_id = {arg}) \
+     OR (trace_seq IS NULL AND trace_id IS NOT NULL AND trace_id = {arg}))";
+
 const SINCE: &str = "only rows at or after this time";
 const UNTIL: &str = "only rows at or before this time";
 
@@ -371,7 +380,7 @@ pub const SHAPES: &[Shape] = &[
             from: "spans",
             filters: &[
                 // Spans are keyed by their trace's number (migration 0028).
-                filter("trace_id", "trace_seq = (SELECT seq FROM traces WHERE trace_id = {arg})", Holds),
+                filter("trace_id", TRACE_SPANS, Holds),
                 filter("session_id", "session_id", Eq),
                 filter("service", "service", Eq),
                 filter("agent_id", "agent_id", Eq),
@@ -517,7 +526,7 @@ pub const SHAPES: &[Shape] = &[
             filters: &[
                 filter("event_name", "event_name", Eq),
                 filter("session_id", "session_id", Eq),
-                filter("trace_id", "trace_id", Eq),
+                filter("trace_id", TRACE_ROWS, Holds),
                 filter("service", "service", Eq),
                 filter("min_severity", "severity_number", AtLeastOrUnset("unset_severity")),
                 filter("since", "time_ns", AtLeast),

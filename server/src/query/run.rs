@@ -7,7 +7,7 @@ use sqlx::Row as _;
 
 use super::{
     args::Args,
-    registry::{Col, ColKind, FilterKind, MAX_SPAN_EVENTS, Plan, Shape},
+    registry::{Col, ColKind, FilterKind, MAX_SPAN_EVENTS, Plan, Shape, TRACE_ROWS, TRACE_SPANS},
 };
 use crate::{
     Result,
@@ -172,9 +172,9 @@ fn span(shape: &Shape, args: &Args) -> Sql {
     let trace = sql.bind(Bind::Text(args.string("trace_id").unwrap_or_default().to_owned()));
     let span = sql.bind(Bind::Text(args.string("span_id").unwrap_or_default().to_owned()));
     sql.text = format!(
-        "SELECT {} FROM spans WHERE trace_seq = (SELECT seq FROM traces WHERE trace_id = {trace}) \
-         AND span_id = {span} LIMIT 1",
-        select_list(shape.columns)
+        "SELECT {} FROM spans WHERE {} AND span_id = {span} LIMIT 1",
+        select_list(shape.columns),
+        TRACE_SPANS.replace("{arg}", &trace)
     );
     sql
 }
@@ -198,8 +198,9 @@ async fn span_events(store: &Store, args: &Args, fetched: &mut Fetched) -> Resul
     let span = sql.bind(Bind::Text(args.string("span_id").unwrap_or_default().to_owned()));
     let limit = sql.bind(Bind::Int(MAX_SPAN_EVENTS));
     sql.text = format!(
-        "SELECT {} FROM span_events WHERE trace_id = {trace} AND span_id = {span} ORDER BY time_ns, id LIMIT {limit}",
-        select_list(SPAN_EVENT_COLUMNS)
+        "SELECT {} FROM span_events WHERE {} AND span_id = {span} ORDER BY time_ns, id LIMIT {limit}",
+        select_list(SPAN_EVENT_COLUMNS),
+        TRACE_SPANS.replace("{arg}", &trace)
     );
     let events = fetch(store, sql, SPAN_EVENT_COLUMNS, fetched.bytes).await?;
     row.insert("events".to_owned(), Json::Array(events.rows.into_iter().map(Json::Object).collect()));
@@ -211,7 +212,7 @@ async fn span_events(store: &Store, args: &Args, fetched: &mut Fetched) -> Resul
 /// A session's (or a trace's) messages, spans, events and logs, merged oldest first (at
 /// one time: events, logs, spans, the spans' messages in their order, then failed spans,
 /// so a failed call reads after what it was sent). Each
-/// part uses its table's (session_id, time) or (trace_id, time) index. Log records whose
+/// part uses its table's (session_id, time) or (trace number, time) index. Log records whose
 /// content became messages are not listed again; custom-run events have no trace.
 fn transcript(args: &Args) -> Sql {
     let mut sql = Sql::default();
@@ -220,11 +221,12 @@ fn transcript(args: &Args) -> Sql {
         None => ("trace_id", args.string("trace_id").unwrap_or_default()),
     };
     let key = sql.bind(Bind::Text(key.to_owned()));
-    // Spans are keyed by their trace's number (migration 0028).
-    let spans_of = if column == "session_id" {
-        format!("session_id = {key}")
+    // Spans are keyed by their trace's number (migration 0028), messages and log records
+    // too once their trace has one (0029).
+    let (spans_of, rows_of) = if column == "session_id" {
+        (format!("session_id = {key}"), format!("session_id = {key}"))
     } else {
-        format!("trace_seq = (SELECT seq FROM traces WHERE trace_id = {key})")
+        (TRACE_SPANS.replace("{arg}", &key), TRACE_ROWS.replace("{arg}", &key))
     };
     let since = args.time("since").map(|ns| sql.bind(Bind::Int(ns)));
     let after = |column: &str| since.as_ref().map(|s| format!(" AND {column} >= {s}")).unwrap_or_default();
@@ -254,13 +256,13 @@ fn transcript(args: &Args) -> Sql {
            UNION ALL \
            SELECT time_ns, 'message', 4, seq, 'message', role, COALESCE(model, ''), content, '', tool_calls, 0, 0, 0, \
                   COALESCE(trace_id, ''), COALESCE(span_id, ''), '', CAST(id AS TEXT), 0, '' \
-             FROM messages WHERE {column} = {key}{messages_after} \
+             FROM messages WHERE {rows_of}{messages_after} \
            {events}\
            UNION ALL \
            SELECT time_ns, 'log', 2, 0, COALESCE(event_name, severity_text), '', COALESCE(model, ''), body, \
                   COALESCE(tool_name, ''), NULL, COALESCE(input_tokens, 0), COALESCE(output_tokens, 0), \
                   cost_nanocents, COALESCE(trace_id, ''), COALESCE(span_id, ''), '', CAST(id AS TEXT), 0, '' \
-             FROM logs WHERE {column} = {key}{logs_after} \
+             FROM logs WHERE {rows_of}{logs_after} \
               AND messages = 0 AND (event_name IS NULL OR event_name <> '{RUNTIME_OUTPUT}') \
          ) AS merged ORDER BY t, part, seq, id LIMIT {limit}",
         spans_after = after("start_ns"),

@@ -21,7 +21,7 @@ use tracing::{error, warn};
 
 use super::{
     announce::{AnnounceTx, LiveFeed, LiveIds},
-    rows::{Batch, EventRow, SpanRow},
+    rows::{Batch, EventRow, LogRow, SpanRow},
     search::{self, SearchTx},
     stats::{Counts, IngestStats},
     summaries::{Dialect, Summaries, SummaryTx},
@@ -42,6 +42,8 @@ struct MessageOrigin<'a> {
     time_ns: i64,
     session_id: Option<&'a str>,
     trace_id: Option<&'a str>,
+    /// The trace's number, when it has one (migration 0029).
+    trace_seq: Option<i64>,
     span_id: Option<&'a str>,
     source: &'static str,
     model: Option<&'a str>,
@@ -299,6 +301,11 @@ pub(super) trait IngestTx {
     /// seen before (its summary row, filled in by the summaries at the end of the
     /// transaction, is inserted now to hold it).
     async fn trace_seqs(&mut self, spans: &[&SpanRow]) -> Result<HashMap<String, i64>>;
+    /// The numbers of those of `trace_ids` stored (the others have none yet).
+    async fn stored_trace_seqs(&mut self, trace_ids: &[String]) -> Result<HashMap<String, i64>>;
+    /// Numbers the log records and messages that arrived before any span of these newly
+    /// numbered traces (stored with no number, in the small unnumbered indexes).
+    async fn number_waiting(&mut self, trace_ids: &[String]) -> Result<()>;
     /// Spans of `batch` not stored before (`seqs`: their traces' numbers); returns which
     /// were new.
     async fn insert_spans(
@@ -390,21 +397,40 @@ impl_for_connections! {
             let stored = stored_rows;
             let span_events: Vec<_> = stored.iter().flat_map(|s| s.events.iter().map(move |e| (*s, e))).collect();
             for chunk in span_events.chunks(ROWS_PER_INSERT) {
-                let mut q = sqlx::QueryBuilder::new("INSERT INTO span_events (trace_id, span_id, time_ns, name, attributes) ");
+                let mut q =
+                    sqlx::QueryBuilder::new("INSERT INTO span_events (trace_id, span_id, time_ns, name, attributes, trace_seq) ");
                 q.push_values(chunk, |mut row, (span, event)| {
                     row.push_bind(&span.trace_id).push_bind(&span.span_id).push_bind(event.time_ns).push_bind(&event.name)
-                        .push_bind(&event.attributes);
+                        .push_bind(&event.attributes).push_bind(seqs.get(&span.trace_id).copied().unwrap_or_default());
                 });
                 q.build().execute(&mut *self).await?;
             }
             for span in &stored {
                 summaries.span(span, service(span.resource));
             }
+            // Log records are numbered by their trace when it has one already (in this batch
+            // or stored); the others wait unnumbered (see `number_waiting`).
+            let unknown: Vec<String> = batch
+                .logs
+                .iter()
+                .filter_map(|log| log.trace_id.as_ref())
+                .filter(|id| !seqs.contains_key(*id))
+                .collect::<HashSet<_>>()
+                .into_iter()
+                .cloned()
+                .collect();
+            let stored_seqs = if unknown.is_empty() { HashMap::new() } else { self.stored_trace_seqs(&unknown).await? };
+            let log_seqs: Vec<Option<i64>> = batch
+                .logs
+                .iter()
+                .map(|log| log.trace_id.as_ref().and_then(|id| seqs.get(id).or_else(|| stored_seqs.get(id)).copied()))
+                .collect();
             let span_messages = stored.iter().flat_map(|span| {
                 let origin = MessageOrigin {
                     time_ns: span.start_ns,
                     session_id: span.gen_ai.session_id.as_deref(),
                     trace_id: Some(&span.trace_id),
+                    trace_seq: seqs.get(&span.trace_id).copied(),
                     span_id: Some(&span.span_id),
                     source: "span",
                     model: span.gen_ai.model(),
@@ -412,11 +438,12 @@ impl_for_connections! {
                 };
                 span.messages.iter().enumerate().map(move |(seq, m)| (origin, seq, m))
             });
-            let log_messages = batch.logs.iter().flat_map(|log| {
+            let log_messages = batch.logs.iter().zip(&log_seqs).flat_map(|(log, trace_seq)| {
                 let origin = MessageOrigin {
                     time_ns: log.time_ns,
                     session_id: log.gen_ai.session_id.as_deref(),
                     trace_id: log.trace_id.as_deref(),
+                    trace_seq: *trace_seq,
                     span_id: log.span_id.as_deref(),
                     source: "log",
                     model: log.gen_ai.model(),
@@ -428,23 +455,25 @@ impl_for_connections! {
             for chunk in all_messages.chunks(ROWS_PER_INSERT) {
                 let mut q = sqlx::QueryBuilder::new(
                     "INSERT INTO messages (time_ns, seq, session_id, trace_id, span_id, source, role, content, tool_calls, \
-                     model, service, node_id) ",
+                     model, service, node_id, trace_seq) ",
                 );
                 q.push_values(chunk, |mut row, (origin, seq, m)| {
                     row.push_bind(origin.time_ns).push_bind(*seq as i64).push_bind(origin.session_id).push_bind(origin.trace_id)
                         .push_bind(origin.span_id).push_bind(origin.source).push_bind(&m.role).push_bind(&m.content)
-                        .push_bind(&m.tool_calls).push_bind(origin.model).push_bind(origin.service).push_bind(&batch.node_id);
+                        .push_bind(&m.tool_calls).push_bind(origin.model).push_bind(origin.service).push_bind(&batch.node_id)
+                        .push_bind(origin.trace_seq);
                 });
                 q.build().execute(&mut *self).await?;
             }
 
-            for chunk in batch.logs.chunks(ROWS_PER_INSERT) {
+            let numbered_logs: Vec<(&LogRow, Option<i64>)> = batch.logs.iter().zip(log_seqs.iter().copied()).collect();
+            for chunk in numbered_logs.chunks(ROWS_PER_INSERT) {
                 let mut q = sqlx::QueryBuilder::new(
                     "INSERT INTO logs (time_ns, observed_ns, severity_number, severity_text, body, service, resource_id, \
                      trace_id, span_id, session_id, event_name, agent_id, model, input_tokens, output_tokens, \
-                     cache_read_tokens, cache_write_tokens, cost_nanocents, tool_name, messages, attributes, node_id) ",
+                     cache_read_tokens, cache_write_tokens, cost_nanocents, tool_name, messages, attributes, node_id, trace_seq) ",
                 );
-                q.push_values(chunk, |mut row, log| {
+                q.push_values(chunk, |mut row, (log, trace_seq)| {
                     let g = &log.gen_ai;
                     row.push_bind(log.time_ns).push_bind(log.observed_ns).push_bind(log.severity_number)
                         .push_bind(&log.severity_text).push_bind(&log.body).push_bind(service(log.resource))
@@ -453,7 +482,7 @@ impl_for_connections! {
                         .push_bind(g.model()).push_bind(g.input_tokens).push_bind(g.output_tokens)
                         .push_bind(g.cache_read_tokens).push_bind(g.cache_write_tokens).push_bind(g.cost_nanocents)
                         .push_bind(&g.tool_name).push_bind(i64::from(log.is_message)).push_bind(&log.attributes)
-                        .push_bind(&batch.node_id);
+                        .push_bind(&batch.node_id).push_bind(trace_seq);
                 });
                 if <Self as AnnounceTx>::FANS_OUT {
                     q.push(" RETURNING id");
@@ -584,18 +613,64 @@ impl_for_connections! {
                         row.push_bind(next + i as i64);
                     }
                 });
-                q.push(" ON CONFLICT (trace_id) DO NOTHING");
-                q.build().execute(&mut *self).await?;
+                // Only the rows inserted come back: the new traces.
+                q.push(" ON CONFLICT (trace_id) DO NOTHING RETURNING trace_id, seq");
+                let drawn: Vec<(String, i64)> = q.build_query_as().fetch_all(&mut *self).await?;
+                if !drawn.is_empty() {
+                    self.number_waiting(&drawn.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>()).await?;
+                }
+                seqs.extend(drawn);
+                // Traces seen before: their numbers are stored.
+                let known: Vec<String> =
+                    chunk.iter().map(|(id, _)| *id).filter(|id| !seqs.contains_key(*id)).map(str::to_owned).collect();
+                if !known.is_empty() {
+                    seqs.extend(self.stored_trace_seqs(&known).await?);
+                }
+            }
+            Ok(seqs)
+        }
+
+        async fn stored_trace_seqs(&mut self, trace_ids: &[String]) -> Result<HashMap<String, i64>> {
+            let mut seqs = HashMap::with_capacity(trace_ids.len());
+            for chunk in trace_ids.chunks(TRACES_PER_STATEMENT) {
                 let mut q = sqlx::QueryBuilder::new("SELECT trace_id, seq FROM traces WHERE trace_id IN (");
                 let mut ids = q.separated(", ");
-                for (trace_id, _) in chunk {
-                    ids.push_bind(*trace_id);
+                for trace_id in chunk {
+                    ids.push_bind(trace_id);
                 }
                 q.push(")");
                 let found: Vec<(String, i64)> = q.build_query_as().fetch_all(&mut *self).await?;
                 seqs.extend(found);
             }
             Ok(seqs)
+        }
+
+        async fn number_waiting(&mut self, trace_ids: &[String]) -> Result<()> {
+            // Usually nothing waits: one probe of each unnumbered index says so.
+            let (logs, messages): (bool, bool) = sqlx::query_as(
+                "SELECT EXISTS (SELECT 1 FROM logs WHERE trace_seq IS NULL AND trace_id IS NOT NULL), \
+                        EXISTS (SELECT 1 FROM messages WHERE trace_seq IS NULL AND trace_id IS NOT NULL)",
+            )
+            .fetch_one(&mut *self)
+            .await?;
+            for (table, waiting) in [("logs", logs), ("messages", messages)] {
+                if !waiting {
+                    continue;
+                }
+                for chunk in trace_ids.chunks(TRACES_PER_STATEMENT) {
+                    let mut q = sqlx::QueryBuilder::new(format!(
+                        "UPDATE {table} SET trace_seq = (SELECT seq FROM traces WHERE traces.trace_id = {table}.trace_id) \
+                         WHERE trace_seq IS NULL AND trace_id IS NOT NULL AND trace_id IN ("
+                    ));
+                    let mut ids = q.separated(", ");
+                    for trace_id in chunk {
+                        ids.push_bind(trace_id);
+                    }
+                    q.push(")");
+                    q.build().execute(&mut *self).await?;
+                }
+            }
+            Ok(())
         }
 
         async fn insert_spans(

@@ -13,6 +13,7 @@ mod retention;
 mod runs;
 mod search;
 mod streams;
+mod trace_keys;
 
 use roost_tests::{Api, TestServer};
 use serde_json::{Map, Value, json};
