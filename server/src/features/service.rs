@@ -115,23 +115,25 @@ impl FeatureCore {
             size_bytes: store.size_bytes().await.unwrap_or_default(),
             ..StoreStatus::default()
         };
-        type Counts = (i64, i64, i64, i64, i64, i64, i64);
-        let counts: std::result::Result<Counts, sqlx::Error> = on_reader!(store, |pool| {
+        // The large tables' rows are kept as they change; the small ones counted.
+        let kept = crate::telemetry::row_counts::read(store).await;
+        let counted: std::result::Result<(i64, i64, i64), sqlx::Error> = on_reader!(store, |pool| {
             sqlx::query_as(
-                "SELECT (SELECT COUNT(*) FROM spans), (SELECT COUNT(*) FROM logs), (SELECT COUNT(*) FROM metric_points), \
-                        (SELECT COUNT(*) FROM events), (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM sessions), \
+                "SELECT (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM sessions), \
                         (SELECT COUNT(*) FROM instances WHERE destroyed_at IS NULL)",
             )
             .fetch_one(pool)
             .await
         });
-        match counts {
-            Ok(c) => {
+        match (kept, counted) {
+            (Ok(rows), Ok(c)) => {
                 status.reachable = true;
-                (status.spans, status.logs, status.metric_points, status.events) = (c.0, c.1, c.2, c.3);
-                (status.runs, status.sessions, status.hosted_agents) = (c.4, c.5, c.6);
+                (status.spans, status.logs, status.metric_points, status.events) =
+                    (rows.spans, rows.logs, rows.metric_points, rows.events);
+                (status.runs, status.sessions, status.hosted_agents) = c;
             }
-            Err(err) => status.error = err.to_string(),
+            (Err(err), _) => status.error = err.to_string(),
+            (_, Err(err)) => status.error = err.to_string(),
         }
         let since = utc_day(now_ms() * 1_000_000 - 29 * 86_400_000_000_000);
         let unpriced: Vec<(String, i64)> = on_reader!(store, |pool| {

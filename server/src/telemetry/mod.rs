@@ -16,6 +16,7 @@ pub mod limits;
 pub mod messages;
 pub mod otlp;
 pub mod retention;
+pub mod row_counts;
 pub mod rows;
 pub mod runs;
 pub mod search;

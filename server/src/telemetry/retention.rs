@@ -18,9 +18,10 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use super::row_counts::{self, RowCountTx as _, RowCounts};
 use crate::{
     Result,
-    store::{Backend, Store, on_reader, on_writer},
+    store::{Backend, BeginWrite as _, Store, on_reader, on_writer},
     time::now_ms,
 };
 
@@ -86,7 +87,7 @@ pub async fn run(store: Store, config: RetentionConfig, shutdown: CancellationTo
     }
 }
 
-/// One pass: the age bound, then the size bound.
+/// One pass: the age bound, then the size bound; then it folds the row counts' changes.
 pub async fn sweep(store: &Store, config: &RetentionConfig, now_ns: i64) -> Result<Swept> {
     let mut swept = Swept::default();
     if let Some(age) = config.max_age {
@@ -103,6 +104,7 @@ pub async fn sweep(store: &Store, config: &RetentionConfig, now_ns: i64) -> Resu
             }
         }
     }
+    row_counts::fold(store).await?;
     Ok(swept)
 }
 
@@ -123,13 +125,20 @@ async fn delete_before(store: &Store, cutoff_ns: i64) -> Result<u64> {
             "DELETE FROM {table} WHERE {key} IN (SELECT {key} FROM {table} WHERE {column} < $1 ORDER BY {column} LIMIT $2)"
         );
         loop {
+            // Each chunk's delete and the change of the row counts commit together.
             let deleted = on_writer!(store, |pool| {
-                sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+                let mut tx = pool.begin_volume(store.durability()).await?;
+                let deleted = sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
                     .bind(cutoff_ns)
                     .bind(CHUNK)
-                    .execute(pool)
-                    .await
-                    .map(|done| done.rows_affected())
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                if let Some(change) = RowCounts::of_table(table, -(deleted as i64)) {
+                    tx.add_row_counts(&change).await?;
+                }
+                tx.commit().await?;
+                Ok::<_, crate::Error>(deleted)
             })?;
             total += deleted;
             if deleted < CHUNK as u64 {

@@ -4,7 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use super::rows::{EventRow, GenAi, LogRow, MetricRow, MetricUsage, SpanRow, UsageKind};
+use super::{
+    row_counts::{RowCountTx as _, RowCounts},
+    rows::{EventRow, GenAi, LogRow, MetricRow, MetricUsage, SpanRow, UsageKind},
+};
 use crate::{
     Result,
     store::impl_for_connections,
@@ -138,6 +141,8 @@ pub struct Summaries {
     metric_usage: BTreeMap<(String, String, String), MetricUsageDelta>,
     activity: BTreeMap<String, ActivityDelta>,
     runs: BTreeMap<String, RunDelta>,
+    /// Rows added to the tables [`super::row_counts`] keeps.
+    rows: RowCounts,
 }
 
 fn widen(first: &mut i64, last: &mut i64, seen: bool, start: i64, end: i64) {
@@ -257,6 +262,7 @@ impl Summaries {
         svc.spans += 1;
         svc.errors += error;
         svc.usage_calls += i64::from(g.has_usage() && !g.aggregate);
+        self.rows.spans += 1;
         let day = self.activity(span.start_ns);
         day.spans += 1;
         day.span_errors += error;
@@ -279,6 +285,7 @@ impl Summaries {
         svc.usage_calls += i64::from(log.gen_ai.has_usage());
         svc.logs += 1;
         svc.log_errors += error;
+        self.rows.logs += 1;
         let day = self.activity(log.time_ns);
         day.logs += 1;
         day.log_errors += error;
@@ -308,6 +315,7 @@ impl Summaries {
     pub fn metric(&mut self, point: &MetricRow, service: &str) {
         self.service(service, point.time_ns, point.time_ns).metric_points += 1;
         self.activity(point.time_ns).metric_points += 1;
+        self.rows.metric_points += 1;
     }
 
     /// Counts a new run.
@@ -337,6 +345,7 @@ impl Summaries {
         if !event.model.is_empty() || input > 0 || output > 0 {
             self.usage(event.ts_ns, &event.model, (input, output, cost), !event.model.is_empty(), false);
         }
+        self.rows.events += 1;
         let day = self.activity(event.ts_ns);
         day.events += 1;
         day.input_tokens += input;
@@ -546,6 +555,7 @@ impl_for_connections! {
                 .execute(&mut *self)
                 .await?;
             }
+            self.add_row_counts(&s.rows).await?;
             Ok(())
         }
     }

@@ -34,6 +34,7 @@ const TABLES: &[&str] = &[
     "guard_incidents",
     "skill_usage",
     "replicas",
+    "row_counts",
 ];
 
 async fn rename_tables(server: &TestServer, from: &str, to: &str) {

@@ -5,7 +5,7 @@ use std::time::Duration;
 use roost_tests::{Backend, TestServer, each_backend};
 use serde_json::json;
 
-use super::q1;
+use super::{assert_row_counts, q1};
 
 each_backend!(hosted_turns_show_up_in_q1);
 
@@ -47,4 +47,5 @@ async fn hosted_turns_show_up_in_q1(backend: Backend) {
     let transcript = q1(&observer, "transcript", json!({"session_id": id})).await;
     assert_eq!(transcript.len(), 2);
     assert_eq!(transcript[0]["kind"], "turn");
+    assert_row_counts(&server).await;
 }

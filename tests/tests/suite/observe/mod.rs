@@ -33,3 +33,15 @@ pub async fn q1(api: &Api, shape: &str, args: Value) -> Vec<Map<String, Value>> 
 pub async fn post_otlp(server: &TestServer, path: &str, content_type: &str, body: Vec<u8>) -> reqwest::Response {
     server.http.post(server.url(path)).header("content-type", content_type).body(body).send().await.unwrap()
 }
+
+/// `GET /api/status`'s row counts (kept as rows are added and deleted, not counted: see
+/// `telemetry::row_counts`) equal the tables' rows.
+pub async fn assert_row_counts(server: &TestServer) {
+    let status = server.api(None).get("/api/status").await.ok();
+    for table in ["spans", "logs", "metric_points", "events"] {
+        let rows = server.sql(&format!("SELECT COUNT(*) FROM {table}")).await.unwrap()[0];
+        let shown = &status["store"][table];
+        let shown = shown.as_i64().or_else(|| shown.as_str().and_then(|s| s.parse().ok())).unwrap_or_default();
+        assert_eq!(shown, rows, "{table}: {status}");
+    }
+}

@@ -8,7 +8,7 @@ use roost_server::telemetry::retention::{RetentionConfig, sweep, used_bytes};
 use roost_tests::{Backend, TestServer, each_backend};
 use serde_json::json;
 
-use super::{otlp::traces_request, q1};
+use super::{assert_row_counts, otlp::traces_request, q1};
 
 each_backend!(the_worker_deletes_what_is_too_old, the_size_bound_deletes_oldest_first);
 
@@ -72,6 +72,7 @@ async fn the_worker_deletes_what_is_too_old(backend: Backend) {
         q1(&api, "aggregates", json!({"days": 30})).await.iter().map(|d| d["spans"].as_i64().unwrap()).sum::<i64>(),
         5
     );
+    assert_row_counts(&server).await;
 }
 
 async fn the_size_bound_deletes_oldest_first(backend: Backend) {
@@ -95,4 +96,8 @@ async fn the_size_bound_deletes_oldest_first(backend: Backend) {
         .collect();
     assert!(sessions.contains(&"day-9".to_owned()), "the newest survive: {sessions:?}");
     assert!(!sessions.contains(&"day-0".to_owned()), "the oldest go first: {sessions:?}");
+    // The pass ended folding the counts' changes (one row per write and per deleted
+    // chunk) into one.
+    assert_eq!(server.sql("SELECT COUNT(*) FROM row_counts").await.unwrap(), [1]);
+    assert_row_counts(&server).await;
 }
