@@ -72,6 +72,7 @@ async fn run() {
     assert_eq!(spans as usize, requests * per_request, "every acknowledged span is stored");
     println!("resident memory after ingest: {:.0} MiB (server and clients)", bench::rss_kib("self") as f64 / 1024.0);
 
+    workload::gather_statistics(&server).await;
     workload::time_queries(&server, queries).await;
     workload::time_pages(&server, queries).await;
     if backend == roost_tests::Backend::Sqlite {

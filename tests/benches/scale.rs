@@ -83,6 +83,7 @@ async fn run() {
         size as f64 / total as f64
     );
 
+    workload::gather_statistics(&server).await;
     workload::time_queries(&server, queries).await;
     workload::time_pages(&server, queries).await;
     ingest_on_top(&server, &shape, requests, top_up_requests).await;

@@ -121,7 +121,15 @@ async fn acknowledged_writes_survive_kill_9(backend: Backend, durability: &str) 
             }
         }));
     }
+    // The kill comes once some of each is acknowledged (on a busy machine that can take
+    // longer than the 1.5 s it waits at least), while the rest is still being sent.
     tokio::time::sleep(Duration::from_millis(1500)).await;
+    for _ in 0..300 {
+        if acked_traces.lock().unwrap().len() >= 4 && acked_turns.lock().unwrap().len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     child.kill().unwrap();
     child.wait().unwrap();
     for worker in workers {
