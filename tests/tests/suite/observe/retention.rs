@@ -100,4 +100,10 @@ async fn the_size_bound_deletes_oldest_first(backend: Backend) {
     // chunk) into one.
     assert_eq!(server.sql("SELECT COUNT(*) FROM row_counts").await.unwrap(), [1]);
     assert_row_counts(&server).await;
+    // Two passes folding at once (a leader handing over) count every row once.
+    spans_aged(&server, 30, 50, "later", Duration::from_secs(60)).await;
+    let fold_only = RetentionConfig { max_age: None, max_bytes: None, every: Duration::from_secs(3600) };
+    let (a, b) = tokio::join!(sweep(store, &fold_only, now_ns() as i64), sweep(store, &fold_only, now_ns() as i64));
+    (a.unwrap(), b.unwrap());
+    assert_row_counts(&server).await;
 }
