@@ -104,6 +104,7 @@ async fn the_size_bound_deletes_oldest_first(backend: Backend) {
     spans_aged(&server, 30, 50, "later", Duration::from_secs(60)).await;
     let fold_only = RetentionConfig { max_age: None, max_bytes: None, every: Duration::from_secs(3600) };
     let (a, b) = tokio::join!(sweep(store, &fold_only, now_ns() as i64), sweep(store, &fold_only, now_ns() as i64));
-    (a.unwrap(), b.unwrap());
+    a.unwrap();
+    b.unwrap();
     assert_row_counts(&server).await;
 }
