@@ -4,10 +4,20 @@
 //! Decisions:
 //! - **Matching** is `roost_proto::search`'s: every word must be in a document, matched
 //!   whole, case and diacritics ignored; the last also as a prefix from 3 characters.
-//! - **Order.** Newest indexed first: by document id, which both indexes can walk
-//!   backwards and stop at the limit (FTS5 reads its doclists in rowid order; PostgreSQL
-//!   picks the id index or the GIN index by how common the words are). Ids follow ingest
-//!   order, which is time order for live senders.
+//! - **Order.** Newest indexed first: by document id. Ids follow ingest order, which is
+//!   time order for live senders. FTS5 reads its doclists in rowid order, so SQLite walks
+//!   them backwards and stops at the limit, whatever the words.
+//! - **PostgreSQL's two ways** ([`postgres_hits`]). Its GIN index is not in id order: a
+//!   word's hits are all read from the table and sorted, which costs by how many there
+//!   are (`please`, in every conversation: 2M table reads at 10M spans). Walking the id
+//!   index backwards and testing each document costs by how far the newest hits lie
+//!   (`nowhere`: the whole table, 2.6 s at 10M). The planner chooses by its statistics,
+//!   which cannot tell a word no document holds from a rare one, and it chose the walk. So
+//!   roost chooses, and writes both plans so PostgreSQL cannot pick the other: it walks
+//!   the newest [`WALK`] documents first, which finds common words; when that finds too
+//!   few, the hits it found give the word's rate, and roost walks on only if that is
+//!   cheaper than reading the rest of the word's hits through GIN. A word common in old
+//!   documents and rare in new ones is the slow case left: GIN reads all of its hits.
 //! - **Whole words first.** A prefix is looked up by merging the lists of every word it
 //!   starts, all of them, before the newest can be taken: 26 ms for a word in 200,000
 //!   documents, where the word alone takes 0.3 ms. So the words are looked up whole
@@ -41,6 +51,14 @@ use crate::{
 
 /// Most hits a grouped search reads to make its groups.
 const GROUP_SCAN: i64 = 2_000;
+
+/// Documents PostgreSQL walks first, newest first, before it weighs the GIN index
+/// (about 20 ms at most).
+const WALK: i64 = 20_000;
+
+/// What a hit read through PostgreSQL's GIN index costs, in documents walked: a table
+/// read in the order of the bitmap rather than of the id index (measured: about 4).
+const GIN_HIT_COST: f64 = 4.0;
 
 /// An FTS5 query: each word quoted (they hold letters and digits only), implicitly
 /// ANDed, the last one a prefix (`"trip" "lisb"*`).
@@ -92,14 +110,13 @@ pub(super) async fn run(store: &Store, args: &Args) -> Result<Fetched> {
     let limit = args.integer("limit");
     let scan = if group == "hit" { limit } else { GROUP_SCAN.max(limit) };
     let id = |row: &Map<String, Json>| row.get("_id").and_then(Json::as_i64).unwrap_or_default();
-    let mut hits =
-        fetch(store, hits_sql(store.kind(), &terms.whole_words(), args, group, scan), SCAN_COLUMNS, 0).await?.rows;
+    let mut hits = read_hits(store, &terms.whole_words(), args, group, scan).await?;
     let mut groups = fold_groups(&hits, group, limit as usize);
     // The prefix is looked up only when the whole words leave the answer short: fewer
     // hits than read, and fewer rows than asked once grouped.
     if terms.prefix() && (hits.len() as i64) < scan && groups.len() < limit as usize {
         let seen: std::collections::HashSet<i64> = hits.iter().map(id).collect();
-        let more = fetch(store, hits_sql(store.kind(), &terms, args, group, scan), SCAN_COLUMNS, 0).await?.rows;
+        let more = read_hits(store, &terms, args, group, scan).await?;
         hits.extend(more.into_iter().filter(|row| !seen.contains(&id(row))));
         hits.sort_by_key(|row| std::cmp::Reverse(id(row)));
         hits.truncate(scan as usize);
@@ -120,24 +137,133 @@ pub(super) async fn run(store: &Store, args: &Args) -> Result<Fetched> {
     Ok(Fetched { rows, truncated, bytes })
 }
 
-/// The hits' query on `backend`: matching documents, newest first.
-fn hits_sql(backend: BackendKind, terms: &Terms, args: &Args, group: &str, scan: i64) -> Sql {
-    let mut sql = Sql::default();
-    let (from, matched, order) = match backend {
+/// How a hits query finds its documents.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Plan {
+    /// SQLite: FTS5's doclists, newest first.
+    Fts,
+    /// PostgreSQL: the id index backwards over ids in `(above, upto]`, each document
+    /// tested (the words are written so the GIN index cannot serve them).
+    Walk { above: i64, upto: i64 },
+    /// PostgreSQL: every hit with an id up to `upto` through the GIN index, sorted (the
+    /// id is written so its index can serve neither the order nor the bound).
+    Gin { upto: i64 },
+}
+
+/// The hits of `terms`, newest first, at most `scan` of them.
+async fn read_hits(
+    store: &Store,
+    terms: &Terms,
+    args: &Args,
+    group: &str,
+    scan: i64,
+) -> Result<Vec<Map<String, Json>>> {
+    match store.kind() {
         BackendKind::Sqlite => {
+            Ok(fetch(store, hits_sql(terms, args, group, scan, Plan::Fts), SCAN_COLUMNS, 0).await?.rows)
+        }
+        BackendKind::Postgres => postgres_hits(store, terms, args, group, scan).await,
+    }
+}
+
+/// The document ids' range, `(lowest, highest)`, both 0 when there are none.
+async fn id_range(store: &Store) -> Result<(i64, i64)> {
+    const RANGE: &[Col] = &[
+        Col { name: "lowest", sql: "COALESCE(MIN(id), 0)", kind: ColKind::Int },
+        Col { name: "highest", sql: "COALESCE(MAX(id), 0)", kind: ColKind::Int },
+    ];
+    let mut sql = Sql::default();
+    sql.text = format!("SELECT {} FROM search_docs", select_list(RANGE));
+    let row = fetch(store, sql, RANGE, 0).await?.rows.into_iter().next().unwrap_or_default();
+    let int = |name: &str| row.get(name).and_then(Json::as_i64).unwrap_or_default();
+    Ok((int("lowest"), int("highest")))
+}
+
+/// PostgreSQL's hits: the newest [`WALK`] documents walked, then walked further or read
+/// through GIN, whichever the rate of hits found so far says is cheaper (module docs).
+async fn postgres_hits(
+    store: &Store,
+    terms: &Terms,
+    args: &Args,
+    group: &str,
+    scan: i64,
+) -> Result<Vec<Map<String, Json>>> {
+    let (lowest, highest) = id_range(store).await?;
+    let mut hits = Vec::new();
+    let (mut upto, mut window, mut walked) = (highest, WALK, 0i64);
+    while upto >= lowest && upto > 0 {
+        let above = (upto - window).max(lowest - 1);
+        let plan = Plan::Walk { above, upto };
+        hits.extend(
+            fetch(store, hits_sql(terms, args, group, scan - hits.len() as i64, plan), SCAN_COLUMNS, 0).await?.rows,
+        );
+        walked += upto - above;
+        upto = above;
+        let wanted = scan - hits.len() as i64;
+        if wanted <= 0 || upto < lowest {
+            break;
+        }
+        match next_window(hits.len() as i64, walked, wanted, upto - lowest + 1) {
+            Some(next) => window = next,
+            None => {
+                let plan = Plan::Gin { upto };
+                hits.extend(fetch(store, hits_sql(terms, args, group, wanted, plan), SCAN_COLUMNS, 0).await?.rows);
+                break;
+            }
+        }
+    }
+    Ok(hits)
+}
+
+/// After `found` hits in `walked` documents, with `wanted` more to find among `left`
+/// documents: how many to walk next, or `None` when reading the rest of the hits through
+/// GIN costs less (or nothing was found, so the word is rare here).
+fn next_window(found: i64, walked: i64, wanted: i64, left: i64) -> Option<i64> {
+    if found == 0 {
+        return None;
+    }
+    let rate = found as f64 / walked as f64;
+    let walk = wanted as f64 / rate;
+    let gin = rate * left as f64 * GIN_HIT_COST;
+    // A quarter more than the rate says, so one more step usually ends it.
+    (walk < gin).then(|| ((walk * 1.25) as i64).clamp(1, left))
+}
+
+/// The hits' query by `plan`: matching documents, newest first.
+fn hits_sql(terms: &Terms, args: &Args, group: &str, scan: i64, plan: Plan) -> Sql {
+    let mut sql = Sql::default();
+    let (from, mut conditions, order) = match plan {
+        Plan::Fts => {
             let query = sql.bind(Bind::Text(fts5(terms)));
             (
                 "search_fts JOIN search_docs d ON d.id = search_fts.rowid",
-                format!("search_fts MATCH {query}"),
+                vec![format!("search_fts MATCH {query}")],
                 "search_fts.rowid DESC",
             )
         }
-        BackendKind::Postgres => {
+        Plan::Walk { above, upto } => {
             let query = sql.bind(Bind::Text(tsquery(terms)));
-            ("search_docs d", format!("d.words @@ {query}::tsquery"), "d.id DESC")
+            let (above, upto) = (sql.bind(Bind::Int(above)), sql.bind(Bind::Int(upto)));
+            (
+                "search_docs d",
+                vec![
+                    format!("d.id > {above}"),
+                    format!("d.id <= {upto}"),
+                    format!("COALESCE(d.words, ''::tsvector) @@ {query}::tsquery"),
+                ],
+                "d.id DESC",
+            )
+        }
+        Plan::Gin { upto } => {
+            let query = sql.bind(Bind::Text(tsquery(terms)));
+            let upto = sql.bind(Bind::Int(upto));
+            (
+                "search_docs d",
+                vec![format!("d.words @@ {query}::tsquery"), format!("d.id + 0 <= {upto}")],
+                "d.id + 0 DESC",
+            )
         }
     };
-    let mut conditions = vec![matched];
     if let Some(since) = args.time("since") {
         conditions.push(format!("d.time_ns >= {}", sql.bind(Bind::Int(since))));
     }
@@ -225,6 +351,19 @@ mod tests {
         assert_eq!(tsquery(&terms), "'trip' & 'to' & 'lisb':*");
         assert_eq!(fts5(&Terms::parse("São pa").unwrap()), r#""sao" "pa""#, "two letters match whole");
         assert_eq!(tsquery(&Terms::parse("a' OR 1=1 --").unwrap()), "'a' & 'or' & '1'");
+    }
+
+    #[test]
+    fn postgres_walks_on_while_the_rate_says_walking_is_cheaper() {
+        // Nothing in the newest documents: the word is rare here, GIN reads its hits.
+        assert_eq!(next_window(0, WALK, 50, 6_000_000), None);
+        // One in 150 (`lisbon`), 2,000 wanted of 6M: walking 280k costs more than 40k hits.
+        assert_eq!(next_window(133, WALK, 1_867, 6_000_000), None);
+        // One in 150, 50 wanted: walk about 7,500 more (a quarter over the rate).
+        let next = next_window(133, WALK, 50, 6_000_000).unwrap();
+        assert!((9_000..=9_500).contains(&next), "{next}");
+        // Never past the documents left.
+        assert_eq!(next_window(10_000, WALK, 30_000, 40_000), Some(40_000));
     }
 
     #[test]

@@ -16,7 +16,8 @@ each_backend!(
     without_content_capture_nothing_is_indexed,
     retention_takes_the_index_with_the_data,
     bad_searches_are_a_400_that_names_the_problem,
-    messages_stored_before_search_are_indexed_once
+    messages_stored_before_search_are_indexed_once,
+    many_documents_are_searched_newest_first_whatever_the_rate
 );
 
 fn now_ns() -> u64 {
@@ -278,4 +279,59 @@ async fn messages_stored_before_search_are_indexed_once(backend: Backend) {
     // Done: the mark is 0, and running again adds nothing.
     assert_eq!(roost_server::telemetry::search::backfill(store).await.unwrap(), 0);
     assert_eq!(server.sql("SELECT COUNT(*) FROM search_docs").await.unwrap()[0], messages);
+}
+
+/// Log record `i` of [`many_documents_are_searched_newest_first_whatever_the_rate`]: every
+/// one says `entry`, the oldest hundred `ancient`, one in a hundred `centennial`.
+fn numbered_log(base_ns: u64, i: u64) -> Value {
+    let mut body = format!("entry number {i}");
+    if i < 100 {
+        body.push_str(" ancient");
+    }
+    if i % 100 == 0 {
+        body.push_str(" centennial");
+    }
+    json!({"timeUnixNano": (base_ns + i * 1_000).to_string(), "severityNumber": 9, "body": {"stringValue": body}})
+}
+
+/// 60,000 documents, more than PostgreSQL walks before it weighs its GIN index
+/// (`query::search`): a word everywhere is found by the walk, one only in the oldest
+/// documents through GIN, one in a hundred by walking on. Each answer is the newest hits,
+/// newest first, on both backends.
+async fn many_documents_are_searched_newest_first_whatever_the_rate(backend: Backend) {
+    const RECORDS: u64 = 60_000;
+    const PER_REQUEST: u64 = 5_000;
+    let server = TestServer::start(backend).await;
+    let base_ns = now_ns() - 3_600_000_000_000;
+    for first in (0..RECORDS).step_by(PER_REQUEST as usize) {
+        let records: Vec<Value> = (first..first + PER_REQUEST).map(|i| numbered_log(base_ns, i)).collect();
+        let logs = json!({"resourceLogs": [{
+            "resource": {"attributes": [string("service.name", "batch")]},
+            "scopeLogs": [{"logRecords": records}],
+        }]});
+        let reply = post_otlp(&server, "/v1/logs", "application/json", logs.to_string().into_bytes()).await;
+        assert_eq!(reply.status(), 200, "{}", reply.text().await.unwrap());
+    }
+    // The records' numbers, as the answer gives them.
+    let numbers = |rows: Vec<Map<String, Value>>| -> Vec<u64> {
+        rows.iter()
+            .map(|row| {
+                let snippet = field(row, "snippet");
+                let number = snippet.split_whitespace().nth(2).and_then(|n| n.parse().ok());
+                number.unwrap_or_else(|| panic!("a numbered record: {row:?}"))
+            })
+            .collect()
+    };
+    let everywhere = numbers(search(&server, json!({"text": "entry", "limit": 100})).await);
+    assert_eq!(everywhere, (RECORDS - 100..RECORDS).rev().collect::<Vec<_>>());
+    let oldest = numbers(search(&server, json!({"text": "ancient"})).await);
+    assert_eq!(oldest, (50..100).rev().collect::<Vec<_>>());
+    // The newest 20,000 hold 200; ten more are further down.
+    let sparse = numbers(search(&server, json!({"text": "centennial", "limit": 210})).await);
+    assert_eq!(sparse, (RECORDS / 100 - 210..RECORDS / 100).rev().map(|k| k * 100).collect::<Vec<_>>());
+    let both = numbers(search(&server, json!({"text": "ancient centennial"})).await);
+    assert_eq!(both, [0]);
+    assert!(search(&server, json!({"text": "nowhere"})).await.is_empty());
+    // As typed: no whole word `centen`, so its prefix, through the same ways.
+    assert_eq!(numbers(search(&server, json!({"text": "centen", "limit": 3})).await), [59_900, 59_800, 59_700]);
 }
