@@ -73,6 +73,7 @@ async fn run() {
     println!("resident memory after ingest: {:.0} MiB (server and clients)", bench::rss_kib("self") as f64 / 1024.0);
 
     workload::gather_statistics(&server).await;
+    workload::print_bytes_by_object(&server, requests * per_request).await;
     workload::time_queries(&server, queries).await;
     workload::time_pages(&server, queries).await;
     if backend == roost_tests::Backend::Sqlite {

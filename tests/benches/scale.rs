@@ -84,6 +84,7 @@ async fn run() {
     );
 
     workload::gather_statistics(&server).await;
+    workload::print_bytes_by_object(&server, total).await;
     workload::time_queries(&server, queries).await;
     workload::time_pages(&server, queries).await;
     ingest_on_top(&server, &shape, requests, top_up_requests).await;

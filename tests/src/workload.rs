@@ -318,6 +318,27 @@ pub async fn gather_statistics(server: &TestServer) {
     }
 }
 
+/// Prints where the store's bytes are, table by table and index by index, as bytes a span
+/// of `spans`: the objects over 1 % of the store, largest first (SQLite's `dbstat`,
+/// PostgreSQL's relation sizes with each table's TOAST).
+pub async fn print_bytes_by_object(server: &TestServer, spans: usize) {
+    let statement = if matches!(server.config.database_url, roost_server::store::DatabaseUrl::Postgres(_)) {
+        "SELECT c.relname::text, (CASE c.relkind WHEN 'r' THEN pg_table_size(c.oid) ELSE pg_relation_size(c.oid) END)::bigint \
+         FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+         WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'i') ORDER BY 2 DESC"
+    } else {
+        "SELECT name, SUM(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC"
+    };
+    let objects = server.sql_named(statement).await.expect("sizes by object");
+    let total: i64 = objects.iter().map(|(_, bytes)| bytes).sum();
+    let shown: Vec<String> = objects
+        .iter()
+        .filter(|(_, bytes)| *bytes * 100 >= total)
+        .map(|(name, bytes)| format!("{name} {:.0}", *bytes as f64 / spans as f64))
+        .collect();
+    println!("bytes a span by object ({:.0} in all): {}", total as f64 / spans as f64, shown.join(", "));
+}
+
 /// Times every q/1 case `queries` times, printing p50/p99/max and the rows it returned.
 pub async fn time_queries(server: &TestServer, queries: usize) {
     let api = server.api(None);

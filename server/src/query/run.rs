@@ -430,7 +430,7 @@ mod tests {
         assert!(
             text.contains(
                 "EXISTS (SELECT 1 FROM spans s WHERE s.trace_seq = traces.seq \
-                 AND COALESCE(s.response_model, s.request_model) = $1)"
+                 AND COALESCE(s.response_model, s.request_model) = $1 LIMIT 1 OFFSET 0)"
             ),
             "{text}"
         );

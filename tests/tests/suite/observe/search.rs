@@ -329,6 +329,12 @@ async fn many_documents_are_searched_newest_first_whatever_the_rate(backend: Bac
     // The newest 20,000 hold 200; ten more are further down.
     let sparse = numbers(search(&server, json!({"text": "centennial", "limit": 210})).await);
     assert_eq!(sparse, (RECORDS / 100 - 210..RECORDS / 100).rev().map(|k| k * 100).collect::<Vec<_>>());
+    // Grouped (log records have no conversation: each is its own): the groups fill from
+    // the newest hits the same ways.
+    let grouped = numbers(search(&server, json!({"text": "ancient", "group": "conversation"})).await);
+    assert_eq!(grouped, (50..100).rev().collect::<Vec<_>>());
+    let grouped = numbers(search(&server, json!({"text": "centennial", "group": "conversation"})).await);
+    assert_eq!(grouped, (RECORDS / 100 - 50..RECORDS / 100).rev().map(|k| k * 100).collect::<Vec<_>>());
     let both = numbers(search(&server, json!({"text": "ancient centennial"})).await);
     assert_eq!(both, [0]);
     assert!(search(&server, json!({"text": "nowhere"})).await.is_empty());
