@@ -15,9 +15,11 @@
 //!   which cannot tell a word no document holds from a rare one, and it chose the walk. So
 //!   roost chooses, and writes both plans so PostgreSQL cannot pick the other: it walks
 //!   the newest [`WALK`] documents first, which finds common words; when that finds too
-//!   few, the hits it found give the word's rate, and roost walks on only if that is
-//!   cheaper than reading the rest of the word's hits through GIN. A word common in old
-//!   documents and rare in new ones is the slow case left: GIN reads all of its hits.
+//!   few, the hits it found give their rate, and roost walks on only if that is cheaper
+//!   than reading the rest through GIN, which reads every document holding the words,
+//!   whatever the filters (service, source, time) then keep: with filters, those are
+//!   counted in the walked documents apart. A word common in old documents and rare in
+//!   new ones is the slow case left: GIN reads all of its hits.
 //! - **Whole words first.** A prefix is looked up by merging the lists of every word it
 //!   starts, all of them, before the newest can be taken: 26 ms for a word in 200,000
 //!   documents, where the word alone takes 0.3 ms. So the words are looked up whole
@@ -201,14 +203,18 @@ async fn postgres_hits(
     (scan, limit): (i64, i64),
 ) -> Result<Vec<Map<String, Json>>> {
     let (lowest, highest) = id_range(store).await?;
+    let filtered = has_filters(args, group);
     let mut hits = Vec::new();
-    let (mut upto, mut window, mut walked) = (highest, WALK, 0i64);
+    let (mut upto, mut window, mut walked, mut holding) = (highest, WALK, 0i64, 0i64);
     while upto >= lowest && upto > 0 {
         let above = (upto - window).max(lowest - 1);
         let plan = Plan::Walk { above, upto };
-        hits.extend(
-            fetch(store, hits_sql(terms, args, group, scan - hits.len() as i64, plan), SCAN_COLUMNS, 0).await?.rows,
-        );
+        let found =
+            fetch(store, hits_sql(terms, args, group, scan - hits.len() as i64, plan), SCAN_COLUMNS, 0).await?.rows;
+        // What GIN would read is every document holding the words, whatever the filters
+        // keep: with filters, those are counted in the window apart.
+        holding += if filtered { holding_words(store, terms, above, upto).await? } else { found.len() as i64 };
+        hits.extend(found);
         walked += upto - above;
         upto = above;
         if hits.len() as i64 >= scan || upto < lowest {
@@ -227,7 +233,8 @@ async fn postgres_hits(
             }
             missing
         };
-        match next_window(hits.len() as i64, walked, wanted, upto - lowest + 1) {
+        let rates = Rates { hits: hits.len() as i64, holding, walked };
+        match next_window(rates, wanted, upto - lowest + 1) {
             Some(next) => window = next,
             None => {
                 let plan = Plan::Gin { upto };
@@ -240,16 +247,47 @@ async fn postgres_hits(
     Ok(hits)
 }
 
-/// After `found` hits in `walked` documents, with `wanted` more to find among `left`
-/// documents: how many to walk next, or `None` when reading the rest of the hits through
-/// GIN costs less (or nothing was found, so the word is rare here).
-fn next_window(found: i64, walked: i64, wanted: i64, left: i64) -> Option<i64> {
-    if found == 0 {
-        return None;
-    }
-    let rate = found as f64 / walked as f64;
-    let walk = wanted as f64 / rate;
-    let gin = rate * left as f64 * GIN_HIT_COST;
+/// Whether the hits query narrows the documents holding the words any further.
+fn has_filters(args: &Args, group: &str) -> bool {
+    group == "trace"
+        || args.time("since").is_some()
+        || args.time("until").is_some()
+        || ["session_id", "trace_id", "source", "service_contains"].iter().any(|arg| args.string(arg).is_some())
+}
+
+/// Documents with ids in `(above, upto]` holding `terms`, the filters aside.
+async fn holding_words(store: &Store, terms: &Terms, above: i64, upto: i64) -> Result<i64> {
+    const COUNT: &[Col] = &[Col { name: "holding", sql: "COUNT(*)", kind: ColKind::Int }];
+    let mut sql = Sql::default();
+    let (above, upto) = (sql.bind(Bind::Int(above)), sql.bind(Bind::Int(upto)));
+    let query = sql.bind(Bind::Text(tsquery(terms)));
+    sql.text = format!(
+        "SELECT {} FROM search_docs d WHERE d.id > {above} AND d.id <= {upto} \
+         AND COALESCE(d.words, ''::tsvector) @@ {query}::tsquery",
+        select_list(COUNT)
+    );
+    let row = fetch(store, sql, COUNT, 0).await?.rows.into_iter().next().unwrap_or_default();
+    Ok(row.get("holding").and_then(Json::as_i64).unwrap_or_default())
+}
+
+/// What a PostgreSQL search has seen so far: `hits` (what the filters kept) and `holding`
+/// (documents holding the words) among the newest `walked` documents.
+#[derive(Debug, Clone, Copy)]
+struct Rates {
+    hits: i64,
+    holding: i64,
+    walked: i64,
+}
+
+/// With `wanted` more hits to find among `left` documents: how many to walk next, or
+/// `None` when reading the rest through GIN costs less. Walking costs the documents
+/// walked, at the rate the filters keep hits (half a hit when none was kept yet); GIN
+/// costs every document holding the words, at their rate. A word nothing held yet goes
+/// to GIN: it is rare here.
+fn next_window(rates: Rates, wanted: i64, left: i64) -> Option<i64> {
+    let walked = rates.walked.max(1) as f64;
+    let walk = wanted as f64 / (rates.hits.max(0) as f64).max(0.5) * walked;
+    let gin = rates.holding as f64 / walked * left as f64 * GIN_HIT_COST;
     // A quarter more than the rate says, so one more step usually ends it.
     (walk < gin).then(|| ((walk * 1.25) as i64).clamp(1, left))
 }
@@ -380,18 +418,25 @@ mod tests {
 
     #[test]
     fn postgres_walks_on_while_the_rate_says_walking_is_cheaper() {
+        let unfiltered = |hits| Rates { hits, holding: hits, walked: WALK };
         // Nothing in the newest documents: the word is rare here, GIN reads its hits.
-        assert_eq!(next_window(0, WALK, 50, 6_000_000), None);
+        assert_eq!(next_window(unfiltered(0), 50, 6_000_000), None);
         // One in 1,000, 2,000 wanted of 6M: walking 2M costs more than reading 6,000 hits.
-        assert_eq!(next_window(20, WALK, 1_980, 6_000_000), None);
+        assert_eq!(next_window(unfiltered(20), 1_980, 6_000_000), None);
         // One in 150 (`lisbon`), 2,000 wanted: walking 280k costs less than 40,000 hits.
-        let next = next_window(133, WALK, 1_867, 6_000_000).unwrap();
+        let next = next_window(unfiltered(133), 1_867, 6_000_000).unwrap();
         assert!((340_000..=360_000).contains(&next), "{next}");
         // One in 150, 50 wanted: walk about 7,500 more (a quarter over the rate).
-        let next = next_window(133, WALK, 50, 6_000_000).unwrap();
+        let next = next_window(unfiltered(133), 50, 6_000_000).unwrap();
         assert!((9_000..=9_500).contains(&next), "{next}");
+        // Filters keep one hit in ten of `lisbon`'s: GIN would still read all 40,000.
+        let filtered = Rates { hits: 13, holding: 133, walked: WALK };
+        let next = next_window(filtered, 37, 6_000_000).unwrap();
+        assert!((70_000..=72_000).contains(&next), "{next}");
+        // The filters kept nothing yet, the words are common: walk on.
+        assert!(next_window(Rates { hits: 0, holding: 6_000, walked: WALK }, 50, 6_000_000).is_some());
         // Never past the documents left.
-        assert_eq!(next_window(10_000, WALK, 30_000, 40_000), Some(40_000));
+        assert_eq!(next_window(Rates { hits: 10_000, holding: 10_000, walked: WALK }, 30_000, 40_000), Some(40_000));
     }
 
     #[test]

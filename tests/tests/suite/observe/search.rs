@@ -302,7 +302,8 @@ async fn many_documents_are_searched_newest_first_whatever_the_rate(backend: Bac
     const RECORDS: u64 = 60_000;
     const PER_REQUEST: u64 = 5_000;
     let server = TestServer::start(backend).await;
-    let base_ns = now_ns() - 3_600_000_000_000;
+    // On a millisecond, so a time filter can cut between two records.
+    let base_ns = (now_ns() - 3_600_000_000_000) / 1_000_000 * 1_000_000;
     for first in (0..RECORDS).step_by(PER_REQUEST as usize) {
         let records: Vec<Value> = (first..first + PER_REQUEST).map(|i| numbered_log(base_ns, i)).collect();
         let logs = json!({"resourceLogs": [{
@@ -335,6 +336,10 @@ async fn many_documents_are_searched_newest_first_whatever_the_rate(backend: Bac
     assert_eq!(grouped, (50..100).rev().collect::<Vec<_>>());
     let grouped = numbers(search(&server, json!({"text": "centennial", "group": "conversation"})).await);
     assert_eq!(grouped, (RECORDS / 100 - 50..RECORDS / 100).rev().map(|k| k * 100).collect::<Vec<_>>());
+    // Filtered: the newest documents hold the word but none the filter keeps.
+    let until_ms = base_ns / 1_000_000 + 30;
+    let older = numbers(search(&server, json!({"text": "centennial", "until": until_ms})).await);
+    assert_eq!(older, (250..=300).rev().map(|k| k * 100).collect::<Vec<_>>()[..50]);
     let both = numbers(search(&server, json!({"text": "ancient centennial"})).await);
     assert_eq!(both, [0]);
     assert!(search(&server, json!({"text": "nowhere"})).await.is_empty());
