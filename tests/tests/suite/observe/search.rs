@@ -288,7 +288,7 @@ fn numbered_log(base_ns: u64, i: u64) -> Value {
     if i < 100 {
         body.push_str(" ancient");
     }
-    if i % 100 == 0 {
+    if i.is_multiple_of(100) {
         body.push_str(" centennial");
     }
     json!({"timeUnixNano": (base_ns + i * 1_000).to_string(), "severityNumber": 9, "body": {"stringValue": body}})
