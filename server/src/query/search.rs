@@ -209,11 +209,18 @@ async fn postgres_hits(
     while upto >= lowest && upto > 0 {
         let above = (upto - window).max(lowest - 1);
         let plan = Plan::Walk { above, upto };
+        // Once a grouped search's groups are full it only walks on to count: GIN is not
+        // weighed again, so what it would read is not counted either.
+        let counting = group != "hit" && fold_groups(&hits, group, limit as usize).len() as i64 >= limit;
         let found =
             fetch(store, hits_sql(terms, args, group, scan - hits.len() as i64, plan), SCAN_COLUMNS, 0).await?.rows;
         // What GIN would read is every document holding the words, whatever the filters
         // keep: with filters, those are counted in the window apart.
-        holding += if filtered { holding_words(store, terms, above, upto).await? } else { found.len() as i64 };
+        holding += match (filtered, counting) {
+            (_, true) => 0,
+            (true, false) => holding_words(store, terms, above, upto).await?,
+            (false, false) => found.len() as i64,
+        };
         hits.extend(found);
         walked += upto - above;
         upto = above;
