@@ -115,22 +115,22 @@ impl FeatureCore {
             size_bytes: store.size_bytes().await.unwrap_or_default(),
             ..StoreStatus::default()
         };
-        // The large tables' rows are kept as they change; the small ones counted.
+        // The large tables' rows and the sessions are kept as they change; the small
+        // tables counted.
         let kept = crate::telemetry::row_counts::read(store).await;
-        let counted: std::result::Result<(i64, i64, i64), sqlx::Error> = on_reader!(store, |pool| {
+        let counted: std::result::Result<(i64, i64), sqlx::Error> = on_reader!(store, |pool| {
             sqlx::query_as(
-                "SELECT (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM sessions), \
-                        (SELECT COUNT(*) FROM instances WHERE destroyed_at IS NULL)",
+                "SELECT (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM instances WHERE destroyed_at IS NULL)",
             )
             .fetch_one(pool)
             .await
         });
         match (kept, counted) {
-            (Ok(rows), Ok(c)) => {
+            (Ok(rows), Ok((runs, hosted_agents))) => {
                 status.reachable = true;
-                (status.spans, status.logs, status.metric_points, status.events) =
-                    (rows.spans, rows.logs, rows.metric_points, rows.events);
-                (status.runs, status.sessions, status.hosted_agents) = c;
+                (status.spans, status.logs, status.metric_points, status.events, status.sessions) =
+                    (rows.spans, rows.logs, rows.metric_points, rows.events, rows.sessions);
+                (status.runs, status.hosted_agents) = (runs, hosted_agents);
             }
             (Err(err), _) => status.error = err.to_string(),
             (_, Err(err)) => status.error = err.to_string(),

@@ -141,7 +141,8 @@ pub struct Summaries {
     metric_usage: BTreeMap<(String, String, String), MetricUsageDelta>,
     activity: BTreeMap<String, ActivityDelta>,
     runs: BTreeMap<String, RunDelta>,
-    /// Rows added to the tables [`super::row_counts`] keeps.
+    /// Rows added to the tables [`super::row_counts`] keeps; the sessions among them are
+    /// counted by the upsert that inserts them ([`SummaryTx::apply_summaries`]).
     rows: RowCounts,
 }
 
@@ -364,18 +365,25 @@ pub(crate) trait Dialect {
     /// (PostgreSQL, where replicas insert side by side) rather than from the writer (SQLite:
     /// one writer at a time, so the next after the largest).
     const SEQUENCES: bool;
+    /// Whether an upsert's `RETURNING (xmax = 0)` tells the rows it inserted from the ones
+    /// it updated (PostgreSQL: a row the statement updated carries its transaction's lock).
+    /// SQLite has no such column; there one writer runs at a time, so the keys missing
+    /// before the upsert are the ones it inserts.
+    const RETURNS_INSERTED: bool;
 }
 
 impl Dialect for sqlx::SqliteConnection {
     const LEAST: &'static str = "MIN";
     const GREATEST: &'static str = "MAX";
     const SEQUENCES: bool = false;
+    const RETURNS_INSERTED: bool = false;
 }
 
 impl Dialect for sqlx::PgConnection {
     const LEAST: &'static str = "LEAST";
     const GREATEST: &'static str = "GREATEST";
     const SEQUENCES: bool = true;
+    const RETURNS_INSERTED: bool = true;
 }
 
 /// Applying summary deltas inside the write transaction.
@@ -388,7 +396,18 @@ impl_for_connections! {
     impl SummaryTx {
         async fn apply_summaries(&mut self, s: &Summaries) -> Result<()> {
             let (least, greatest) = (Self::LEAST, Self::GREATEST);
+            let mut rows = s.rows;
             if !s.sessions.is_empty() {
+                if !Self::RETURNS_INSERTED {
+                    let mut q = sqlx::QueryBuilder::new("SELECT COUNT(*) FROM sessions WHERE session_id IN (");
+                    let mut ids = q.separated(", ");
+                    for id in s.sessions.keys() {
+                        ids.push_bind(id);
+                    }
+                    q.push(")");
+                    let known: i64 = q.build_query_scalar().fetch_one(&mut *self).await?;
+                    rows.sessions += s.sessions.len() as i64 - known;
+                }
                 let mut q = sqlx::QueryBuilder::new(
                     "INSERT INTO sessions (session_id, agent_id, service, first_ns, last_ns, spans, events, logs, errors, \
                      input_tokens, output_tokens, cost_nanocents, last_model, unpriced_calls) ",
@@ -413,7 +432,13 @@ impl_for_connections! {
                      cost_nanocents = sessions.cost_nanocents + excluded.cost_nanocents, \
                      unpriced_calls = sessions.unpriced_calls + excluded.unpriced_calls"
                 ));
-                q.build().execute(&mut *self).await?;
+                if Self::RETURNS_INSERTED {
+                    q.push(" RETURNING (xmax = 0)");
+                    let inserted: Vec<bool> = q.build_query_scalar().fetch_all(&mut *self).await?;
+                    rows.sessions += inserted.into_iter().filter(|&new| new).count() as i64;
+                } else {
+                    q.build().execute(&mut *self).await?;
+                }
             }
             if !s.traces.is_empty() {
                 let mut q = sqlx::QueryBuilder::new(
@@ -555,7 +580,7 @@ impl_for_connections! {
                 .execute(&mut *self)
                 .await?;
             }
-            self.add_row_counts(&s.rows).await?;
+            self.add_row_counts(&rows).await?;
             Ok(())
         }
     }

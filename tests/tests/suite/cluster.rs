@@ -1,13 +1,17 @@
 //! Replicas of roost on one PostgreSQL (servers in this process sharing a database): the
 //! cluster-wide workers run under a leader lease, and a key revoked on one replica stops
-//! working on the others. The multi-process tests of issue 19's agent leases build on this.
+//! working on the others, and replicas ingesting into the same sessions count each once.
+//! The multi-process tests of issue 19's agent leases build on this.
 
 use std::time::{Duration, Instant};
 
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use roost_proto::v1::{ListReplicasRequest, feature_service_client::FeatureServiceClient};
 use roost_server::{ServeConfig, secrets::SecretKey, store::DatabaseUrl};
 use roost_tests::{Backend, TestDatabase, TestServer, each_backend};
 use serde_json::Value;
+
+use crate::observe::{assert_row_counts, otlp::traces_request};
 
 async fn cluster(server: &TestServer) -> Value {
     server.api(None).get("/api/status").await.ok()["cluster"].clone()
@@ -122,6 +126,29 @@ async fn a_revoked_key_stops_working_on_every_replica_within_a_second() {
         assert!(revoked.elapsed() < Duration::from_millis(1_500), "still accepted after {:?}", revoked.elapsed());
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
+}
+
+/// Replicas ingesting into the same new sessions at once count each session once: the
+/// kept sessions count (`telemetry::row_counts`) adds only the rows an upsert inserted,
+/// and the status of either replica equals the table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_ingesting_the_same_sessions_count_each_once() {
+    let db = TestDatabase::create().await;
+    let url: DatabaseUrl = db.url().parse().unwrap();
+    let a = TestServer::start_with(Backend::Postgres, replica(&url, Duration::from_secs(10))).await;
+    let b = TestServer::start_with(Backend::Postgres, replica(&url, Duration::from_secs(10))).await;
+    let (channel_a, channel_b) = (a.channel().await, b.channel().await);
+    let exports = (0..40u8).map(|i| {
+        let channel = if i % 2 == 0 { channel_a.clone() } else { channel_b.clone() };
+        let request = traces_request(i + 1, 3, &format!("shared-{}", i % 8));
+        async move { TraceServiceClient::new(channel).export(request).await.unwrap() }
+    });
+    futures::future::join_all(exports).await;
+    assert_eq!(a.sql("SELECT COUNT(*) FROM sessions").await.unwrap(), [8]);
+    assert_row_counts(&a).await;
+    assert_row_counts(&b).await;
     a.stop().await.unwrap();
     b.stop().await.unwrap();
 }

@@ -38,7 +38,7 @@ pub async fn post_otlp(server: &TestServer, path: &str, content_type: &str, body
 /// `telemetry::row_counts`) equal the tables' rows.
 pub async fn assert_row_counts(server: &TestServer) {
     let status = server.api(None).get("/api/status").await.ok();
-    for table in ["spans", "logs", "metric_points", "events"] {
+    for table in ["spans", "logs", "metric_points", "events", "sessions"] {
         let rows = server.sql(&format!("SELECT COUNT(*) FROM {table}")).await.unwrap()[0];
         let shown = &status["store"][table];
         let shown = shown.as_i64().or_else(|| shown.as_str().and_then(|s| s.parse().ok())).unwrap_or_default();
