@@ -59,7 +59,13 @@ impl TestDatabase {
 }
 
 impl Drop for TestDatabase {
+    /// Drops the database, unless `ROOST_TEST_KEEP_DATABASE` is set: then it stays for a
+    /// look after the run (a bench's 10M-span store, with `psql`), and its name is printed.
     fn drop(&mut self) {
+        if std::env::var_os("ROOST_TEST_KEEP_DATABASE").is_some() {
+            eprintln!("kept PostgreSQL database {} (ROOST_TEST_KEEP_DATABASE)", self.name);
+            return;
+        }
         // Drop runs inside the test's runtime, which cannot block on itself: use a thread.
         let (admin_url, name) = (self.admin_url.clone(), self.name.clone());
         let dropped = std::thread::spawn(move || {
