@@ -206,17 +206,18 @@ async fn postgres_hits(
     let filtered = has_filters(args, group);
     let mut hits = Vec::new();
     let (mut upto, mut window, mut walked, mut holding) = (highest, WALK, 0i64, 0i64);
+    // A grouped search's `limit` groups are full (folded once a window, after its hits).
+    let mut full = false;
     while upto >= lowest && upto > 0 {
         let above = (upto - window).max(lowest - 1);
         let plan = Plan::Walk { above, upto };
-        // Once a grouped search's groups are full it only walks on to count: GIN is not
-        // weighed again, so what it would read is not counted either.
-        let counting = group != "hit" && fold_groups(&hits, group, limit as usize).len() as i64 >= limit;
         let found =
             fetch(store, hits_sql(terms, args, group, scan - hits.len() as i64, plan), SCAN_COLUMNS, 0).await?.rows;
         // What GIN would read is every document holding the words, whatever the filters
-        // keep: with filters, those are counted in the window apart.
-        holding += match (filtered, counting) {
+        // keep: with filters, those are counted in the window apart. Once a grouped
+        // search's groups are full it only walks on to count: GIN is not weighed again,
+        // so what it would read is not counted either.
+        holding += match (filtered, full) {
             (_, true) => 0,
             (true, false) => holding_words(store, terms, above, upto).await?,
             (false, false) => found.len() as i64,
@@ -231,7 +232,8 @@ async fn postgres_hits(
             scan - hits.len() as i64
         } else {
             let missing = limit - fold_groups(&hits, group, limit as usize).len() as i64;
-            if missing <= 0 {
+            full = missing <= 0;
+            if full {
                 if walked >= GROUP_WALK {
                     break;
                 }
