@@ -4,6 +4,13 @@
 //! a destination by the name or IP literal the agent asked for, even a private one (a test
 //! server, a service on the host the operator chose to share); anything else must resolve
 //! only to public addresses, and with `--egress-default deny` must be allowed too.
+//!
+//! "Public" means outside every IANA special-purpose range (loopback, private, link-local
+//! and so the metadata service, CGNAT, documentation, benchmarking, multicast, reserved, the
+//! deprecated and transition ranges; see `NON_PUBLIC`), and an IPv6 address that carries an
+//! IPv4 one (IPv4-mapped, IPv4-translated, NAT64 64:ff9b::/96, 6to4 2002::/16) is judged by
+//! the IPv4 address inside, so `64:ff9b::7f00:1` is as refused as 127.0.0.1. A deny pattern
+//! for an IPv4 network refuses those IPv6 spellings of its addresses too.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -161,8 +168,17 @@ impl Pattern {
             }
     }
 
+    /// Whether `ip` is in this pattern's network, or (for an IPv4 network) carries an IPv4
+    /// address in it the way [`embedded_ipv4`] reads: a deny of `10.0.0.0/8` refuses
+    /// `64:ff9b::a00:1` and `2002:a00:1::` too.
     fn matches_address(&self, ip: IpAddr, port: u16) -> bool {
-        self.port.is_none_or(|p| p == port) && matches!(self.target, Target::Network(net, l) if in_network(ip, net, l))
+        let Target::Network(net, length) = self.target else { return false };
+        let embedded = match ip {
+            IpAddr::V6(v6) => embedded_ipv4(v6).map(|(v4, _)| IpAddr::V4(v4)),
+            IpAddr::V4(_) => None,
+        };
+        self.port.is_none_or(|p| p == port)
+            && (in_network(ip, net, length) || embedded.is_some_and(|v4| in_network(v4, net, length)))
     }
 }
 
@@ -187,8 +203,16 @@ fn in_network(ip: IpAddr, net: IpAddr, length: u8) -> bool {
 }
 
 /// Where an agent may not go unless a pattern allows it by name or literal, and what each
-/// range is. The metadata service (169.254.169.254, fd00:ec2::254) is in two of them.
-const NON_PUBLIC: [(IpAddr, u8, &str); 14] = [
+/// range is: every IANA special-purpose range that is not plainly a public host, the
+/// deprecated ones included. The metadata service (169.254.169.254, fd00:ec2::254) is in
+/// two of them. IPv6 that embeds an IPv4 address (mapped, translated, NAT64, 6to4) is not
+/// here: [`non_public`] judges the IPv4 address inside. The first match names the kind, so
+/// a narrower range comes before a wider one that holds it.
+///
+/// IANA lists a few of these as globally reachable (the AS112 and AMT ranges, parts of
+/// 2001::/23): an agent has no business with DNS sinks, multicast relays or protocol
+/// anycast, so they are refused with their neighbours.
+const NON_PUBLIC: [(IpAddr, u8, &str); 32] = [
     (v4(0, 0, 0, 0), 8, "an unspecified address"),
     (v4(127, 0, 0, 0), 8, "a loopback address"),
     (v4(10, 0, 0, 0), 8, "a private address"),
@@ -196,12 +220,32 @@ const NON_PUBLIC: [(IpAddr, u8, &str); 14] = [
     (v4(192, 168, 0, 0), 16, "a private address"),
     (v4(169, 254, 0, 0), 16, "a link-local address"),
     (v4(100, 64, 0, 0), 10, "a carrier-grade NAT address"),
+    (v4(192, 0, 0, 0), 24, "an IETF protocol assignment address"),
+    (v4(192, 0, 2, 0), 24, "a documentation address"),
+    (v4(198, 51, 100, 0), 24, "a documentation address"),
+    (v4(203, 0, 113, 0), 24, "a documentation address"),
+    (v4(192, 31, 196, 0), 24, "an AS112 DNS address"),
+    (v4(192, 175, 48, 0), 24, "an AS112 DNS address"),
+    (v4(192, 52, 193, 0), 24, "an AMT relay address"),
+    (v4(192, 88, 99, 0), 24, "a 6to4 relay anycast address"),
+    (v4(198, 18, 0, 0), 15, "a benchmarking address"),
     (v4(224, 0, 0, 0), 4, "a multicast address"),
     (v4(240, 0, 0, 0), 4, "a reserved or broadcast address"),
     (v6(0), 128, "an unspecified address"),
     (v6(1), 128, "a loopback address"),
+    // Deprecated (RFC 4291): nothing routes it, and a stack may treat it as the IPv4 inside.
+    (v6(0), 96, "an IPv4-compatible address"),
+    (v6(0x0064_ff9b_0001 << 80), 48, "a local-use NAT64 address"),
+    (v6(0x0100 << 112), 64, "a discard-only address"),
+    // Teredo hides its client's IPv4 address (inverted) in the last 32 bits.
+    (v6(0x2001 << 112), 32, "a Teredo address"),
+    (v6(0x2001 << 112), 23, "an IETF protocol assignment address"),
+    (v6(0x2001_0db8 << 96), 32, "a documentation address"),
+    (v6(0x3fff << 112), 20, "a documentation address"),
+    (v6(0x5f00 << 112), 16, "an SRv6 address"),
     (v6(0xfc00 << 112), 7, "a private address"),
     (v6(0xfe80 << 112), 10, "a link-local address"),
+    (v6(0xfec0 << 112), 10, "a site-local address"),
     (v6(0xff00 << 112), 8, "a multicast address"),
 ];
 
@@ -213,14 +257,55 @@ const fn v6(bits: u128) -> IpAddr {
     IpAddr::V6(Ipv6Addr::from_bits(bits))
 }
 
-/// What kind of non-public address `ip` is, if it is one. IPv4 inside IPv6 (mapped, or
-/// behind NAT64's 64:ff9b::/96) is judged as the IPv4 address.
-fn non_public(ip: IpAddr) -> Option<&'static str> {
-    let ip = match ip {
-        IpAddr::V6(v6) if v6.to_bits() >> 32 == 0x64_ff9b << 64 => IpAddr::V4(Ipv4Addr::from_bits(v6.to_bits() as u32)),
-        _ => ip,
+/// Why an address is not public: its kind, and the IPv6 form that carried it when the kind
+/// is that of an IPv4 address inside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct NonPublic {
+    kind: &'static str,
+    inside: Option<&'static str>,
+}
+
+impl std::fmt::Display for NonPublic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.inside {
+            Some(form) => write!(f, "{} (IPv4 inside {form})", self.kind),
+            None => f.write_str(self.kind),
+        }
+    }
+}
+
+/// The IPv4 address an IPv6 address stands for, and the form's name (`None` for
+/// IPv4-mapped, which is the IPv4 address itself to a dual-stack socket): IPv4-mapped
+/// `::ffff:0:0/96`, IPv4-translated `::ffff:0:0:0/96` (SIIT), NAT64's well-known
+/// `64:ff9b::/96`, each with the address in the last 32 bits, and 6to4 `2002::/16` with it in
+/// bits 16 to 48. Deprecated IPv4-compatible `::/96` is not here: it is refused whole.
+fn embedded_ipv4(ip: Ipv6Addr) -> Option<(Ipv4Addr, Option<&'static str>)> {
+    let bits = ip.to_bits();
+    let last = Ipv4Addr::from_bits(bits as u32);
+    match bits >> 32 {
+        0xffff => Some((last, None)),
+        0xffff_0000 => Some((last, Some("IPv4-translated ::ffff:0:0:0/96"))),
+        prefix if prefix == 0x0064_ff9b << 64 => Some((last, Some("NAT64 64:ff9b::/96"))),
+        _ if bits >> 112 == 0x2002 => Some((Ipv4Addr::from_bits((bits >> 80) as u32), Some("6to4 2002::/16"))),
+        _ => None,
+    }
+}
+
+/// What kind of non-public address `ip` is, if it is one. IPv4 inside IPv6 (see
+/// [`embedded_ipv4`]) is judged as the IPv4 address: `64:ff9b::5db8:d822` is as public as
+/// 93.184.216.34, `2002:7f00:1::` as loopback as 127.0.0.1.
+fn non_public(ip: IpAddr) -> Option<NonPublic> {
+    let (ip, inside) = match ip {
+        IpAddr::V6(v6) => match embedded_ipv4(v6) {
+            Some((v4, inside)) => (IpAddr::V4(v4), inside),
+            None => (ip, None),
+        },
+        IpAddr::V4(_) => (ip, None),
     };
-    NON_PUBLIC.iter().find(|(net, length, _)| in_network(ip, *net, *length)).map(|(_, _, kind)| *kind)
+    NON_PUBLIC
+        .iter()
+        .find(|(net, length, _)| in_network(ip, *net, *length))
+        .map(|&(_, _, kind)| NonPublic { kind, inside })
 }
 
 #[cfg(test)]
@@ -320,6 +405,192 @@ mod tests {
         assert!(check(&allow, "11.0.0.1", 22, &["11.0.0.1"]).is_err());
         // An allowed network does not admit names that resolve into it.
         assert!(check(&allow, "intranet.corp", 80, &["10.0.0.1"]).is_err());
+    }
+
+    #[test]
+    fn every_special_purpose_range_is_refused_in_every_spelling() {
+        const TRANSLATED: &str = " (IPv4 inside IPv4-translated ::ffff:0:0:0/96)";
+        const NAT64: &str = " (IPv4 inside NAT64 64:ff9b::/96)";
+        const SIX_TO_FOUR: &str = " (IPv4 inside 6to4 2002::/16)";
+        let unspecified = "an unspecified address";
+        let loopback = "a loopback address";
+        let private = "a private address";
+        let link_local = "a link-local address";
+        let ietf = "an IETF protocol assignment address";
+        let documentation = "a documentation address";
+        let as112 = "an AS112 DNS address";
+        let multicast = "a multicast address";
+        let reserved = "a reserved or broadcast address";
+        let compatible = "an IPv4-compatible address";
+        let local_nat64 = "a local-use NAT64 address";
+        let teredo = "a Teredo address";
+        let refused: Vec<(&str, String)> = [
+            // IPv4, first and last of each range.
+            ("0.0.0.0", unspecified),
+            ("0.255.255.255", unspecified),
+            ("10.0.0.0", private),
+            ("10.255.255.255", private),
+            ("100.64.0.0", "a carrier-grade NAT address"),
+            ("100.127.255.255", "a carrier-grade NAT address"),
+            ("127.0.0.0", loopback),
+            ("127.255.255.255", loopback),
+            ("169.254.0.0", link_local),
+            ("169.254.169.254", link_local),
+            ("169.254.255.255", link_local),
+            ("172.16.0.0", private),
+            ("172.31.255.255", private),
+            ("192.0.0.0", ietf),
+            ("192.0.0.255", ietf),
+            ("192.0.2.0", documentation),
+            ("192.0.2.255", documentation),
+            ("192.31.196.0", as112),
+            ("192.31.196.255", as112),
+            ("192.52.193.0", "an AMT relay address"),
+            ("192.52.193.255", "an AMT relay address"),
+            ("192.88.99.0", "a 6to4 relay anycast address"),
+            ("192.88.99.255", "a 6to4 relay anycast address"),
+            ("192.168.0.0", private),
+            ("192.168.255.255", private),
+            ("192.175.48.0", as112),
+            ("192.175.48.255", as112),
+            ("198.18.0.0", "a benchmarking address"),
+            ("198.19.255.255", "a benchmarking address"),
+            ("198.51.100.0", documentation),
+            ("198.51.100.255", documentation),
+            ("203.0.113.0", documentation),
+            ("203.0.113.255", documentation),
+            ("224.0.0.0", multicast),
+            ("239.255.255.255", multicast),
+            ("240.0.0.0", reserved),
+            ("255.255.255.255", reserved),
+            // IPv6.
+            ("::", unspecified),
+            ("::1", loopback),
+            ("::2", compatible),
+            ("::ffff:ffff", compatible),
+            ("64:ff9b:1::", local_nat64),
+            ("64:ff9b:1:ffff:ffff:ffff:ffff:ffff", local_nat64),
+            ("100::", "a discard-only address"),
+            ("100::ffff:ffff:ffff:ffff", "a discard-only address"),
+            ("2001::", teredo),
+            ("2001:0:4136:e378:8000:63bf:3fff:fdd2", teredo),
+            ("2001:0:ffff:ffff:ffff:ffff:ffff:ffff", teredo),
+            ("2001:1::", ietf),
+            ("2001:1ff:ffff:ffff:ffff:ffff:ffff:ffff", ietf),
+            ("2001:db8::", documentation),
+            ("2001:db8:ffff:ffff:ffff:ffff:ffff:ffff", documentation),
+            ("3fff::", documentation),
+            ("3fff:fff:ffff:ffff:ffff:ffff:ffff:ffff", documentation),
+            ("5f00::", "an SRv6 address"),
+            ("5f00:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "an SRv6 address"),
+            ("fc00::", private),
+            ("fd00:ec2::254", private),
+            ("fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", private),
+            ("fe80::", link_local),
+            ("febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff", link_local),
+            ("fec0::", "a site-local address"),
+            ("feff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "a site-local address"),
+            ("ff00::", multicast),
+            ("ff02::1", multicast),
+            ("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", multicast),
+        ]
+        .into_iter()
+        .map(|(ip, reason)| (ip, reason.to_owned()))
+        .chain(
+            // 127.0.0.1, 10.0.0.1 and the metadata service in each IPv6 spelling.
+            [
+                ("::ffff:127.0.0.1", loopback.to_owned()),
+                ("::ffff:10.0.0.1", private.to_owned()),
+                ("::ffff:169.254.169.254", link_local.to_owned()),
+                ("::ffff:0.0.0.0", unspecified.to_owned()),
+                ("::ffff:255.255.255.255", reserved.to_owned()),
+                ("::127.0.0.1", compatible.to_owned()),
+                ("::7f00:1", compatible.to_owned()),
+                ("::10.0.0.1", compatible.to_owned()),
+                ("::169.254.169.254", compatible.to_owned()),
+                ("::ffff:0:127.0.0.1", format!("{loopback}{TRANSLATED}")),
+                ("::ffff:0:a00:1", format!("{private}{TRANSLATED}")),
+                ("::ffff:0:a9fe:a9fe", format!("{link_local}{TRANSLATED}")),
+                ("64:ff9b::127.0.0.1", format!("{loopback}{NAT64}")),
+                ("64:ff9b::a00:1", format!("{private}{NAT64}")),
+                ("64:ff9b::a9fe:a9fe", format!("{link_local}{NAT64}")),
+                ("64:ff9b::", format!("{unspecified}{NAT64}")),
+                ("64:ff9b::ffff:ffff", format!("{reserved}{NAT64}")),
+                ("2002:7f00:1::", format!("{loopback}{SIX_TO_FOUR}")),
+                ("2002:a00:1::1", format!("{private}{SIX_TO_FOUR}")),
+                ("2002:a9fe:a9fe:1:2:3:4:5", format!("{link_local}{SIX_TO_FOUR}")),
+                ("2002::", format!("{unspecified}{SIX_TO_FOUR}")),
+                ("2002:ffff:ffff:ffff:ffff:ffff:ffff:ffff", format!("{reserved}{SIX_TO_FOUR}")),
+            ],
+        )
+        .collect();
+        let default = EgressPolicy::default();
+        for (ip, reason) in refused {
+            let ip: IpAddr = ip.parse().unwrap();
+            let literal = check(&default, &ip.to_string(), 443, &[&ip.to_string()]);
+            assert_eq!(literal, Err(format!("{ip} is {reason}")));
+            let named = check(&default, "example.com", 443, &["93.184.216.34", &ip.to_string()]);
+            assert_eq!(named, Err(format!("example.com resolves to {ip}, {reason}")));
+        }
+    }
+
+    #[test]
+    fn public_addresses_pass_in_every_spelling() {
+        let default = EgressPolicy::default();
+        for ip in [
+            "1.1.1.1",
+            "8.8.8.8",
+            "93.184.216.34",
+            "2606:4700::1111",
+            "2a00:1450:4001:80b::200e",
+            "64:ff9b::5db8:d822",
+            "::ffff:93.184.216.34",
+            "::ffff:0:5db8:d822",
+            "2002:5db8:d822::1",
+            // Just past a refused range.
+            "9.255.255.255",
+            "11.0.0.0",
+            "100.63.255.255",
+            "100.128.0.1",
+            "126.255.255.255",
+            "128.0.0.0",
+            "172.15.255.255",
+            "172.32.0.1",
+            "192.0.1.255",
+            "192.0.3.1",
+            "192.167.255.255",
+            "192.169.0.0",
+            "198.17.255.255",
+            "198.20.0.1",
+            "223.255.255.255",
+            "2001:200::1",
+            "2001:db9::1",
+            "3fff:1000::1",
+        ] {
+            assert_eq!(non_public(ip.parse().unwrap()), None, "{ip}");
+            assert_eq!(check(&default, "example.com", 443, &[ip]), Ok(()), "{ip}");
+        }
+    }
+
+    #[test]
+    fn an_ipv4_deny_also_refuses_it_inside_ipv6() {
+        let allow = ["64:ff9b::a00:1", "2002:a00:1::1", "::ffff:10.0.0.1", "::ffff:0:a00:1"];
+        let allowed = policy(&allow, &[], true);
+        let denied = policy(&allow, &["10.0.0.0/8"], true);
+        for ip in allow {
+            assert_eq!(check(&allowed, ip, 443, &[ip]), Ok(()), "{ip}");
+            assert_eq!(check(&denied, ip, 443, &[ip]), Err("denied by --egress-deny 10.0.0.0/8".into()), "{ip}");
+        }
+        let public = policy(&[], &["93.184.216.34:443"], true);
+        for ip in ["93.184.216.34", "::ffff:93.184.216.34", "64:ff9b::5db8:d822", "2002:5db8:d822::1"] {
+            let refused = check(&public, "example.com", 443, &[ip]);
+            assert_eq!(refused, Err("denied by --egress-deny 93.184.216.34:443".into()), "{ip}");
+            assert_eq!(check(&public, "example.com", 80, &[ip]), Ok(()), "{ip}");
+        }
+        // An IPv6 deny stays IPv6: it does not reach the IPv4 address itself.
+        let v6 = policy(&[], &["2002::/16"], true);
+        assert!(check(&v6, "example.com", 443, &["2002:5db8:d822::1"]).is_err());
+        assert_eq!(check(&v6, "example.com", 443, &["93.184.216.34"]), Ok(()));
     }
 
     #[test]
