@@ -4,9 +4,12 @@
 //! in its tests (driven by tests/senders/python/gateway_agent.py with the real SDKs).
 //!
 //! - `POST /v1/chat/completions` (OpenAI): usage [`OPENAI_PROMPT_TOKENS`] /
-//!   [`OPENAI_COMPLETION_TOKENS`] ([`OPENAI_CACHED_TOKENS`] of the prompt cached). A stream
-//!   ends with a usage-only chunk only when the request asked for it
-//!   (`stream_options.include_usage`), as OpenAI does.
+//!   [`OPENAI_COMPLETION_TOKENS`] ([`OPENAI_CACHED_TOKENS`] of the prompt cached). A request
+//!   with `n` gets `n` choices, each the same answer, and its usage counts the completion
+//!   tokens of every choice and the prompt once, as OpenAI does; the fake ignores
+//!   `max_tokens`, so it can answer more than a request allows. A stream ends with a
+//!   usage-only chunk only when the request asked for it (`stream_options.include_usage`),
+//!   as OpenAI does.
 //! - `POST /v1/messages` (Anthropic): usage [`ANTHROPIC_INPUT_TOKENS`] (uncached) /
 //!   [`ANTHROPIC_OUTPUT_TOKENS`], [`ANTHROPIC_CACHE_READ_TOKENS`] read from and
 //!   [`ANTHROPIC_CACHE_WRITE_TOKENS`] written to the cache. A stream carries usage in
@@ -313,11 +316,12 @@ async fn models(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
     Json(json!({"object": "list", "data": [model]})).into_response()
 }
 
-fn openai_usage() -> Value {
+/// The usage of an answer with `choices` choices: the prompt once, the completion of each.
+fn openai_usage(choices: i64) -> Value {
     json!({
         "prompt_tokens": OPENAI_PROMPT_TOKENS,
-        "completion_tokens": OPENAI_COMPLETION_TOKENS,
-        "total_tokens": OPENAI_PROMPT_TOKENS + OPENAI_COMPLETION_TOKENS,
+        "completion_tokens": OPENAI_COMPLETION_TOKENS * choices,
+        "total_tokens": OPENAI_PROMPT_TOKENS + OPENAI_COMPLETION_TOKENS * choices,
         "prompt_tokens_details": {"cached_tokens": OPENAI_CACHED_TOKENS},
     })
 }
@@ -338,6 +342,7 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, headers: HeaderMap,
         Answer::ToolCall(_) => "tool_calls",
         Answer::Text(_) => "stop",
     };
+    let choices = request["n"].as_i64().unwrap_or(1).max(1);
     if request["stream"] != true {
         let message = match &answer {
             Answer::ToolCall(name) => {
@@ -354,8 +359,10 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, headers: HeaderMap,
             "model": model,
             "system_fingerprint": "fp_roost",
             "service_tier": "default",
-            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason, "logprobs": null}],
-            "usage": openai_usage(),
+            "choices": (0..choices)
+                .map(|index| json!({"index": index, "message": message, "finish_reason": finish_reason, "logprobs": null}))
+                .collect::<Vec<_>>(),
+            "usage": openai_usage(choices),
         }))
         .into_response();
     }
@@ -375,27 +382,31 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, headers: HeaderMap,
         }
         format!("data: {chunk}\n\n")
     };
-    let delta = |delta: Value, finish_reason: Value| {
-        chunk(json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish_reason}]), None)
-    };
-    let mut frames = vec![delta(json!({"role": "assistant", "content": ""}), Value::Null)];
-    match &answer {
-        Answer::ToolCall(name) => {
-            let call = json!({"index": 0, "id": TOOL_CALL_ID, "type": "function",
-                "function": {"name": name, "arguments": ""}});
-            frames.push(delta(json!({"tool_calls": [call]}), Value::Null));
-            for piece in pieces(TOOL_ARGUMENTS) {
-                let call = json!({"index": 0, "function": {"arguments": piece}});
+    let mut frames = Vec::new();
+    // Each choice in turn, its chunks naming its index.
+    for index in 0..choices {
+        let delta = |delta: Value, finish_reason: Value| {
+            chunk(json!([{"index": index, "delta": delta, "logprobs": null, "finish_reason": finish_reason}]), None)
+        };
+        frames.push(delta(json!({"role": "assistant", "content": ""}), Value::Null));
+        match &answer {
+            Answer::ToolCall(name) => {
+                let call = json!({"index": 0, "id": TOOL_CALL_ID, "type": "function",
+                    "function": {"name": name, "arguments": ""}});
                 frames.push(delta(json!({"tool_calls": [call]}), Value::Null));
+                for piece in pieces(TOOL_ARGUMENTS) {
+                    let call = json!({"index": 0, "function": {"arguments": piece}});
+                    frames.push(delta(json!({"tool_calls": [call]}), Value::Null));
+                }
+            }
+            Answer::Text(text) => {
+                frames.extend(pieces(text).into_iter().map(|piece| delta(json!({"content": piece}), Value::Null)));
             }
         }
-        Answer::Text(text) => {
-            frames.extend(pieces(text).into_iter().map(|piece| delta(json!({"content": piece}), Value::Null)));
-        }
+        frames.push(delta(json!({}), json!(finish_reason)));
     }
-    frames.push(delta(json!({}), json!(finish_reason)));
     if include_usage {
-        frames.push(chunk(json!([]), Some(openai_usage())));
+        frames.push(chunk(json!([]), Some(openai_usage(choices))));
     }
     frames.push("data: [DONE]\n\n".to_owned());
     event_stream(&shared, frames)

@@ -26,8 +26,8 @@ use crate::{
     time::now_ms,
 };
 
-/// Output tokens assumed for a call that does not bound its own (`max_tokens`): what
-/// current chat models produce at most by default.
+/// Output tokens assumed for a call (or each choice of one) that does not bound its own
+/// (`max_tokens`): what current chat models produce at most by default.
 pub const DEFAULT_MAX_OUTPUT_TOKENS: i64 = 16_384;
 
 /// A call about to be made, as admission sees it.
@@ -47,7 +47,15 @@ pub struct MeteredCall<'a> {
 
 /// The most a call may cost in whole cents, rounded up: `prompt_bytes` prompt tokens (no
 /// tokenizer makes more tokens than bytes) at the dearer of the input and cache-write
-/// prices, and `max_output_tokens` at the output price.
+/// prices, and `max_output_tokens` at the output price. `max_output_tokens` is the whole
+/// call's: a request for several choices passes the bound of one times their number (the
+/// model gateway's `max_output_tokens` of each protocol), while its prompt is counted once,
+/// as providers charge it.
+///
+/// This sizes the hold only. What a call is charged is its reported usage at the price
+/// book's price, whatever the estimate was: a call that costs more than its hold (an
+/// upstream that overshoots its bound) is still charged in full, and may take the account
+/// below the bound the module's documentation gives by what it overshot.
 pub fn estimate_cents(price: ModelPrice, prompt_bytes: usize, max_output_tokens: i64) -> i64 {
     let prompt = i64::try_from(prompt_bytes).unwrap_or(i64::MAX);
     let nanocents = prompt

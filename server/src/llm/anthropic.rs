@@ -4,11 +4,19 @@
 
 use serde_json::Value;
 
-use super::answer::{Answer, CallUsage, int};
+use super::{
+    answer::{Answer, CallUsage, int},
+    count,
+};
+use crate::billing::holds::DEFAULT_MAX_OUTPUT_TOKENS;
 
-/// The most output tokens a request allows (`max_tokens`, which the API requires).
-pub fn max_output_tokens(request: &Value) -> Option<i64> {
-    request.get("max_tokens").and_then(Value::as_i64)
+/// The most output tokens a request may be charged for: its `max_tokens` (which the API
+/// requires, and which bounds extended thinking too: `budget_tokens` must be below it), a
+/// whole number of at least 1, else a 400's message; [`DEFAULT_MAX_OUTPUT_TOKENS`] when it
+/// is missing (the upstream refuses such a request). Messages has no `n`: one answer per
+/// call.
+pub fn max_output_tokens(request: &Value) -> Result<i64, String> {
+    Ok(count(request, "max_tokens", i64::MAX)?.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS))
 }
 
 /// Merges a usage object into what is known: a later report of a field replaces an earlier
@@ -122,6 +130,17 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_message_may_be_charged_for_its_max_tokens() {
+        assert_eq!(max_output_tokens(&json!({"model": "m", "max_tokens": 256})), Ok(256));
+        assert_eq!(max_output_tokens(&json!({"model": "m"})), Ok(DEFAULT_MAX_OUTPUT_TOKENS));
+        assert_eq!(max_output_tokens(&json!({"model": "m", "max_tokens": 256, "n": 8})), Ok(256), "no n in Messages");
+        assert_eq!(
+            max_output_tokens(&json!({"model": "m", "max_tokens": -1})),
+            Err("`max_tokens` must be a whole number of at least 1 (got -1)".to_owned())
+        );
+    }
 
     #[test]
     fn a_stream_is_read_with_cache_tokens_counted_in_the_input() {

@@ -15,8 +15,11 @@
 //!   `PROVIDER_API_KEY`, which roost puts on the call. The runtime never holds either key.
 //! - **Metering:** a managed call is admitted through the account's credit holds (402 at a
 //!   spent balance, before any upstream call; 400 `unpriced_model` for a model the price
-//!   book does not price), then charged from the usage the upstream reports, at the price
-//!   book's price, cache reads and writes included: one usage ledger row per call. A
+//!   book does not price), holding its worst-case cost (its prompt once, and the output
+//!   of every choice it asks for: `openai::max_output_tokens`; a count the API does not
+//!   take, such as `n: 0` or `n: 129`, is 400 `invalid_argument` for every call), then
+//!   charged from the usage the upstream reports, at the price book's price, whatever the
+//!   hold was, cache reads and writes included: one usage ledger row per call. A
 //!   streamed OpenAI call is asked for its usage chunk (`stream_options.include_usage`),
 //!   which is not forwarded to a client that did not ask. byok calls are recorded and
 //!   costed, never charged.
@@ -68,7 +71,7 @@ pub use turn_meter::{TurnCall, TurnLimits, TurnMeter, TurnSlot, TurnTotals, turn
 
 use crate::{
     billing::{
-        holds::{DEFAULT_MAX_OUTPUT_TOKENS, estimate_cents},
+        holds::estimate_cents,
         metering::{ModelPrice, PriceBook},
         windows::{Admitted, CreditWindows},
     },
@@ -278,6 +281,25 @@ fn invalid(why: impl Into<String>) -> ApiError {
     ApiError::new(ErrorReason::InvalidArgument, why)
 }
 
+/// A request's count `key` (`n`, `max_tokens`, …): `None` when absent or null; else a JSON
+/// integer from 1 to `max` (an integer too large for `i64` counts as `i64::MAX`), or the
+/// message of a 400 saying what it must be. `2.0` and `"2"` are refused as well: a request
+/// that means a count writes one.
+fn count(request: &Value, key: &str, max: i64) -> Result<Option<i64>, String> {
+    let Some(value) = request.get(key).filter(|v| !v.is_null()) else { return Ok(None) };
+    match value.as_i64().or_else(|| value.as_u64().map(|_| i64::MAX)) {
+        Some(n) if (1..=max).contains(&n) => Ok(Some(n)),
+        _ => {
+            let mut got = value.to_string();
+            if got.len() > 40 {
+                got = format!("{}…", got.chars().take(40).collect::<String>());
+            }
+            let range = if max == i64::MAX { "of at least 1".to_owned() } else { format!("from 1 to {max}") };
+            Err(format!("`{key}` must be a whole number {range} (got {got})"))
+        }
+    }
+}
+
 fn upstream_failed(why: impl Into<String>) -> ApiError {
     ApiError::new(ErrorReason::Unavailable, why)
 }
@@ -467,11 +489,13 @@ impl ModelGateway {
         } else {
             raw.clone()
         };
+        // Checked for every call, byok too, before anything else is spent on it: a bad count
+        // is 400 and reaches nothing upstream.
         let max_output = match api {
             Api::OpenAi => openai::max_output_tokens(&request),
             Api::Anthropic => anthropic::max_output_tokens(&request),
         }
-        .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
+        .map_err(invalid)?;
 
         let permit = self.slot(&agent.instance_id)?;
         let route = self.route(api, &agent)?;

@@ -1,14 +1,53 @@
-//! The OpenAI Chat Completions protocol, as the gateway reads it: where a request bounds
-//! its output, what an answer reports (whole, or streamed as `chat.completion.chunk`s), and
-//! which chunk is the usage-only one the gateway asked for on the client's behalf.
+//! The OpenAI Chat Completions protocol, as the gateway reads it: how much output a
+//! request may be charged for, what an answer reports (whole, or streamed as
+//! `chat.completion.chunk`s), and which chunk is the usage-only one the gateway asked for
+//! on the client's behalf.
 
 use serde_json::Value;
 
-use super::answer::{Answer, CallUsage, int};
+use super::{
+    answer::{Answer, CallUsage, int},
+    count,
+};
+use crate::billing::holds::DEFAULT_MAX_OUTPUT_TOKENS;
 
-/// The most output tokens a request allows, if it says.
-pub fn max_output_tokens(request: &Value) -> Option<i64> {
-    ["max_completion_tokens", "max_tokens"].iter().find_map(|key| request.get(*key).and_then(Value::as_i64))
+/// The most choices a request may ask for (`n`, and the legacy `best_of`): OpenAI's own
+/// limit.
+pub const MAX_CHOICES: i64 = 128;
+
+/// The most output tokens a request may be charged for, over all its choices: what its
+/// hold counts at the output price (its prompt is counted apart, once: OpenAI charges the
+/// prompt once whatever `n` is). `Err` is the message of a 400 for a field that is not a
+/// count the API takes, so a bad value never reaches the upstream.
+///
+/// - **Per choice:** `max_completion_tokens` or `max_tokens` (the larger when a request
+///   sets both: OpenAI-compatible servers differ on which one wins), else
+///   [`DEFAULT_MAX_OUTPUT_TOKENS`]. A reasoning model's reasoning tokens are output tokens
+///   within that bound, so `reasoning_effort` changes nothing here.
+/// - **Choices:** `n`, a whole number from 1 to [`MAX_CHOICES`] (1 when absent or null),
+///   as OpenAI takes it: it refuses `n` below 1 and above 128, so roost refuses those too
+///   (400 `invalid_argument`) rather than bounding them, since a clamped value would still
+///   reach the upstream as sent. Each choice may be as long as the bound above, and the
+///   upstream reports (and roost charges) the output of all of them. `best_of`, a field of
+///   the legacy Completions API that OpenAI's Chat Completions refuses but some
+///   OpenAI-compatible servers take, generates that many candidates: it is checked the same
+///   way and the larger of the two counts.
+/// - **Predicted output** (`prediction`): rejected predicted tokens are billed as output,
+///   so each choice may also be charged for the prediction's text (its bytes bound its
+///   tokens).
+///
+/// `logprobs` and `top_logprobs` change what an answer carries, not how many tokens it is
+/// charged for.
+pub fn max_output_tokens(request: &Value) -> Result<i64, String> {
+    let completion = count(request, "max_completion_tokens", i64::MAX)?;
+    let legacy = count(request, "max_tokens", i64::MAX)?;
+    let per_choice = completion.max(legacy).unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
+    let choices = count(request, "n", MAX_CHOICES)?.max(count(request, "best_of", MAX_CHOICES)?).unwrap_or(1);
+    let predicted = request
+        .get("prediction")
+        .filter(|p| !p.is_null())
+        .map_or(0, |p| i64::try_from(p.to_string().len()).unwrap_or(i64::MAX));
+    Ok(per_choice.saturating_add(predicted).saturating_mul(choices))
 }
 
 /// Whether the client asked for the usage chunk of a stream itself.
@@ -110,6 +149,73 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn the_output_a_call_may_be_charged_for_counts_every_choice() {
+        let chat = |extra: Value| {
+            let mut request = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+            request.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            max_output_tokens(&request)
+        };
+        assert_eq!(chat(json!({})), Ok(DEFAULT_MAX_OUTPUT_TOKENS), "no bound: the default cap");
+        assert_eq!(chat(json!({"max_tokens": 100})), Ok(100));
+        assert_eq!(chat(json!({"max_completion_tokens": 300})), Ok(300));
+        assert_eq!(chat(json!({"max_tokens": 100, "max_completion_tokens": 300})), Ok(300), "the larger of both");
+        assert_eq!(chat(json!({"max_tokens": 300, "max_completion_tokens": 100})), Ok(300));
+        assert_eq!(chat(json!({"max_tokens": null, "n": null})), Ok(DEFAULT_MAX_OUTPUT_TOKENS), "null is unset");
+        // Every choice may be as long as the bound allows.
+        assert_eq!(chat(json!({"max_tokens": 100, "n": 8})), Ok(800));
+        assert_eq!(chat(json!({"n": 3})), Ok(3 * DEFAULT_MAX_OUTPUT_TOKENS));
+        assert_eq!(chat(json!({"max_tokens": 100, "n": 128})), Ok(12_800), "OpenAI's largest n");
+        assert_eq!(chat(json!({"max_tokens": 100, "n": 2, "best_of": 5})), Ok(500), "best_of generates more");
+        assert_eq!(chat(json!({"max_tokens": 100, "n": 4, "best_of": 1})), Ok(400));
+        assert_eq!(chat(json!({"max_tokens": 100, "logprobs": true, "top_logprobs": 20})), Ok(100));
+        let prediction = json!({"type": "content", "content": "x".repeat(50)});
+        let predicted = i64::try_from(prediction.to_string().len()).unwrap();
+        assert_eq!(chat(json!({"max_tokens": 100, "prediction": prediction})), Ok(100 + predicted));
+        assert_eq!(chat(json!({"max_tokens": u64::MAX, "n": 2})), Ok(i64::MAX), "saturates");
+
+        // Counts the API does not take are refused, saying what they must be.
+        for (extra, message) in [
+            (json!({"n": 0}), "`n` must be a whole number from 1 to 128 (got 0)"),
+            (json!({"n": -3}), "`n` must be a whole number from 1 to 128 (got -3)"),
+            (json!({"n": 129}), "`n` must be a whole number from 1 to 128 (got 129)"),
+            (json!({"n": 1_000_000_000_000_u64}), "`n` must be a whole number from 1 to 128 (got 1000000000000)"),
+            (json!({"n": 2.5}), "`n` must be a whole number from 1 to 128 (got 2.5)"),
+            (json!({"n": 2.0}), "`n` must be a whole number from 1 to 128 (got 2.0)"),
+            (json!({"n": "8"}), "`n` must be a whole number from 1 to 128 (got \"8\")"),
+            (json!({"n": true}), "`n` must be a whole number from 1 to 128 (got true)"),
+            (json!({"best_of": 0}), "`best_of` must be a whole number from 1 to 128 (got 0)"),
+            (json!({"max_tokens": 0}), "`max_tokens` must be a whole number of at least 1 (got 0)"),
+            (json!({"max_tokens": -1}), "`max_tokens` must be a whole number of at least 1 (got -1)"),
+            (
+                json!({"max_completion_tokens": 1.5}),
+                "`max_completion_tokens` must be a whole number of at least 1 (got 1.5)",
+            ),
+        ] {
+            assert_eq!(chat(extra.clone()), Err(message.to_owned()), "{extra}");
+        }
+        let long = "9".repeat(100);
+        let refused = chat(json!({"n": long})).unwrap_err();
+        assert!(refused.ends_with(&format!("(got \"{}…)", "9".repeat(39))), "{refused}");
+    }
+
+    #[test]
+    fn a_calls_estimate_counts_the_prompt_once_and_the_output_of_every_choice() {
+        use crate::billing::{holds::estimate_cents, metering::ModelPrice};
+        // 1 cent a prompt token, 2 cents an output token.
+        let price = ModelPrice { input: 1_000_000_000, output: 2_000_000_000, cache_read: 0, cache_write: 0 };
+        let request = |n: i64| json!({"model": "m", "max_tokens": 1000, "n": n, "messages": []});
+        let estimate = |n| {
+            let request = request(n);
+            let prompt_bytes = request.to_string().len();
+            (prompt_bytes, estimate_cents(price, prompt_bytes, max_output_tokens(&request).unwrap()))
+        };
+        let (bytes, one) = estimate(1);
+        assert_eq!(one, i64::try_from(bytes).unwrap() + 2_000);
+        let (bytes, eight) = estimate(8);
+        assert_eq!(eight, i64::try_from(bytes).unwrap() + 8 * 2_000, "eight choices, one prompt");
+    }
 
     #[test]
     fn a_stream_is_read_and_the_usage_chunk_kept_from_those_who_did_not_ask() {
