@@ -277,13 +277,8 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         .layer(TraceLayer::new_for_http());
 
     // Sandboxed runtimes reach the model gateway and OTLP ingest through a socket of their
-    // own, never roost's listener.
-    let sandbox_socket = hosting.sandbox().take_gateway_listener().map(|(socket, path)| {
-        tokio::spawn({
-            let (app, stop) = (app.clone(), shutdown.clone());
-            async move { crate::sandbox::agent_socket::serve(socket, &path, app, stop).await }
-        })
-    });
+    // own (one per agent), never roost's listener.
+    hosting.sandbox().serve_gateway(app.clone());
     let mut listeners = vec![listener];
     for extra in &config.extra_addrs {
         let extra = TcpListener::bind(extra).await.with_context(|| format!("listening on {extra}"))?;
@@ -330,9 +325,6 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         let _ = pusher.await;
     }
     hosting.shutdown().await;
-    if let Some(task) = sandbox_socket {
-        task.abort();
-    }
     hosting.sandbox().shutdown();
     // Calls answered are stored and charged before the store closes.
     models.flush().await;

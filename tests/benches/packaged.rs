@@ -27,7 +27,9 @@ use roost_server::{
     llm::Upstream,
     runtimes::{Catalogue, packaged::Package},
 };
-use roost_tests::{TestServer, bench, fake_agent_model::ScriptedModel, process::runtime_pids, tools};
+use roost_tests::{
+    TestServer, bench, fake_agent_model::ScriptedModel, process::runtime_pids, tools, workspace::Workspace,
+};
 use serde_json::{Value, json};
 
 fn main() {
@@ -137,12 +139,18 @@ struct Direct {
 
 impl Direct {
     fn of(server: &TestServer, package: Package, id: &str) -> Self {
-        let socket = server.config.data_dir.join("sandbox").join(id).join("agent.sock");
-        let client = reqwest::Client::builder().unix_socket(socket).build().unwrap();
+        // This boot's socket directory: `<data-dir>/sandbox/<id>.<random>`.
+        let sockets = std::fs::read_dir(server.config.data_dir.join("sandbox"))
+            .unwrap()
+            .flatten()
+            .map(|entry| entry.path())
+            .find(|path| path.file_name().unwrap().to_string_lossy().starts_with(&format!("{id}.")))
+            .expect("the agent's socket directory");
+        let client = reqwest::Client::builder().unix_socket(sockets.join("agent.sock")).build().unwrap();
         let token = match package {
             Package::OpenClaw => {
-                let config = server.config.data_dir.join("agents").join(id).join(".openclaw/openclaw.json");
-                let config: Value = serde_json::from_str(&std::fs::read_to_string(config).unwrap()).unwrap();
+                let config = Workspace::of(&server.config.data_dir, id).read(".openclaw/openclaw.json").unwrap();
+                let config: Value = serde_json::from_str(&config).unwrap();
                 config["gateway"]["auth"]["token"].as_str().unwrap().to_owned()
             }
             Package::Hermes => runtime_pids(id)

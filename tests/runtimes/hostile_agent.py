@@ -15,6 +15,16 @@ what the turn's JSON asks and replies with what happened, as JSON:
   {"model_bench": n}           n model calls one after another on one keep-alive
                                connection; each one's duration in microseconds (the
                                sandbox benchmark)
+  {"token": true}              its own gateway token (to try it elsewhere)
+  {"model_with_token": t}      one chat completion presenting token t instead of its own
+  {"plant": true}              makes `owned.txt` and a setuid, setgid `setuid-probe` in its
+                               workspace; their mode as it sees it
+  {"nest": {"under": p, "depth": n}}
+                               n nested directories under p, made one level at a time
+  {"fill_mb": n}               writes up to n MiB into `fill.bin` in its workspace; how
+                               much went in and the error that stopped it
+  {"burn": {"cpus": n, "processes": m}}
+                               n busy loops and m sleeping processes, until it stops
 
 On SIGTERM it writes `stopped-by-sigterm` in its workspace and exits: a graceful stop
 reaches it through the sandbox's relay.
@@ -119,6 +129,49 @@ def syscall_refused(name, *args):
     raise PermissionError("%s: %s" % (name, os.strerror(ctypes.get_errno())))
 
 
+def socket_refused(family, kind):
+    s = socket.socket(family, kind, 0)
+    s.close()
+    return "socket(%d, %d) made" % (family, kind)
+
+
+def io_uring_refused():
+    libc = ctypes.CDLL(None, use_errno=True)
+    params = ctypes.create_string_buffer(120)
+    fd = libc.syscall(425, 1, params)
+    if fd >= 0:
+        os.close(fd)
+        return "io_uring_setup made an instance"
+    raise PermissionError("io_uring_setup: %s" % os.strerror(ctypes.get_errno()))
+
+
+def write_proc(path):
+    with open(path, "w") as f:
+        f.write("")
+    return "opened " + path + " for writing"
+
+
+def directory_fds():
+    """Directories open in its own process or the relay's (pid 1, same uid, so readable
+    through /proc/1/fd): a descriptor of a host directory would be a way out of the
+    sandbox's mounts (openat(fd, "..")). None may be there."""
+    found = []
+    for pid in ("self", "1"):
+        base = "/proc/%s/fd" % pid
+        for name in os.listdir(base):
+            path = os.path.join(base, name)
+            try:
+                target = os.readlink(path)
+                listing = target.startswith("/proc/") and target.endswith("/fd")
+                if os.path.isdir(path) and not listing:
+                    found.append("%s/%s -> %s" % (pid, name, target))
+            except OSError:
+                pass
+    if found:
+        return found
+    raise PermissionError("no directory descriptors")
+
+
 def status_field(name):
     with open("/proc/self/status") as f:
         for line in f:
@@ -151,6 +204,17 @@ def probe(t):
         "unshare_user": lambda: syscall_refused("unshare", 0x10000000),
         "ptrace": lambda: syscall_refused("ptrace", 0, 0, 0, 0),
         "mount": lambda: syscall_refused("mount", b"none", b"/tmp", b"tmpfs", 0, None),
+        "proc_sys_write": lambda: write_proc("/proc/sys/kernel/core_pattern"),
+        "proc_sysrq_write": lambda: write_proc("/proc/sysrq-trigger"),
+        "io_uring": io_uring_refused,
+        "socket_vsock": lambda: socket_refused(40, socket.SOCK_STREAM),
+        "socket_netlink": lambda: socket_refused(16, socket.SOCK_RAW),
+        "socket_packet": lambda: socket_refused(17, socket.SOCK_RAW),
+        # The sockets roost serves it and reaches it through: nothing to swap or plant.
+        "swap_gateway_socket": lambda: os.unlink("/run/roost/gateway.sock") or "unlinked the gateway socket",
+        "plant_agent_socket": lambda: os.symlink("/run/roost/gateway.sock", "/run/roost/agent.sock") or "planted",
+        "plant_old_agent_socket": lambda: os.makedirs("/run/roost/agent", exist_ok=True) or "made /run/roost/agent",
+        "directory_fds": directory_fds,
     }
     report = {name: outcome(check) for name, check in checks.items()}
     # What must hold inside, reported as is.
@@ -192,6 +256,87 @@ def model_bench(n):
         if resp.status != 200:
             raise RuntimeError("model call answered %d" % resp.status)
     return took
+
+
+def plant():
+    ws = os.environ["ROOST_WORKSPACE"]
+    with open(os.path.join(ws, "owned.txt"), "w") as f:
+        f.write("mine")
+    probe_path = os.path.join(ws, "setuid-probe")
+    with open(probe_path, "w") as f:
+        f.write("#!/bin/sh\nid -u\n")
+    os.chmod(probe_path, 0o6755)
+    return {"uid": os.getuid(), "mode": oct(os.stat(probe_path).st_mode)}
+
+
+def nest(under, depth):
+    """`depth` directories, each inside the last, made relative to the last (no path ever
+    grows): how deep it got, and what stopped it."""
+    fd = os.open(under, os.O_RDONLY | os.O_DIRECTORY)
+    made = 0
+    stopped = None
+    try:
+        for _ in range(depth):
+            try:
+                os.mkdir("d", dir_fd=fd)
+                inner = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            except OSError as err:
+                stopped = errno.errorcode.get(err.errno, str(err.errno))
+                break
+            os.close(fd)
+            fd = inner
+            made += 1
+    finally:
+        os.close(fd)
+    return {"made": made, "stopped": stopped}
+
+
+def fill(mb):
+    path = os.path.join(os.environ["ROOST_WORKSPACE"], "fill.bin")
+    chunk = b"\xa5" * (1024 * 1024)
+    written = 0
+    stopped = None
+    with open(path, "wb", buffering=0) as f:
+        try:
+            for _ in range(mb):
+                f.write(chunk)
+                written += 1
+            os.fsync(f.fileno())
+        except OSError as err:
+            stopped = errno.errorcode.get(err.errno, str(err.errno))
+    return {"written_mb": written, "stopped": stopped}
+
+
+def burn(cpus, processes):
+    """Busy loops and sleepers that live until the agent stops: the CPU benchmark's load."""
+    started = 0
+    for i in range(cpus + processes):
+        try:
+            pid = os.fork()
+        except OSError:
+            break
+        if pid == 0:
+            if i < cpus:
+                while True:
+                    pass
+            time.sleep(100000)
+            os._exit(0)
+        started += 1
+    return started
+
+
+def model_with_token(token):
+    body = json.dumps({"model": os.environ.get("MODEL", ""), "messages": [{"role": "user", "content": "hi"}]})
+    req = urllib.request.Request(
+        os.environ["OPENAI_BASE_URL"] + "/chat/completions",
+        data=body.encode(),
+        headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=20) as resp:
+            return "REACHED: %d" % resp.status
+    except urllib.error.HTTPError as err:
+        return "blocked: HTTP %d %s" % (err.code, err.read(200).decode(errors="replace"))
 
 
 def fork(n):
@@ -255,6 +400,18 @@ class Handler(BaseHTTPRequestHandler):
             result = fork(ask["fork"])
         elif "allocate_mb" in ask:
             result = allocate(ask["allocate_mb"])
+        elif "token" in ask:
+            result = os.environ["OPENAI_API_KEY"]
+        elif "model_with_token" in ask:
+            result = model_with_token(ask["model_with_token"])
+        elif "plant" in ask:
+            result = plant()
+        elif "nest" in ask:
+            result = nest(ask["nest"]["under"], ask["nest"]["depth"])
+        elif "fill_mb" in ask:
+            result = fill(ask["fill_mb"])
+        elif "burn" in ask:
+            result = burn(ask["burn"]["cpus"], ask["burn"]["processes"])
         else:
             result = "unknown ask"
         self.reply(200, {"reply": json.dumps(result)})

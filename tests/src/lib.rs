@@ -27,11 +27,12 @@ mod sse;
 pub mod stripe;
 pub mod tools;
 pub mod workload;
+pub mod workspace;
 
 pub use api::{Api, Reply};
 pub use index::{FakeIndex, FakeInstaller, ROOST_PACKAGE, ROOST_REPOSITORY, ReleaseKey};
 pub use postgres::TestDatabase;
-pub use server::{TestAccount, TestServer, roost_binary};
+pub use server::{AsAgent, TestAccount, TestServer, roost_binary};
 pub use sse::{SseClient, SseItem};
 
 /// The databases roost runs on; every storage and end-to-end test runs on both.

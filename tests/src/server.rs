@@ -25,6 +25,20 @@ pub struct TestAccount {
     pub key: String,
 }
 
+/// An HTTP client as an agent's runtime has one ([`TestServer::as_agent`]).
+#[derive(Debug, Clone)]
+pub struct AsAgent {
+    client: reqwest::Client,
+    base: String,
+}
+
+impl AsAgent {
+    /// A POST to `path` (`/llm/v1/chat/completions`, `/v1/traces`, …).
+    pub fn post(&self, path: &str) -> reqwest::RequestBuilder {
+        self.client.post(format!("{}{path}", self.base))
+    }
+}
+
 /// Adds `authorization: Bearer <key>` to every gRPC call.
 #[derive(Debug, Clone)]
 pub struct BearerKey(MetadataValue<tonic::metadata::Ascii>);
@@ -169,6 +183,26 @@ impl TestServer {
     /// `http://127.0.0.1:PORT` followed by `path`.
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
+    }
+
+    /// roost as agent `instance_id`'s sandboxed runtime reaches it: on the agent's own
+    /// gateway socket of its current boot (`<data-dir>/sandbox/<id>.<boot>/gateway.sock`),
+    /// the only place its token is good. When the agent has no running sandbox, roost's
+    /// listener (where a sandboxed agent's token is refused).
+    pub fn as_agent(&self, instance_id: &str) -> AsAgent {
+        let boot = std::fs::read_dir(self.config.data_dir.join("sandbox")).ok().and_then(|entries| {
+            entries.flatten().map(|entry| entry.path()).find(|path| {
+                path.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&format!("{instance_id}.")))
+            })
+        });
+        match boot {
+            Some(dir) => AsAgent {
+                client: reqwest::Client::builder().unix_socket(dir.join("gateway.sock")).build().expect("client"),
+                // What a runtime sends: the relay's address inside its sandbox.
+                base: format!("http://{}", roost_server::sandbox::INSIDE_GATEWAY),
+            },
+            None => AsAgent { client: self.http.clone(), base: self.url("") },
+        }
     }
 
     /// A gRPC channel (HTTP/2) to the server, for any generated tonic client.

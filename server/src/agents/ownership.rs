@@ -37,6 +37,7 @@ impl Hosting {
     /// how many agents it took.
     pub async fn restore(self: &Arc<Self>) -> Result<usize> {
         self.drivers.process.reap_orphans().await?;
+        self.sweep_destroyed_workspaces();
         if self.store.kind() == BackendKind::Sqlite {
             self.store.expire_all_agent_leases().await?;
         }
@@ -46,6 +47,36 @@ impl Hosting {
         let taken = self.take_free_leases().await?;
         info!(agents = taken, replica = %self.replica.id, "hosted agents restored");
         Ok(taken)
+    }
+
+    /// Deletes, in the background, the workspaces of destroyed agents that are still here:
+    /// their deletion failed (it is logged), and is retried at each start. Only agents the
+    /// store knows as destroyed lose theirs.
+    fn sweep_destroyed_workspaces(self: &Arc<Self>) {
+        let hosting = self.clone();
+        tokio::spawn(async move {
+            let workspaces = hosting.drivers.process.workspaces().clone();
+            let listed = {
+                let workspaces = workspaces.clone();
+                tokio::task::spawn_blocking(move || workspaces.listed()).await.unwrap_or_default()
+            };
+            for id in listed {
+                let destroyed =
+                    matches!(hosting.store.instance(&id).await, Ok(Some(row)) if row.destroyed_at.is_some());
+                if !destroyed {
+                    continue;
+                }
+                let workspaces = workspaces.clone();
+                let removing = id.clone();
+                match tokio::task::spawn_blocking(move || workspaces.remove(&removing)).await {
+                    Ok(Ok(())) => info!(instance = %id, "deleted a destroyed agent's workspace left by an earlier run"),
+                    Ok(Err(err)) => {
+                        warn!(instance = %id, error = %err, "a destroyed agent's workspace could not be deleted; the next start tries again")
+                    }
+                    Err(err) => warn!(instance = %id, error = %err, "deleting a destroyed agent's workspace failed"),
+                }
+            }
+        });
     }
 
     /// Renews and takes leases every TTL/3 until `stop`; takes free leases as soon as

@@ -79,6 +79,10 @@ enum Command {
     /// The relay roost runs as the first process of an agent's sandbox (internal).
     #[command(hide = true)]
     SandboxRelay(crate::sandbox::relay::RelayArgs),
+    /// What a root roost runs between forking an agent's sandbox and bubblewrap: the
+    /// agent's disk, then its own unprivileged uid (internal).
+    #[command(hide = true)]
+    SandboxEnter(crate::sandbox::enter::EnterArgs),
 }
 
 impl GlobalArgs {
@@ -107,8 +111,10 @@ impl GlobalArgs {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     // Inside a sandbox: no logging set-up, no multi-threaded runtime, nothing of roost's.
-    if let Command::SandboxRelay(args) = cli.command {
-        return crate::sandbox::relay::main(args);
+    match cli.command {
+        Command::SandboxRelay(args) => return crate::sandbox::relay::main(args),
+        Command::SandboxEnter(args) => return crate::sandbox::enter::main(args),
+        _ => {}
     }
     let level = match cli.command {
         Command::Serve(_) | Command::Daemon(_) => logging::LevelFilter::INFO,
@@ -135,7 +141,7 @@ pub fn main() -> ExitCode {
             Command::Update(args) => update::update(&cli.global, args).await,
             Command::Backup(args) => backup::backup(&cli.global, args).await,
             Command::Restore(args) => backup::restore(&cli.global, args).await,
-            Command::SandboxRelay(_) => unreachable!("handled before the runtime starts"),
+            Command::SandboxRelay(_) | Command::SandboxEnter(_) => unreachable!("handled before the runtime starts"),
         }
     })
 }

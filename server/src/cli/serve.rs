@@ -117,6 +117,10 @@ pub struct ServeArgs {
     /// bubblewrap's path, when it is not `bwrap` on PATH.
     #[arg(long, env = "ROOST_SANDBOX_BWRAP", value_name = "PATH")]
     sandbox_bwrap: Option<PathBuf>,
+    /// The host uids agents run as when roost runs as root, `FIRST:COUNT` (each agent its
+    /// own; none may belong to a host account).
+    #[arg(long, env = "ROOST_AGENT_UIDS", value_name = "FIRST:COUNT", default_value_t = crate::sandbox::UidRange::default())]
+    agent_uids: crate::sandbox::UidRange,
     /// Destinations sandboxed agents may reach through the egress proxy even when they are
     /// private or loopback addresses: host names, `*.domain`, IPs or CIDRs, each with an
     /// optional `:port`; comma-separated.
@@ -349,6 +353,7 @@ impl ServeArgs {
         }
         hosting.sandbox.mode = self.runtime_sandbox;
         hosting.sandbox.bwrap.clone_from(&self.sandbox_bwrap);
+        hosting.sandbox.uids = self.agent_uids;
         hosting.sandbox.egress =
             crate::sandbox::EgressPolicy::new(&self.egress_allow, &self.egress_deny, self.egress_default == "allow")?;
         hosting.telegram_api_base.clone_from(&self.telegram_api_base);

@@ -133,9 +133,10 @@ impl HealthChecks {
     }
 
     /// Fails while process agents cannot boot for want of a sandbox; warns when the
-    /// operator turned it off.
+    /// operator turned it off, or when agents' disks are not capped (roost is not root).
     fn sandbox(&self) -> (Status, HealthCheck) {
         let status = match &self.sandbox {
+            crate::sandbox::Sandbox::Ready(host) if !host.caps_disks() => Status::Warn,
             crate::sandbox::Sandbox::Ready(_) => Status::Ok,
             crate::sandbox::Sandbox::Off => Status::Warn,
             crate::sandbox::Sandbox::Unavailable(_) => Status::Fail,

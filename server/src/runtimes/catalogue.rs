@@ -79,7 +79,7 @@ pub struct RuntimeSpec {
     /// the gateway's `--llm-max-turn-spend-cents`).
     pub max_turn_spend_cents: Option<i64>,
     /// What one of its agents may use in its sandbox (`memory_mb`, `cpus`,
-    /// `max_processes`, `tmp_mb`; roost's defaults where it sets none).
+    /// `max_processes`, `tmp_mb`, `disk_mb`; roost's defaults where it sets none).
     pub limits: crate::sandbox::Limits,
     /// How long one of its agents may take to be ready, when it sets its own (else
     /// `--boot-timeout-secs`).
@@ -110,6 +110,7 @@ impl RuntimeSpec {
             cpus: self.limits.cpus,
             max_processes: self.limits.max_processes,
             tmp_mb: self.limits.tmp_mb,
+            disk_mb: self.limits.disk_mb,
             boot_timeout_secs: self.boot_timeout.map_or(0, |t| t.as_secs()),
         }
     }
@@ -157,6 +158,8 @@ struct RuntimeEntry {
     max_processes: Option<u32>,
     #[serde(default)]
     tmp_mb: Option<u64>,
+    #[serde(default)]
+    disk_mb: Option<u64>,
     #[serde(default)]
     boot_timeout_secs: Option<u64>,
     #[serde(default)]
@@ -245,15 +248,17 @@ impl RuntimeEntry {
             cpus: self.cpus.unwrap_or(defaults.cpus),
             max_processes: self.max_processes.unwrap_or(defaults.max_processes),
             tmp_mb: self.tmp_mb.unwrap_or(defaults.tmp_mb),
+            disk_mb: self.disk_mb.unwrap_or(defaults.disk_mb),
         };
         if !(16..=1 << 20).contains(&limits.memory_mb)
             || !(0.01..=1024.0).contains(&limits.cpus)
             || !(8..=1 << 20).contains(&limits.max_processes)
             || !(1..=1 << 20).contains(&limits.tmp_mb)
+            || !(crate::sandbox::disk::MIN_DISK_MB..=1 << 24).contains(&limits.disk_mb)
         {
             return Err(format!(
                 "runtime {id}: limits out of range (memory_mb 16-1048576, cpus 0.01-1024, max_processes 8-1048576, \
-                 tmp_mb 1-1048576)"
+                 tmp_mb 1-1048576, disk_mb 16-16777216)"
             ));
         }
         if self.driver != "process" && (!self.command.is_empty() || !self.env.is_empty()) {

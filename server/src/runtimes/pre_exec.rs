@@ -1,11 +1,12 @@
-//! The one place roost runs `unsafe` code: hooks that run in a runtime's child process
-//! between `fork` and `exec`.
+//! Hooks that run in a runtime's child process between `fork` and `exec`: one of the two
+//! places roost runs `unsafe` code (the other is [`crate::sandbox::enter`]).
 //!
 //! - [`die_with_roost`] asks Linux to SIGKILL the child when roost dies
 //!   (`PR_SET_PDEATHSIG`), so a roost killed with `kill -9` takes its runtimes with it.
-//! - [`enter_sandbox`] puts the child in its agent's cgroups and lets it inherit the one
-//!   descriptor bubblewrap reads its seccomp filter from ([`crate::sandbox`]): joining
-//!   before `exec` means no process of the agent ever runs outside its limits.
+//! - [`enter_sandbox`] puts the child in its agent's cgroups and lets it inherit the
+//!   descriptors bubblewrap takes (the seccomp filter, the directories and sockets it
+//!   binds, the data it copies in; see [`crate::sandbox`]): joining before `exec` means no
+//!   process of the agent ever runs outside its limits.
 //!
 //! Linux sends that signal when the *thread* that forked the child exits, not the process:
 //! [`super::spawner`] forks every runtime from a thread that lives as long as roost.
@@ -48,10 +49,10 @@ pub fn die_with_roost(command: &mut Command) {
 
 /// Makes the child `command` starts join the cgroups whose `cgroup.procs` files are
 /// `join` (by writing `0`, "the writer"), and keep `inherit` open across `exec` (roost opens
-/// every descriptor close-on-exec, so only this child gets it). A failure stops the child
+/// every descriptor close-on-exec, so only this child gets them). A failure stops the child
 /// before `exec`: an agent never runs outside its cgroups.
 #[cfg(target_os = "linux")]
-pub fn enter_sandbox(command: &mut Command, join: Vec<std::ffi::CString>, inherit: Option<std::os::fd::RawFd>) {
+pub fn enter_sandbox(command: &mut Command, join: Vec<std::ffi::CString>, inherit: Vec<std::os::fd::RawFd>) {
     use rustix::{
         fs::{Mode, OFlags, open},
         io::{FdFlags, fcntl_setfd, write},
@@ -60,17 +61,18 @@ pub fn enter_sandbox(command: &mut Command, join: Vec<std::ffi::CString>, inheri
 
     // SAFETY: as in `die_with_roost`, the closure runs between `fork` and `exec` and only
     // makes system calls through rustix (open, write, fcntl, and close when the `OwnedFd`
-    // drops) on data prepared before the fork: `join` is a vector of C strings the closure
-    // owns and only reads (no allocation), `inherit` a copied integer. The descriptor it
-    // borrows is open in the parent until the spawn returns, so it is open in the child.
+    // drops) on data prepared before the fork: `join` is a vector of C strings and
+    // `inherit` a vector of integers, both owned by the closure and only read (no
+    // allocation). The descriptors it borrows are open in the parent until the spawn
+    // returns, so they are open in the child.
     unsafe {
         command.pre_exec(move || {
             for file in &join {
                 let procs = open(file.as_c_str(), OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())?;
                 write(&procs, b"0")?;
             }
-            if let Some(fd) = inherit {
-                fcntl_setfd(BorrowedFd::borrow_raw(fd), FdFlags::empty())?;
+            for fd in &inherit {
+                fcntl_setfd(BorrowedFd::borrow_raw(*fd), FdFlags::empty())?;
             }
             Ok(())
         });
@@ -84,4 +86,4 @@ pub fn die_with_roost(_command: &mut Command) {}
 
 /// Elsewhere there is no sandbox ([`crate::sandbox`] reports itself unavailable there).
 #[cfg(not(target_os = "linux"))]
-pub fn enter_sandbox(_command: &mut Command, _join: Vec<std::ffi::CString>, _inherit: Option<i32>) {}
+pub fn enter_sandbox(_command: &mut Command, _join: Vec<std::ffi::CString>, _inherit: Vec<i32>) {}

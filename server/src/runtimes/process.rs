@@ -178,9 +178,11 @@ impl ProcessDriver {
             Sandbox::Ready(_) => (sandbox::RUNTIME_PORT, format!("http://{}", sandbox::INSIDE_GATEWAY)),
             _ => (free_port().map_err(|e| format!("no free port for the runtime: {e}"))?, self.otlp.endpoint.clone()),
         };
-        // This boot's agent token, forgotten when the process ends.
-        let token = self.otlp.tokens.issue(AgentIdentity::of(spec));
-        let (argv, catalogue_env, launch_env, api, read_only) = match &program {
+        // This boot's agent token, forgotten when the process ends; a sandboxed runtime's is
+        // good on its own socket only.
+        let sandboxed = matches!(self.sandbox, Sandbox::Ready(_));
+        let token = self.otlp.tokens.issue(AgentIdentity::of(spec).sandboxed(sandboxed));
+        let (argv, catalogue_env, launch_env, api, read_only, files) = match &program {
             Program::Packaged { installation, background } => {
                 let launch = installation.prepare(&packaged::Boot {
                     background: *background,
@@ -191,13 +193,14 @@ impl ProcessDriver {
                     gateway_url: &format!("{endpoint}{}/v1", crate::llm::PREFIX),
                     agent_token: token.secret(),
                     port,
-                })?;
-                (launch.argv, BTreeMap::new(), launch.env, Some(launch.api), vec![installation.dir.clone()])
+                });
+                let read_only = vec![installation.dir.clone()];
+                (launch.argv, BTreeMap::new(), launch.env, Some(launch.api), read_only, launch.files)
             }
             Program::Command { command, env } => {
                 let runtimes_dir = self.runtimes_dir.display().to_string();
                 let argv = command.iter().map(|a| a.replace("{runtimes_dir}", &runtimes_dir)).collect();
-                (argv, (*env).clone(), BTreeMap::new(), None, Vec::new())
+                (argv, (*env).clone(), BTreeMap::new(), None, Vec::new(), Vec::new())
             }
         };
         if argv.is_empty() {
@@ -206,20 +209,36 @@ impl ProcessDriver {
         let limits = spec.runtime.limits;
         let (mut cmd, target, mut confined) = match &self.sandbox {
             Sandbox::Ready(host) => {
-                let (cmd, confined) = host.confine(sandbox::Agent {
-                    instance_id: &spec.instance_id,
-                    runtime_id: &spec.runtime.id,
-                    argv: &argv,
-                    workspace: &workspace,
-                    runtimes_dir: &self.runtimes_dir,
-                    data_dir: &self.data_dir,
-                    read_only: &read_only,
-                    limits,
-                })?;
+                // Its uid and disk (made on its first boot): `mkfs` is not for async threads.
+                let (making, image) = (host.clone(), self.workspaces.image(&spec.instance_id));
+                let user = tokio::task::spawn_blocking(move || making.agent_user(&image, limits.disk_mb))
+                    .await
+                    .map_err(|e| format!("cannot prepare the agent's disk: {e}"))??;
+                let (cmd, confined) = host.confine(
+                    sandbox::Agent {
+                        instance_id: &spec.instance_id,
+                        runtime_id: &spec.runtime.id,
+                        argv: &argv,
+                        workspace: &workspace,
+                        files: &files,
+                        runtimes_dir: &self.runtimes_dir,
+                        data_dir: &self.data_dir,
+                        read_only: &read_only,
+                        limits,
+                    },
+                    &user,
+                )?;
                 let target = Target::Socket(confined.agent_socket.clone());
                 (cmd, target, Some(confined))
             }
             _ => {
+                // Unconfined, the runtime is roost's own user anyway: roost writes its files.
+                let at = workspace.clone();
+                let written = tokio::task::spawn_blocking(move || sandbox::relay::write_files(&at, &files)).await;
+                written
+                    .map_err(|e| e.to_string())
+                    .and_then(|w| w.map_err(|e| e.to_string()))
+                    .map_err(|e| format!("cannot write the runtime's configuration: {e}"))?;
                 let mut cmd = Command::new(&argv[0]);
                 cmd.args(&argv[1..]).current_dir(&workspace);
                 for (name, _) in std::env::vars_os() {
@@ -302,12 +321,25 @@ impl ProcessDriver {
         if let Some(err) = child.stderr.take() {
             tokio::spawn(output.forward(err, output::Stream::Stderr, Some(stderr_tail.clone())));
         }
-        let ended = Ended { records: self.records.clone(), record, slot, token, confined, limits };
+        let ended = Ended {
+            records: self.records.clone(),
+            record,
+            slot,
+            token,
+            confined,
+            limits,
+            workspaces: self.workspaces.clone(),
+            instance_id: spec.instance_id.clone(),
+        };
         let machine = Arc::new(ProcessMachine::spawn_reaper(child, &target, client, api, ended));
         if let Err(why) = machine.wait_ready(boot_timeout).await {
             machine.stop().await;
             let tail: Vec<String> = stderr_tail.lock().map(|t| t.iter().cloned().collect()).unwrap_or_default();
             return Err(if tail.is_empty() { why } else { format!("{why}; stderr: {}", tail.join(" | ")) });
+        }
+        // Its disk, mounted in its sandbox only, is measured through the sandbox's view.
+        if let (Some(pid), Target::Socket(_)) = (pid, &target) {
+            self.workspaces.track_mounted(&spec.instance_id, pid, &workspace);
         }
         info!(instance = %spec.instance_id, sandboxed = matches!(target, Target::Socket(_)), "runtime process ready");
         Ok(machine)
@@ -423,6 +455,8 @@ struct Ended {
     token: AgentToken,
     confined: Option<Confined>,
     limits: Limits,
+    workspaces: Workspaces,
+    instance_id: String,
 }
 
 impl ProcessMachine {
@@ -458,6 +492,7 @@ impl ProcessMachine {
             // so this reaches no one else's process; with no member left it reaches nothing.
             // In a sandbox, the sandbox's first process ending took the rest with it.
             kill_group(pid, Ending::Kill);
+            ended.workspaces.untrack_mounted(&ended.instance_id);
             if let Some(confined) = ended.confined.take() {
                 let limits = ended.limits;
                 if let Ok(Some(oom)) = tokio::task::spawn_blocking(move || confined.ended(&limits)).await

@@ -8,8 +8,17 @@
 //! when that process ends (stop, pause, config restart, suspension, destroy, crash). A
 //! token is good only on the replica that booted the runtime, which is the one the runtime
 //! calls. Telemetry sent with it is *attributed* to the agent (`agent_instance` on the
-//! rows); telemetry that only names an agent (a `session.id`, a `roost.instance.id`) is
-//! not, whoever sends it.
+//! rows) and is the agent's whatever it names: roost sets its session, conversation,
+//! instance and account from the token, and counts none of the usage it reports about
+//! itself ([`crate::telemetry::agent_claims`]). Telemetry that only names an agent (a
+//! `session.id`, a `roost.instance.id`) is not attributed to it, whoever sends it.
+//!
+//! A sandboxed runtime's token is good on its own agent's socket only
+//! ([`crate::sandbox::agent_socket`]): [`AgentTokens::identity`] answers for it only while
+//! handling a request that arrived there ([`on_agent_socket`]). A token read out of one
+//! sandbox (a workspace file, an environment) opens nothing from another sandbox, nor
+//! from roost's listener. An unconfined runtime's token (`--runtime-sandbox off`) has no
+//! socket of its own and works on roost's listener.
 
 use std::{
     collections::HashMap,
@@ -38,6 +47,8 @@ pub struct AgentIdentity {
     pub provider_api_key: Option<String>,
     /// The turn the agent is running, which its calls belong to.
     pub turn: TurnSlot,
+    /// Its runtime is sandboxed: the token is good on the agent's own socket only.
+    pub sandboxed: bool,
 }
 
 impl AgentIdentity {
@@ -50,7 +61,32 @@ impl AgentIdentity {
             model_mode: spec.model_mode,
             provider_api_key: spec.provider_api_key.clone(),
             turn: spec.turn.clone(),
+            sandboxed: false,
         }
+    }
+
+    /// The same agent, its runtime sandboxed or not.
+    pub fn sandboxed(self, sandboxed: bool) -> Self {
+        Self { sandboxed, ..self }
+    }
+}
+
+tokio::task_local! {
+    /// The agent whose socket the request being handled arrived on.
+    static ARRIVED_ON: Arc<str>;
+}
+
+/// Runs `handling` (a request from agent `agent`'s socket) knowing where it arrived: agent
+/// tokens presented in it are good only if they are that agent's.
+pub async fn on_agent_socket<F: std::future::Future>(agent: Arc<str>, handling: F) -> F::Output {
+    ARRIVED_ON.scope(agent, handling).await
+}
+
+/// Whether a token of `agent` may be used where the current request arrived.
+fn usable_here(agent: &AgentIdentity) -> bool {
+    match ARRIVED_ON.try_with(Arc::clone) {
+        Ok(arrived_on) => *arrived_on == *agent.instance_id,
+        Err(_) => !agent.sandboxed,
     }
 }
 
@@ -111,9 +147,11 @@ impl AgentTokens {
         self.identity(token).map(|agent| agent.instance_id.clone())
     }
 
-    /// Everything about the agent a token belongs to, while it is live.
+    /// Everything about the agent a token belongs to, while it is live, and if it may be
+    /// used where the current request arrived: a sandboxed agent's on its own socket only.
     pub fn identity(&self, token: &str) -> Option<Arc<AgentIdentity>> {
-        self.by_hash.read().unwrap_or_else(|p| p.into_inner()).get(&hash(token)).cloned()
+        let identity = self.by_hash.read().unwrap_or_else(|p| p.into_inner()).get(&hash(token)).cloned()?;
+        usable_here(&identity).then_some(identity)
     }
 }
 
@@ -142,6 +180,7 @@ mod tests {
             model_mode: ModelMode::Managed,
             provider_api_key: Some("sk-secret".to_owned()),
             turn: TurnSlot::default(),
+            sandboxed: false,
         }
     }
 
@@ -159,5 +198,21 @@ mod tests {
         assert_eq!(tokens.agent_of(&secret), None);
         assert_eq!(tokens.agent_of(other.secret()).as_deref(), Some("ins_a"));
         assert_eq!(tokens.agent_of("rat_guessed"), None);
+    }
+
+    #[tokio::test]
+    async fn a_sandboxed_agents_token_is_good_on_its_own_socket_only() {
+        let tokens = AgentTokens::default();
+        let a = tokens.issue(agent("ins_a").sandboxed(true));
+        let loose = tokens.issue(agent("ins_l"));
+        assert_eq!(tokens.agent_of(a.secret()), None, "not on roost's listener");
+        let on = |agent: &str, token: &str| {
+            let (tokens, token) = (tokens.clone(), token.to_owned());
+            on_agent_socket(agent.into(), async move { tokens.agent_of(&token) })
+        };
+        assert_eq!(on("ins_a", a.secret()).await.as_deref(), Some("ins_a"));
+        assert_eq!(on("ins_c", a.secret()).await, None, "not on another agent's socket");
+        assert_eq!(on("ins_c", loose.secret()).await, None, "an unconfined agent's token is not for sockets");
+        assert_eq!(tokens.agent_of(loose.secret()).as_deref(), Some("ins_l"));
     }
 }

@@ -1,13 +1,17 @@
-//! The Unix socket through which sandboxed runtimes reach roost: its model gateway
-//! (`/llm/…`) and OTLP ingest (`/v1/traces`, `/v1/logs`, `/v1/metrics`, and OTLP over
-//! gRPC), and nothing else of roost's API.
+//! Each sandboxed runtime's own Unix socket to roost: its model gateway (`/llm/…`) and
+//! OTLP ingest (`/v1/traces`, `/v1/logs`, `/v1/metrics`, and OTLP over gRPC), and nothing
+//! else of roost's API.
 //!
 //! Every request still passes the same access check as on roost's listener, as a caller
 //! that is not on loopback: an agent token opens the gateway and ingest (as its agent),
 //! the dashboard API stays shut even when roost trusts loopback, and any other path gets
-//! 404 before it is routed.
+//! 404 before it is routed. One socket per agent, and every request on it handled as
+//! having arrived on that agent's socket ([`crate::runtimes::tokens::on_agent_socket`]):
+//! a sandboxed agent's token is good on its own socket only, so a token one agent stole
+//! from another (or from anywhere) opens nothing from its own sandbox, nor from roost's
+//! listener.
 
-use std::{convert::Infallible, path::Path};
+use std::{convert::Infallible, sync::Arc};
 
 use axum::{Router, body::Body};
 use hyper::body::Incoming;
@@ -27,15 +31,28 @@ pub fn allowed(path: &str) -> bool {
         || path.starts_with("/opentelemetry.proto.collector.")
 }
 
-/// Serves `app` (roost's router, access check included) on `listener` to sandboxed
-/// runtimes until `stop`.
-pub async fn serve(listener: std::os::unix::net::UnixListener, path: &Path, app: Router, stop: CancellationToken) {
+/// Serves roost's router (access check included; `app` has it once the server built it)
+/// on `listener`, agent `agent`'s socket, until `stop`.
+pub async fn serve(
+    listener: std::os::unix::net::UnixListener,
+    agent: Arc<str>,
+    mut app: tokio::sync::watch::Receiver<Option<Router>>,
+    stop: CancellationToken,
+) {
     let listener = match listener.set_nonblocking(true).and_then(|()| UnixListener::from_std(listener)) {
         Ok(listener) => listener,
         Err(err) => {
-            tracing::error!(path = %path.display(), error = %err, "cannot serve the sandboxes' gateway socket");
+            tracing::error!(instance = %agent, error = %err, "cannot serve an agent's gateway socket");
             return;
         }
+    };
+    // Until the server has built its router, connections wait in the backlog.
+    let app = tokio::select! {
+        () = stop.cancelled() => return,
+        ready = app.wait_for(Option::is_some) => match ready.ok().and_then(|app| app.clone()) {
+            Some(app) => app,
+            None => return,
+        },
     };
     let builder = Builder::new(TokioExecutor::new());
     loop {
@@ -49,15 +66,15 @@ pub async fn serve(listener: std::os::unix::net::UnixListener, path: &Path, app:
                 }
             },
         };
-        let (app, builder, stop) = (app.clone(), builder.clone(), stop.clone());
+        let (app, builder, stop, agent) = (app.clone(), builder.clone(), stop.clone(), agent.clone());
         tokio::spawn(async move {
             let service = tower::service_fn(move |request: http::Request<Incoming>| {
-                let app = app.clone();
+                let (app, agent) = (app.clone(), agent.clone());
                 async move {
                     if !allowed(request.uri().path()) {
                         return Ok::<_, Infallible>(not_here());
                     }
-                    app.oneshot(request.map(Body::new)).await
+                    crate::runtimes::tokens::on_agent_socket(agent, app.oneshot(request.map(Body::new))).await
                 }
             });
             let connection =

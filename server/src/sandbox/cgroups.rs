@@ -9,6 +9,12 @@
 //! when the runtime dies and the count is not zero, the kernel killed it for memory, and
 //! the agent fails saying so.
 //!
+//! **CPU.** roost's own work comes first: the installation's cgroup, which holds every
+//! agent, gets a tenth of the CPU weight of roost's own tasks (`cpu.shares` 102 of 1024 on
+//! v1, `cpu.weight` 10 of 100 on v2), so under contention the kernel runs roost's threads
+//! before any agent's, however many burners the agents start. And no agent's quota is the
+//! whole host: `cpus` is capped at the host's cores less half a core.
+//!
 //! The installation's part of the tree is swept at start-up: whatever an earlier roost left
 //! in it (after a `kill -9`) is killed and removed, beside the process records
 //! ([`crate::runtimes::orphans`]).
@@ -45,6 +51,19 @@ enum Tree {
 #[derive(Debug, Clone)]
 pub struct Cgroups {
     tree: Tree,
+}
+
+/// The installation's cgroup's CPU weight on cgroup v1, against 1024 for each of roost's
+/// own tasks.
+const AGENTS_CPU_SHARES_V1: u32 = 102;
+/// The same on cgroup v2, against the default 100.
+const AGENTS_CPU_WEIGHT_V2: u32 = 10;
+
+/// The CPU one agent may use at most, in cores: the host's, less half a core (and at least
+/// half a core), so no quota is the whole host.
+fn max_cpus() -> f64 {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get) as f64;
+    (cores - 0.5).max(0.5)
 }
 
 /// How long removing a cgroup waits for its killed processes to be gone.
@@ -88,6 +107,7 @@ impl Cgroups {
         if let Tree::V2 { base } = &cgroups.tree {
             enable_controllers(base)?;
         }
+        cgroups.yield_to_roost().map_err(|e| format!("cannot weigh the agents' cgroup below roost: {e}"))?;
         cgroups.sweep();
         Ok(cgroups)
     }
@@ -110,6 +130,14 @@ impl Cgroups {
                 }
             }
             let _ = fs::remove_dir(base);
+        }
+    }
+
+    /// Gives the installation's cgroup (every agent) a tenth of roost's CPU weight.
+    fn yield_to_roost(&self) -> io::Result<()> {
+        match &self.tree {
+            Tree::V2 { base } => fs::write(base.join("cpu.weight"), AGENTS_CPU_WEIGHT_V2.to_string()),
+            Tree::V1 { cpu, .. } => fs::write(cpu.join("cpu.shares"), AGENTS_CPU_SHARES_V1.to_string()),
         }
     }
 
@@ -268,7 +296,7 @@ impl AgentCgroup {
         let memory = limits.memory_mb.saturating_mul(1024 * 1024).max(1024 * 1024);
         let pids = limits.max_processes.max(1);
         let period: u64 = 100_000;
-        let quota = (limits.cpus * period as f64).round() as u64;
+        let quota = (limits.cpus.min(max_cpus()) * period as f64).round() as u64;
         let set = |dir: &Path, file: &str, value: String| fs::write(dir.join(file), value);
         if self.v2 {
             let dir = &self.dirs[0];

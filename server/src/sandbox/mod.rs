@@ -16,15 +16,23 @@
 //!   of `/etc`: certificates, time zone, resolver and loader settings, never `shadow` or
 //!   keys), the runtime's own install directories and `<data-dir>/runtimes` read-only; its
 //!   workspace read-write at its own path (its `HOME` and working directory); a private
-//!   `/tmp` of `tmp_mb`; a `passwd` naming it `agent` (uid 1000 inside, mapped to roost's
-//!   user outside); nothing else: not roost's data directory, not other workspaces, not
-//!   `/root` or `/home`;
+//!   `/tmp` of `tmp_mb`; a `passwd` naming it `agent` (uid 1000 inside); nothing else: not
+//!   roost's data directory, not other workspaces, not `/root` or `/home`;
+//! - a host uid of its own, never root's, and its own disk as its workspace, when roost
+//!   runs as root ([`enter`], [`disk`]); roost's own uid otherwise;
 //! - a network with nothing in it but loopback. [`relay`] (roost's own binary, the
-//!   sandbox's first process) carries `127.0.0.1:7300` to roost's model gateway and OTLP
-//!   ingest and `127.0.0.1:7301` to the agent's [`egress`] proxy through Unix sockets, and
-//!   exposes the runtime's `/ready` and `/turn` to roost the same way: roost's listener is
-//!   not in reach, and roost reaches the agent without a port on the host;
+//!   sandbox's first process) carries `127.0.0.1:7300` to the agent's own socket for
+//!   roost's model gateway and OTLP ingest ([`agent_socket`]) and `127.0.0.1:7301` to its
+//!   [`egress`] proxy, and exposes the runtime's `/ready` and `/turn` to roost on a socket
+//!   roost made: roost's listener is not in reach, and roost reaches the agent without a
+//!   port on the host;
 //! - cgroup limits ([`cgroups`]): memory, CPU, processes, from its catalogue entry.
+//!
+//! Everything an agent can write is the attacker's: roost never writes, reads or deletes
+//! through a path the agent could have changed. The sockets of each boot live in a
+//! directory only roost can write (`<data-dir>/sandbox/<id>.<random>/`); the runtime's
+//! configuration is written by the relay, inside, as the agent ([`relay::write_files`]);
+//! trees are deleted without recursion or links followed ([`tree`]).
 //!
 //! A bare command name (`python3`) is found in the sandbox's `PATH` (`/usr/local/bin`,
 //! `/usr/bin`, `/bin`), so a runtime runs on the system's interpreter, not one under a
@@ -41,15 +49,18 @@
 
 pub mod agent_socket;
 pub mod cgroups;
+pub mod disk;
 pub mod egress;
+pub mod enter;
 mod events;
 pub mod relay;
 pub mod seccomp;
+pub mod tree;
 
 use std::{
-    os::fd::{AsRawFd as _, OwnedFd},
+    os::fd::OwnedFd,
     path::{Path, PathBuf},
-    sync::{Arc, Mutex},
+    sync::Arc,
 };
 
 use tokio::process::Command;
@@ -57,7 +68,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 pub use cgroups::{AgentCgroup, Cgroups};
+pub use disk::UidRange;
 pub use egress::EgressPolicy;
+pub use relay::WorkspaceFile;
 
 use crate::telemetry::Telemetry;
 
@@ -69,12 +82,17 @@ pub const INSIDE_PROXY: &str = "127.0.0.1:7301";
 pub const RUNTIME_PORT: u16 = 8080;
 /// The uid and gid the runtime has inside (mapped to roost's own outside).
 const AGENT_ID: u32 = 1000;
-/// Where the per-agent socket directory is inside.
-const INSIDE_DIR: &str = "/run/roost/agent";
 /// Where roost's binary (the relay) is inside.
 const INSIDE_RELAY: &str = "/run/roost/roost";
-/// Where the gateway socket is inside.
+/// Where the agent's gateway socket is inside.
 const INSIDE_GATEWAY_SOCKET: &str = "/run/roost/gateway.sock";
+/// Where the agent's egress proxy socket is inside.
+const INSIDE_EGRESS_SOCKET: &str = "/run/roost/egress.sock";
+/// Where the relay finds the files it writes into the workspace before the runtime starts.
+const INSIDE_FILES: &str = "/run/roost/files.json";
+/// Where a root roost's launcher stages what a sandbox binds from the host, in the
+/// sandbox's own mount namespace ([`enter`]): an empty directory on the host, made at start.
+const STAGE: &str = "/run/roost-sandbox";
 /// The sandbox's `PATH`.
 const INSIDE_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// Files of `/etc` a runtime needs (TLS roots, time zone, name service and loader
@@ -122,6 +140,8 @@ pub struct SandboxConfig {
     /// The roost binary the relay runs from; this process's own executable by default
     /// (tests that run roost inside a test binary name the `roost` binary).
     pub relay_exe: Option<PathBuf>,
+    /// `--agent-uids`: the host uids agents run as when roost runs as root.
+    pub uids: UidRange,
 }
 
 /// What one agent may use (its catalogue entry's, with roost's defaults).
@@ -135,11 +155,13 @@ pub struct Limits {
     pub max_processes: u32,
     /// Its private `/tmp`, in MiB (`tmp_mb`).
     pub tmp_mb: u64,
+    /// Its workspace's disk, in MiB (`disk_mb`), when roost caps disks.
+    pub disk_mb: u64,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { memory_mb: 1024, cpus: 1.0, max_processes: 256, tmp_mb: 128 }
+        Self { memory_mb: 1024, cpus: 1.0, max_processes: 256, tmp_mb: 128, disk_mb: 1024 }
     }
 }
 
@@ -192,13 +214,12 @@ impl Sandbox {
         }
     }
 
-    /// The Unix socket serving roost's model gateway and OTLP ingest to sandboxes, bound
-    /// at start so runtimes booted before the server accepts queue in its backlog; taken
-    /// once, by the server.
-    pub fn take_gateway_listener(&self) -> Option<(std::os::unix::net::UnixListener, PathBuf)> {
-        match self {
-            Self::Ready(host) => host.gateway.lock().ok()?.take().map(|l| (l, host.gateway_path.clone())),
-            _ => None,
+    /// Serves roost's model gateway and OTLP ingest (`app`, the access check included) to
+    /// sandboxed runtimes, each on its own agent's socket. Agents booted before this call
+    /// wait in their socket's backlog.
+    pub fn serve_gateway(&self, app: axum::Router) {
+        if let Self::Ready(host) = self {
+            host.serve_gateway(app);
         }
     }
 
@@ -210,20 +231,31 @@ impl Sandbox {
     }
 }
 
+/// Who an agent is on the host.
+enum AgentUsers {
+    /// roost is root: each agent gets its own unprivileged uid from `--agent-uids`, owning
+    /// a disk image that caps its workspace ([`disk`]); [`enter`] drops to that uid.
+    Separate(disk::DiskTools),
+    /// roost is not root: agents run as roost's own (unprivileged) uid, in plain-directory
+    /// workspaces it cannot cap.
+    Own { uid: u32, gid: u32 },
+}
+
 /// A host that can sandbox: what every agent's sandbox is made of.
 pub struct Host {
     bwrap: PathBuf,
     version: String,
     cgroups: Cgroups,
     relay: PathBuf,
-    /// `<data-dir>/sandbox`: the gateway socket and one directory per running agent.
+    /// `<data-dir>/sandbox`: one directory per running agent, roost's alone.
     dir: PathBuf,
-    gateway_path: PathBuf,
-    gateway: Mutex<Option<std::os::unix::net::UnixListener>>,
     /// bubblewrap's arguments for the system directories.
     system: Vec<String>,
     egress: Arc<EgressPolicy>,
     telemetry: Option<Arc<Telemetry>>,
+    users: AgentUsers,
+    /// roost's router, once the server has built it: each agent's gateway socket serves it.
+    app: tokio::sync::watch::Sender<Option<axum::Router>>,
 }
 
 impl Host {
@@ -248,10 +280,19 @@ impl Host {
         let dir = data_dir.join("sandbox");
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         set_owner_only(&dir).map_err(|e| format!("cannot restrict {}: {e}", dir.display()))?;
+        sweep(&dir);
         let installation = crate::runtimes::orphans::installation_id(data_dir)
             .map_err(|e| format!("cannot read the installation id: {e}"))?;
         let cgroups =
             Cgroups::probe(&installation).map_err(|why| format!("{why}; or start roost with --runtime-sandbox off"))?;
+        let users = if rustix::process::geteuid().is_root() {
+            let tools = disk::DiskTools::probe(config.uids)
+                .map_err(|why| format!("{why}; or start roost with --runtime-sandbox off"))?;
+            std::fs::create_dir_all(STAGE).map_err(|e| format!("cannot create {STAGE}: {e}"))?;
+            AgentUsers::Separate(tools)
+        } else {
+            AgentUsers::Own { uid: rustix::process::getuid().as_raw(), gid: rustix::process::getgid().as_raw() }
+        };
         let system = system_binds();
         let version = std::process::Command::new(&bwrap)
             .arg("--version")
@@ -259,74 +300,167 @@ impl Host {
             .ok()
             .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
             .unwrap_or_default();
-        // One real sandbox, the way agents get theirs: namespaces refused show here.
-        let check = std::process::Command::new(&bwrap)
-            .args(base_args())
-            .args(&system)
-            .args(["--ro-bind", &relay.display().to_string(), INSIDE_RELAY, INSIDE_RELAY, "--version"])
-            .env_clear()
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", bwrap.display()))?;
-        if !check.status.success() {
-            let stderr = String::from_utf8_lossy(&check.stderr).trim().to_owned();
-            return Err(format!(
-                "bubblewrap cannot create a sandbox here ({stderr}): allow unprivileged user namespaces \
-                 (sysctl kernel.unprivileged_userns_clone=1, and on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0), \
-                 or start roost with --runtime-sandbox off"
-            ));
-        }
-        let gateway_path = dir.join("gateway.sock");
-        let _ = std::fs::remove_file(&gateway_path);
-        let gateway = std::os::unix::net::UnixListener::bind(&gateway_path)
-            .map_err(|e| format!("cannot listen on {}: {e}", gateway_path.display()))?;
-        Ok(Self {
+        let host = Self {
             bwrap,
             version,
             cgroups,
             relay,
             dir,
-            gateway_path,
-            gateway: Mutex::new(Some(gateway)),
             system,
             egress: Arc::new(config.egress.clone()),
             telemetry,
+            users,
+            app: tokio::sync::watch::channel(None).0,
+        };
+        host.check()?;
+        Ok(host)
+    }
+
+    /// One real sandbox, made the way agents get theirs (as the first uid of the range when
+    /// roost is root): refused namespaces or a uid that cannot make them show here.
+    fn check(&self) -> Result<(), String> {
+        let mut bwrap: Vec<String> = base_args().iter().map(|a| (*a).to_owned()).collect();
+        bwrap.extend(self.system.iter().cloned());
+        let mut command = match &self.users {
+            AgentUsers::Separate(tools) => {
+                let first = tools.uids().first.to_string();
+                let mut command = std::process::Command::new(&self.relay);
+                command.args(["sandbox-enter", "--uid", &first, "--gid", &first]);
+                command.args(["--parent", &std::process::id().to_string(), "--stage", STAGE]);
+                command.arg("--bind").arg(format!("{}=relay", self.relay.display())).arg("--").arg(&self.bwrap);
+                let staged = Path::new(STAGE).join("relay").display().to_string();
+                bwrap.extend(["--ro-bind".into(), staged, INSIDE_RELAY.into()]);
+                command
+            }
+            AgentUsers::Own { .. } => {
+                bwrap.extend(["--ro-bind".into(), self.relay.display().to_string(), INSIDE_RELAY.into()]);
+                std::process::Command::new(&self.bwrap)
+            }
+        };
+        bwrap.extend([INSIDE_RELAY.into(), "--version".into()]);
+        let check = command
+            .args(bwrap)
+            .env_clear()
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", self.bwrap.display()))?;
+        if check.status.success() {
+            return Ok(());
+        }
+        let stderr = String::from_utf8_lossy(&check.stderr).trim().to_owned();
+        Err(match &self.users {
+            AgentUsers::Separate(tools) => format!(
+                "bubblewrap cannot create a sandbox as the agents' uid {} ({stderr}): allow unprivileged user \
+                 namespaces (sysctl kernel.unprivileged_userns_clone=1 and user.max_user_namespaces > 0; on Ubuntu \
+                 kernel.apparmor_restrict_unprivileged_userns=0), or start roost with --runtime-sandbox off",
+                tools.uids().first
+            ),
+            AgentUsers::Own { .. } => format!(
+                "bubblewrap cannot create a sandbox here ({stderr}): allow unprivileged user namespaces \
+                 (sysctl kernel.unprivileged_userns_clone=1, and on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0), \
+                 or start roost with --runtime-sandbox off"
+            ),
         })
     }
 
     fn describe(&self) -> String {
-        format!("{} with {}, seccomp, egress proxy", self.version, self.cgroups.describe())
+        let users = match &self.users {
+            AgentUsers::Separate(tools) => format!("agents as uids from {}, disks capped", tools.uids()),
+            AgentUsers::Own { uid, .. } => format!(
+                "agents as roost's own uid {uid}, disks not capped (roost is not root: run it as root for a uid and a \
+                 capped disk per agent)"
+            ),
+        };
+        format!("{} with {}, seccomp, egress proxy; {users}", self.version, self.cgroups.describe())
     }
 
-    /// Makes an agent's sandbox: the command that starts its runtime in it (to spawn once,
-    /// with the runtime's environment added), and what lives as long as that runtime (its
-    /// cgroup, egress proxy and socket directory).
-    pub fn confine(&self, agent: Agent<'_>) -> Result<(Command, Confined), String> {
-        let agent_dir = self.dir.join(agent.instance_id);
-        let _ = std::fs::remove_dir_all(&agent_dir);
-        std::fs::create_dir_all(&agent_dir).map_err(|e| format!("cannot create {}: {e}", agent_dir.display()))?;
-        set_owner_only(&agent_dir).map_err(|e| format!("cannot restrict {}: {e}", agent_dir.display()))?;
-        let agent_socket = agent_dir.join("agent.sock");
-        if agent_socket.as_os_str().len() >= 100 {
+    /// Whether agents' disks are capped (roost runs as root).
+    pub fn caps_disks(&self) -> bool {
+        matches!(self.users, AgentUsers::Separate(_))
+    }
+
+    /// Serves `app` (roost's router, access check included) on every agent's gateway
+    /// socket, those already made and those to come.
+    pub fn serve_gateway(&self, app: axum::Router) {
+        self.app.send_replace(Some(app));
+    }
+
+    /// The agent's host uid and gid, and its disk image when roost caps disks: made (or
+    /// grown) here, so call it off the async threads (`mkfs` takes tens of milliseconds).
+    pub fn agent_user(&self, image: &Path, disk_mb: u64) -> Result<AgentUser, String> {
+        match &self.users {
+            AgentUsers::Separate(tools) => {
+                let uid = tools.ensure(image, disk_mb)?;
+                Ok(AgentUser { uid, gid: uid, image: Some(image.to_path_buf()) })
+            }
+            AgentUsers::Own { uid, gid } => Ok(AgentUser { uid: *uid, gid: *gid, image: None }),
+        }
+    }
+
+    /// Makes an agent's sandbox for `user` ([`Host::agent_user`]): the command that starts
+    /// its runtime in it (to spawn once, with the runtime's environment added), and what
+    /// lives as long as that runtime (its cgroup, egress proxy, gateway socket and socket
+    /// directory).
+    pub fn confine(&self, agent: Agent<'_>, user: &AgentUser) -> Result<(Command, Confined), String> {
+        // A directory of its own for this boot (`<id>.<random>`: a new one each boot, so
+        // nothing an earlier boot left can be in the way), which only roost can write: the
+        // sockets roost serves the agent and the one roost reaches it through.
+        let boot_dir = self.dir.join(format!("{}.{}", agent.instance_id, crate::ids::random_base32(6).to_lowercase()));
+        std::fs::create_dir(&boot_dir).map_err(|e| format!("cannot create {}: {e}", boot_dir.display()))?;
+        let stop = CancellationToken::new();
+        let mut confined = Confined {
+            agent_socket: boot_dir.join("agent.sock"),
+            passed: Vec::new(),
+            cgroup: None,
+            _stop: stop.clone().drop_guard(),
+            boot_dir,
+        };
+        match self.confine_in(&agent, user, &mut confined, &stop) {
+            Ok(command) => Ok((command, confined)),
+            Err(why) => {
+                confined.ended(&agent.limits);
+                Err(why)
+            }
+        }
+    }
+
+    fn confine_in(
+        &self,
+        agent: &Agent<'_>,
+        user: &AgentUser,
+        confined: &mut Confined,
+        stop: &CancellationToken,
+    ) -> Result<Command, String> {
+        let (uid, gid, image) = (user.uid, user.gid, user.image.as_deref());
+        set_owner_only(&confined.boot_dir)
+            .map_err(|e| format!("cannot restrict {}: {e}", confined.boot_dir.display()))?;
+        if confined.agent_socket.as_os_str().len() >= 100 {
             return Err(format!(
                 "the agent's socket path {} is too long for a Unix socket; use a shorter --data-dir",
-                agent_socket.display()
+                confined.agent_socket.display()
             ));
         }
-        let workspace = agent.workspace.display().to_string();
-        std::fs::write(
-            agent_dir.join("passwd"),
-            format!("root:x:0:0:root:/root:/bin/sh\nagent:x:{AGENT_ID}:{AGENT_ID}:roost agent:{workspace}:/bin/sh\n"),
-        )
-        .and_then(|()| std::fs::write(agent_dir.join("group"), format!("root:x:0:\nagent:x:{AGENT_ID}:\n")))
-        .map_err(|e| format!("cannot write the agent's passwd: {e}"))?;
+        let agent_listener = std::os::unix::net::UnixListener::bind(&confined.agent_socket)
+            .map_err(|e| format!("cannot make the agent's socket: {e}"))?;
 
-        // Its egress proxy, listening before the runtime starts.
-        let egress_listener = tokio::net::UnixListener::bind(agent_dir.join("egress.sock"))
+        // Its egress proxy and its own gateway socket, listening before the runtime starts,
+        // owned by its uid so it can connect.
+        let egress_path = confined.boot_dir.join("egress.sock");
+        let egress_listener = tokio::net::UnixListener::bind(&egress_path)
             .map_err(|e| format!("cannot start the agent's egress proxy: {e}"))?;
-        let stop = CancellationToken::new();
         let on_event = events::recorder(self.telemetry.clone(), agent.instance_id, agent.runtime_id);
         tokio::spawn(egress::serve(egress_listener, self.egress.clone(), on_event, stop.clone()));
-        let stop_egress = stop.clone().drop_guard();
+        let gateway_path = confined.boot_dir.join("gateway.sock");
+        let gateway_listener = std::os::unix::net::UnixListener::bind(&gateway_path)
+            .map_err(|e| format!("cannot make the agent's gateway socket: {e}"))?;
+        tokio::spawn(agent_socket::serve(
+            gateway_listener,
+            agent.instance_id.into(),
+            self.app.subscribe(),
+            stop.clone(),
+        ));
+        for socket in [&egress_path, &gateway_path] {
+            chown(socket, uid, gid).map_err(|e| format!("cannot give the agent its sockets: {e}"))?;
+        }
 
         let cgroup = self
             .cgroups
@@ -339,48 +473,113 @@ impl Host {
                 },
             )
             .map_err(|e| format!("cannot create the agent's cgroup: {e}"))?;
-        let filter = seccomp_fd().map_err(|e| format!("cannot prepare the seccomp filter: {e}"))?;
+        let join = cgroup.join_files();
+        confined.cgroup = Some(cgroup);
+
+        // What bubblewrap reads from a descriptor (the filter, the data it copies in) and what
+        // the relay takes over (the socket roost reaches the runtime through): made here,
+        // kept open across the spawn (and the launcher's `exec`), and nowhere on disk.
+        let mut passed: Vec<OwnedFd> = Vec::new();
+        let mut pass = |fd: OwnedFd| -> String {
+            let number = fd_arg(&fd);
+            passed.push(fd);
+            number
+        };
+        let seccomp = pass(seccomp_fd().map_err(|e| format!("cannot prepare the seccomp filter: {e}"))?);
+        let workspace = agent.workspace.display().to_string();
+        let passwd = pass(
+            data_fd(&format!(
+                "root:x:0:0:root:/root:/bin/sh\nagent:x:{AGENT_ID}:{AGENT_ID}:roost agent:{workspace}:/bin/sh\n"
+            ))
+            .map_err(|e| format!("cannot write the agent's passwd: {e}"))?,
+        );
+        let group = pass(
+            data_fd(&format!("root:x:0:\nagent:x:{AGENT_ID}:\n"))
+                .map_err(|e| format!("cannot write the agent's group: {e}"))?,
+        );
+        let files = relay::WorkspaceFiles { workspace: agent.workspace.to_path_buf(), files: agent.files.to_vec() };
+        let files = serde_json::to_string(&files).map_err(|e| format!("cannot list the runtime's files: {e}"))?;
+        let files = pass(data_fd(&files).map_err(|e| format!("cannot pass the runtime's files: {e}"))?);
+        let exposed = pass(OwnedFd::from(agent_listener));
+
+        // What it gets of the host: (source, where it is inside, read-only).
+        let mut binds: Vec<(PathBuf, String, bool)> = vec![(agent.runtimes_dir.to_path_buf(), String::new(), true)];
+        binds.extend(install_roots(agent.argv, agent.data_dir).into_iter().map(|dir| (dir, String::new(), true)));
+        binds.extend(
+            agent
+                .read_only
+                .iter()
+                .filter(|d| !d.starts_with(agent.runtimes_dir))
+                .map(|d| (d.clone(), String::new(), true)),
+        );
+        for (source, inside, _) in &mut binds {
+            *inside = source.display().to_string();
+        }
+        binds.push((agent.workspace.to_path_buf(), workspace.clone(), false));
+        binds.push((gateway_path.clone(), INSIDE_GATEWAY_SOCKET.to_owned(), false));
+        binds.push((egress_path.clone(), INSIDE_EGRESS_SOCKET.to_owned(), false));
+        binds.push((self.relay.clone(), INSIDE_RELAY.to_owned(), true));
 
         let mut args: Vec<String> = base_args().iter().map(|a| (*a).to_owned()).collect();
         args.extend(self.system.iter().cloned());
         let tmp_bytes = agent.limits.tmp_mb.max(1).saturating_mul(1024 * 1024).to_string();
         args.extend(["--size".into(), tmp_bytes.clone(), "--tmpfs".into(), "/tmp".into()]);
         args.extend(["--size".into(), tmp_bytes, "--tmpfs".into(), "/dev/shm".into()]);
-        let mut ro =
-            |path: &Path| args.extend(["--ro-bind".into(), path.display().to_string(), path.display().to_string()]);
-        ro(agent.runtimes_dir);
-        for root in install_roots(agent.argv, agent.data_dir) {
-            ro(&root);
+        let mut staged = Vec::new();
+        for (i, (source, inside, read_only)) in binds.iter().enumerate() {
+            // A root roost's launcher stages each source where the agent's uid can reach it.
+            let from = match &self.users {
+                AgentUsers::Separate(_) => {
+                    let name = format!("b{i}");
+                    staged.push(format!("{}={name}", source.display()));
+                    Path::new(STAGE).join(name).display().to_string()
+                }
+                AgentUsers::Own { .. } => source.display().to_string(),
+            };
+            args.extend([if *read_only { "--ro-bind" } else { "--bind" }.to_owned(), from, inside.clone()]);
         }
-        for dir in agent.read_only.iter().filter(|d| !d.starts_with(agent.runtimes_dir)) {
-            ro(dir);
-        }
-        args.extend(["--bind".into(), workspace.clone(), workspace.clone(), "--chdir".into(), workspace.clone()]);
-        args.extend(["--bind".into(), agent_dir.display().to_string(), INSIDE_DIR.into()]);
-        args.extend(["--bind".into(), self.gateway_path.display().to_string(), INSIDE_GATEWAY_SOCKET.into()]);
-        args.extend(["--ro-bind".into(), self.relay.display().to_string(), INSIDE_RELAY.into()]);
-        args.extend(["--ro-bind".into(), agent_dir.join("passwd").display().to_string(), "/etc/passwd".into()]);
-        args.extend(["--ro-bind".into(), agent_dir.join("group").display().to_string(), "/etc/group".into()]);
+        args.extend(["--chdir".into(), workspace.clone()]);
+        args.extend(["--ro-bind-data".into(), passwd, "/etc/passwd".into()]);
+        args.extend(["--ro-bind-data".into(), group, "/etc/group".into()]);
+        args.extend(["--ro-bind-data".into(), files, INSIDE_FILES.into()]);
         args.extend(["--uid".into(), AGENT_ID.to_string(), "--gid".into(), AGENT_ID.to_string()]);
         args.extend(["--hostname".into(), "agent".into()]);
         // Last of the mounts: the root itself (bubblewrap's tmpfs) is read-only too.
         args.extend(["--remount-ro".into(), "/".into()]);
-        args.extend(["--seccomp".into(), filter.as_raw_fd().to_string()]);
+        args.extend(["--seccomp".into(), seccomp]);
         args.extend([
             INSIDE_RELAY.into(),
             "sandbox-relay".into(),
             "--forward".into(),
             format!("{INSIDE_GATEWAY}={INSIDE_GATEWAY_SOCKET}"),
             "--forward".into(),
-            format!("{INSIDE_PROXY}={INSIDE_DIR}/egress.sock"),
-            "--expose".into(),
-            format!("{INSIDE_DIR}/agent.sock=127.0.0.1:{RUNTIME_PORT}"),
+            format!("{INSIDE_PROXY}={INSIDE_EGRESS_SOCKET}"),
+            "--expose-fd".into(),
+            format!("{exposed}=127.0.0.1:{RUNTIME_PORT}"),
+            "--files".into(),
+            INSIDE_FILES.into(),
             "--".into(),
         ]);
         args.extend(agent.argv.iter().cloned());
 
-        let mut command = Command::new(&self.bwrap);
-        command.args(&args).env_clear().current_dir(agent.workspace);
+        let mut command = match &self.users {
+            AgentUsers::Separate(_) => {
+                let mut command = Command::new(&self.relay);
+                command.args(["sandbox-enter", "--uid", &uid.to_string(), "--gid", &gid.to_string()]);
+                command.args(["--parent", &std::process::id().to_string()]);
+                if let Some(image) = image {
+                    command.arg("--image").arg(image).arg("--workspace").arg(agent.workspace);
+                }
+                command.arg("--stage").arg(STAGE);
+                for bind in &staged {
+                    command.arg("--bind").arg(bind);
+                }
+                command.arg("--").arg(&self.bwrap);
+                command
+            }
+            AgentUsers::Own { .. } => Command::new(&self.bwrap),
+        };
+        command.args(&args).env_clear().current_dir("/");
         let proxy = format!("http://{INSIDE_PROXY}");
         command.envs([
             ("PATH", INSIDE_PATH),
@@ -399,10 +598,22 @@ impl Host {
             ("NO_PROXY", "127.0.0.1,localhost,::1"),
             ("no_proxy", "127.0.0.1,localhost,::1"),
         ]);
-        crate::runtimes::pre_exec::enter_sandbox(&mut command, cgroup.join_files(), Some(filter.as_raw_fd()));
-        let confined = Confined { agent_socket, filter: Some(filter), cgroup, _stop_egress: stop_egress, agent_dir };
-        Ok((command, confined))
+        let inherit: Vec<i32> = passed.iter().map(std::os::fd::AsRawFd::as_raw_fd).collect();
+        crate::runtimes::pre_exec::enter_sandbox(&mut command, join, inherit);
+        confined.passed = passed;
+        Ok(command)
     }
+}
+
+/// Who an agent runs as on the host, for one boot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentUser {
+    /// Its host uid.
+    pub uid: u32,
+    /// Its host gid.
+    pub gid: u32,
+    /// Its disk image, when roost caps disks.
+    pub image: Option<PathBuf>,
 }
 
 /// What [`Host::confine`] needs of an agent.
@@ -413,8 +624,10 @@ pub struct Agent<'a> {
     pub runtime_id: &'a str,
     /// Its runtime's command, `{runtimes_dir}` filled in.
     pub argv: &'a [String],
-    /// Its workspace.
+    /// Its workspace: a plain directory, or where its disk is mounted.
     pub workspace: &'a Path,
+    /// What the relay writes into the workspace before the runtime starts.
+    pub files: &'a [WorkspaceFile],
     /// `<data-dir>/runtimes`.
     pub runtimes_dir: &'a Path,
     /// roost's data directory (never bound into a sandbox).
@@ -429,24 +642,31 @@ pub struct Agent<'a> {
 pub struct Confined {
     /// Where roost reaches the runtime's `/ready` and `/turn`.
     pub agent_socket: PathBuf,
-    filter: Option<OwnedFd>,
-    cgroup: AgentCgroup,
-    _stop_egress: tokio_util::sync::DropGuard,
-    agent_dir: PathBuf,
+    /// The descriptors bubblewrap inherits, held until the spawn.
+    passed: Vec<OwnedFd>,
+    cgroup: Option<AgentCgroup>,
+    /// Stops its egress proxy and gateway socket when the sandbox is gone.
+    _stop: tokio_util::sync::DropGuard,
+    boot_dir: PathBuf,
 }
 
 impl Confined {
-    /// Call once the command was spawned: bubblewrap has its own copy of the filter.
+    /// Call once the command was spawned: bubblewrap has its own copies of what it takes.
     pub fn spawned(&mut self) {
-        self.filter = None;
+        self.passed.clear();
     }
 
     /// Call once the runtime has ended: kills what is left, removes its cgroup and socket
-    /// directory, stops its egress proxy; says so if the kernel killed it for memory.
+    /// directory, stops its egress proxy and gateway socket; says so if the kernel killed
+    /// it for memory.
     pub fn ended(self, limits: &Limits) -> Option<String> {
-        let killed_for_memory = self.cgroup.oom_kills() > 0;
-        self.cgroup.remove();
-        let _ = std::fs::remove_dir_all(&self.agent_dir);
+        let killed_for_memory = self.cgroup.as_ref().is_some_and(|c| c.oom_kills() > 0);
+        if let Some(cgroup) = &self.cgroup {
+            cgroup.remove();
+        }
+        if let Err(err) = tree::remove(&self.boot_dir) {
+            warn!(dir = %self.boot_dir.display(), error = %err, "could not remove a sandbox's socket directory; the next start does");
+        }
         killed_for_memory.then(|| {
             format!(
                 "runtime process killed for memory: it reached its limit of {} MiB (the runtime's memory_mb)",
@@ -454,6 +674,51 @@ impl Confined {
             )
         })
     }
+}
+
+/// Removes what earlier runs left in `<data-dir>/sandbox` (sockets, and from roost
+/// versions that let the agent write there, whatever it made), in the background: no
+/// sandbox runs yet, and nothing found there may stop or slow the start.
+fn sweep(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let stale: Vec<PathBuf> = entries.flatten().map(|entry| entry.path()).collect();
+    if stale.is_empty() {
+        return;
+    }
+    std::thread::spawn(move || {
+        for path in stale {
+            if let Err(err) = tree::remove(&path) {
+                warn!(path = %path.display(), error = %err, "could not remove what an earlier run left; the next start tries again");
+            }
+        }
+    });
+}
+
+/// `chown` without following a link.
+fn chown(path: &Path, uid: u32, gid: u32) -> std::io::Result<()> {
+    rustix::fs::chownat(
+        rustix::fs::CWD,
+        path,
+        Some(rustix::process::Uid::from_raw(uid)),
+        Some(rustix::process::Gid::from_raw(gid)),
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    )?;
+    Ok(())
+}
+
+/// A descriptor's number, as bubblewrap's argument.
+fn fd_arg(fd: &OwnedFd) -> String {
+    std::os::fd::AsRawFd::as_raw_fd(fd).to_string()
+}
+
+/// A sealed-off memory file holding `text`, for bubblewrap's `--ro-bind-data`.
+fn data_fd(text: &str) -> std::io::Result<OwnedFd> {
+    use rustix::fs::{MemfdFlags, memfd_create};
+    let fd = memfd_create("roost-data", MemfdFlags::CLOEXEC)?;
+    let mut file = std::fs::File::from(fd);
+    std::io::Write::write_all(&mut file, text.as_bytes())?;
+    std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(0))?;
+    Ok(OwnedFd::from(file))
 }
 
 /// What every sandbox starts with: its namespaces and privileges.

@@ -7,9 +7,10 @@
 //! Hermes keeps a session's system prompt in its state database and reuses it for the
 //! rest of the session (for the provider's prompt cache), so a new brief would reach only
 //! new sessions. When the brief changed since the last boot, the boot first clears the
-//! agent's stored prompt ([`LAUNCHER`], run inside the sandbox with Hermes's own Python):
-//! Hermes rebuilds it, with the new `SOUL.md`, on the next turn, and the conversation
-//! goes on.
+//! agent's stored prompt ([`LAUNCHER`], run inside the sandbox with Hermes's own Python,
+//! which also keeps the brief's hash in the workspace to compare): Hermes rebuilds it,
+//! with the new `SOUL.md`, on the next turn, and the conversation goes on. roost itself
+//! reads nothing in the workspace to decide this.
 //!
 //! Off, because they reach out: the model catalogue refresh and lazy package installs.
 //! Off unless the catalogue entry sets `background_model_use = true`, because they spend
@@ -19,29 +20,45 @@ use std::path::Path;
 
 use serde_json::json;
 
-use super::{Boot, ChatApi, Launch, Session, api_token, write};
+use super::{Boot, ChatApi, Launch, Session, api_token, file};
 
-/// Starts Hermes after clearing the stored system prompt of session `$ROOST_NEW_BRIEF_FOR`
-/// when that is set.
+/// Starts Hermes after clearing the stored system prompt of session
+/// `$ROOST_BRIEF_SESSION` unless the brief's hash (`$ROOST_BRIEF_SHA256`) is the one the
+/// last boot recorded in `$HERMES_HOME/.roost-brief.sha256` (a missing or unreadable
+/// record counts as a change: clearing only costs the provider's prompt cache), then
+/// records it, as best it can (the record is the agent's to break).
 const LAUNCHER: &str = "import os, sqlite3, sys
-session = os.environ.pop('ROOST_NEW_BRIEF_FOR', '')
-db = os.path.join(os.environ['HERMES_HOME'], 'state.db')
-if session and os.path.exists(db):
+session = os.environ.pop('ROOST_BRIEF_SESSION', '')
+brief = os.environ.pop('ROOST_BRIEF_SHA256', '')
+home = os.environ['HERMES_HOME']
+stamp = os.path.join(home, '.roost-brief.sha256')
+try:
+    with open(stamp) as f:
+        before = f.read().strip()
+except OSError:
+    before = None
+db = os.path.join(home, 'state.db')
+if before != brief and os.path.exists(db):
     with sqlite3.connect(db, timeout=10) as conn:
         conn.execute('UPDATE sessions SET system_prompt = NULL WHERE id = ?', (session,))
+try:
+    if os.path.lexists(stamp + '.new'):
+        os.unlink(stamp + '.new')
+    fd = os.open(stamp + '.new', os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, 'w') as f:
+        f.write(brief)
+    os.replace(stamp + '.new', stamp)
+except OSError as err:
+    print('roost: cannot record the brief: %s' % err, file=sys.stderr)
 os.execv(sys.argv[1], sys.argv[1:])
 ";
 
-/// Where a boot records the brief it wrote (its hash), to see a change at the next.
-const BRIEF_STAMP: &str = ".roost-brief.sha256";
-
-pub(super) fn prepare(install: &Path, boot: &Boot<'_>) -> std::io::Result<Launch> {
+pub(super) fn prepare(install: &Path, boot: &Boot<'_>) -> Launch {
     use sha2::{Digest as _, Sha256};
     let home = boot.workspace.join(".hermes");
     let token = api_token();
     let session = format!("roost-{}", boot.instance_id);
     let brief_hash = hex::encode(Sha256::digest(boot.brief.as_bytes()));
-    let brief_changed = std::fs::read_to_string(home.join(BRIEF_STAMP)).is_ok_and(|h| h.trim() != brief_hash);
     let config = json!({
         "model": {
             "default": boot.model,
@@ -55,9 +72,10 @@ pub(super) fn prepare(install: &Path, boot: &Boot<'_>) -> std::io::Result<Launch
         "model_catalog": { "enabled": false },
         "security": { "allow_lazy_installs": false },
     });
-    write(&home.join("config.yaml"), &serde_json::to_string_pretty(&config).unwrap_or_default())?;
-    write(&home.join("SOUL.md"), boot.brief)?;
-    write(&home.join(BRIEF_STAMP), &brief_hash)?;
+    let files = vec![
+        file(home.join("config.yaml"), serde_json::to_string_pretty(&config).unwrap_or_default()),
+        file(home.join("SOUL.md"), boot.brief),
+    ];
 
     let env = [
         ("HERMES_HOME", home.display().to_string()),
@@ -65,12 +83,13 @@ pub(super) fn prepare(install: &Path, boot: &Boot<'_>) -> std::io::Result<Launch
         ("API_SERVER_KEY", token.clone()),
         ("API_SERVER_HOST", "127.0.0.1".to_owned()),
         ("API_SERVER_PORT", boot.port.to_string()),
-        ("ROOST_NEW_BRIEF_FOR", if brief_changed { session.clone() } else { String::new() }),
+        ("ROOST_BRIEF_SESSION", session.clone()),
+        ("ROOST_BRIEF_SHA256", brief_hash),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
     .collect();
-    Ok(Launch {
+    Launch {
         argv: vec![
             install.join("venv/bin/python").display().to_string(),
             "-c".into(),
@@ -81,11 +100,12 @@ pub(super) fn prepare(install: &Path, boot: &Boot<'_>) -> std::io::Result<Launch
             "--external-supervisor".into(),
         ],
         env,
+        files,
         api: ChatApi {
             ready_path: "/health",
             token,
             model: "hermes-agent",
             session: Session::Header("X-Hermes-Session-Id", session),
         },
-    })
+    }
 }

@@ -61,7 +61,11 @@ pub fn install(
     }
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     for (path, text) in pinned.locks {
-        super::write(&dir.join(path), text).map_err(|e| format!("cannot write {path}: {e}"))?;
+        let file = dir.join(path);
+        file.parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&file, text))
+            .map_err(|e| format!("cannot write {path}: {e}"))?;
     }
     let started = Instant::now();
     match package {

@@ -7,11 +7,14 @@
 //!   roost (npm's integrity hashes, pip's `--require-hashes`), and marks it installed only
 //!   once everything is there. The built-in catalogue offers a packaged runtime only once
 //!   it is installed.
-//! - Boot ([`Installation::prepare`]): each boot writes the runtime's configuration into
-//!   the agent's workspace from the agent's settings (its brief as `SOUL.md`, its model
-//!   through roost's model gateway with this boot's agent token, its state, memory and
-//!   logs in the workspace, its HTTP API on the sandbox's port behind a per-boot token,
-//!   background model use off, channels off: roost runs Telegram itself).
+//! - Boot ([`Installation::prepare`]): each boot makes the runtime's configuration from
+//!   the agent's settings (its brief as `SOUL.md`, its model through roost's model gateway
+//!   with this boot's agent token, its state, memory and logs in the workspace, its HTTP
+//!   API on the sandbox's port behind a per-boot token, background model use off,
+//!   channels off: roost runs Telegram itself). roost never writes them into the workspace
+//!   itself: the workspace is the agent's, and a link it left where a file goes would make
+//!   roost write elsewhere as root. The sandbox's relay writes them, as the agent, before
+//!   the runtime starts ([`crate::sandbox::relay::write_files`]).
 //! - Turns ([`ChatApi`]): a message to the runtime's `POST /v1/chat/completions` with a
 //!   session key stable for the agent's life, so the runtime keeps its conversation across
 //!   turns, pauses and restarts. Usage and cost come from the gateway, which sees every
@@ -27,6 +30,8 @@ use std::{
 };
 
 use sha2::{Digest as _, Sha256};
+
+use crate::sandbox::WorkspaceFile;
 
 /// A runtime roost knows how to install and drive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -105,7 +110,10 @@ impl Package {
 
     /// The catalogue entry an installation of it gets in the built-in catalogue: defaults
     /// that fit the runtime (OpenClaw's gateway and two Node workers hold ~1.1-1.3 GB and
-    /// take 13-19 s to be ready; Hermes ~145 MB, ready in 1-2 s).
+    /// take 13-19 s to be ready; Hermes ~145 MB, ready in 1-2 s). One core each: an
+    /// agent's shell can burn whatever it is given, and on a small host two cores would be
+    /// all of it. Disks big enough for what their tools install (OpenClaw's `npm`, Hermes'
+    /// `pip`) and their memory.
     pub fn catalogue_toml(self, install_dir: &Path) -> String {
         let dir = toml_string(&install_dir.display().to_string());
         match self {
@@ -113,15 +121,15 @@ impl Package {
                 "[[runtime]]\nid = \"openclaw\"\ndriver = \"openclaw\"\ninstall_dir = {dir}\n\
                  description = \"OpenClaw: the open agent with a shell, files, memory and tools, in its own sandbox.\"\n\
                  price_cents_month = 2000\nchannels = [\"telegram\"]\nincluded_model = true\n\
-                 default_model = \"gpt-4o-mini\"\nmemory_mb = 2048\ncpus = 2.0\nmax_processes = 512\n\
-                 tmp_mb = 256\nboot_timeout_secs = 180\n"
+                 default_model = \"gpt-4o-mini\"\nmemory_mb = 2048\ncpus = 1.0\nmax_processes = 512\n\
+                 tmp_mb = 256\ndisk_mb = 4096\nboot_timeout_secs = 180\n"
             ),
             Self::Hermes => format!(
                 "[[runtime]]\nid = \"hermes\"\ndriver = \"hermes\"\ninstall_dir = {dir}\n\
                  description = \"Hermes Agent: a tool-using agent with a terminal, files and memory, in its own sandbox.\"\n\
                  price_cents_month = 1500\nchannels = [\"telegram\"]\nincluded_model = true\n\
                  default_model = \"gpt-4o-mini\"\nmemory_mb = 768\ncpus = 1.0\nmax_processes = 256\n\
-                 tmp_mb = 256\nboot_timeout_secs = 90\n"
+                 tmp_mb = 256\ndisk_mb = 2048\nboot_timeout_secs = 90\n"
             ),
         }
     }
@@ -189,14 +197,13 @@ impl Installation {
         package.pinned().iter().find_map(|pinned| Self::at(package, &package.dir(runtimes_dir, pinned.version)))
     }
 
-    /// Writes the runtime's configuration for one boot into `boot.workspace` and says how
-    /// to start it and talk to it.
-    pub fn prepare(&self, boot: &Boot<'_>) -> Result<Launch, String> {
-        let launch = match self.package {
+    /// The runtime's configuration for one boot (the files to write into `boot.workspace`)
+    /// and how to start it and talk to it. Reads and writes nothing.
+    pub fn prepare(&self, boot: &Boot<'_>) -> Launch {
+        match self.package {
             Package::OpenClaw => openclaw::prepare(&self.dir, boot),
             Package::Hermes => hermes::prepare(&self.dir, boot),
-        };
-        launch.map_err(|e| format!("cannot write the runtime's configuration: {e}"))
+        }
     }
 }
 
@@ -227,6 +234,8 @@ pub struct Launch {
     pub argv: Vec<String>,
     /// Its environment, beside roost's contract.
     pub env: BTreeMap<String, String>,
+    /// Its configuration, to write into the workspace before it starts.
+    pub files: Vec<WorkspaceFile>,
     /// Its turn endpoint.
     pub api: ChatApi,
 }
@@ -258,12 +267,9 @@ fn api_token() -> String {
     crate::ids::random_base32(32)
 }
 
-/// Writes `text` to `path`, making its directory.
-fn write(path: &Path, text: &str) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(path, text)
+/// A file of the runtime's configuration.
+fn file(path: PathBuf, text: impl Into<String>) -> WorkspaceFile {
+    WorkspaceFile { path, text: text.into() }
 }
 
 #[cfg(test)]
@@ -319,12 +325,17 @@ mod boot_tests {
         Installation { package, version: package.default_version().version.into(), dir: "/opt/rt".into() }
     }
 
+    /// The text of the file of `launch` at `path`.
+    fn text<'a>(launch: &'a Launch, path: &Path) -> &'a str {
+        &launch.files.iter().find(|f| f.path == path).unwrap_or_else(|| panic!("no {}", path.display())).text
+    }
+
     #[test]
     fn openclaw_gets_the_gateway_its_token_and_no_background_model_use() {
-        let ws = tempfile::tempdir().unwrap();
-        let launch = installation(Package::OpenClaw).prepare(&boot(ws.path(), "Be brief.", false)).unwrap();
+        let ws = Path::new("/agents/ins_1");
+        let launch = installation(Package::OpenClaw).prepare(&boot(ws, "Be brief.", false));
         let config: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(ws.path().join(".openclaw/openclaw.json")).unwrap()).unwrap();
+            serde_json::from_str(text(&launch, &ws.join(".openclaw/openclaw.json"))).unwrap();
         assert_eq!(config["gateway"]["port"], 8080);
         assert_eq!(config["gateway"]["auth"]["token"], launch.api.token.as_str());
         assert_eq!(launch.env["OPENCLAW_GATEWAY_TOKEN"], launch.api.token);
@@ -333,8 +344,8 @@ mod boot_tests {
         assert_eq!(config["agents"]["defaults"]["model"]["primary"], "roost/gpt-4o-mini");
         assert_eq!(config["agents"]["defaults"]["heartbeat"]["every"], "0m");
         assert_eq!(config["plugins"]["entries"]["memory-core"]["config"]["dreaming"]["enabled"], false);
-        assert!(config["logging"]["file"].as_str().unwrap().starts_with(&ws.path().display().to_string()));
-        assert_eq!(std::fs::read_to_string(ws.path().join("SOUL.md")).unwrap(), "Be brief.");
+        assert!(config["logging"]["file"].as_str().unwrap().starts_with("/agents/ins_1/"));
+        assert_eq!(text(&launch, &ws.join("SOUL.md")), "Be brief.");
         assert_eq!(launch.env["OPENCLAW_SKIP_CHANNELS"], "1");
         assert_eq!(
             (&config["telemetry"]["enabled"], &config["update"]["checkOnStart"]),
@@ -343,35 +354,29 @@ mod boot_tests {
         assert!(launch.argv[0].starts_with("/opt/rt/"));
 
         // Each boot has a token of its own; background use on leaves the runtime's defaults.
-        let again = installation(Package::OpenClaw).prepare(&boot(ws.path(), "Be brief.", true)).unwrap();
+        let again = installation(Package::OpenClaw).prepare(&boot(ws, "Be brief.", true));
         assert_ne!(again.api.token, launch.api.token);
         let config: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(ws.path().join(".openclaw/openclaw.json")).unwrap()).unwrap();
+            serde_json::from_str(text(&again, &ws.join(".openclaw/openclaw.json"))).unwrap();
         assert!(config["agents"]["defaults"]["heartbeat"].is_null() && config["plugins"].is_null(), "{config}");
     }
 
     #[test]
-    fn hermes_clears_its_stored_prompt_only_when_the_brief_changed() {
-        let ws = tempfile::tempdir().unwrap();
+    fn hermes_gets_the_gateway_and_the_briefs_hash_for_its_launcher() {
+        let ws = Path::new("/agents/ins_1");
         let hermes = installation(Package::Hermes);
-        let first = hermes.prepare(&boot(ws.path(), "Be brief.", false)).unwrap();
-        assert_eq!(first.env["ROOST_NEW_BRIEF_FOR"], "", "a first boot has nothing stored");
-        let config: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(ws.path().join(".hermes/config.yaml")).unwrap()).unwrap();
+        let first = hermes.prepare(&boot(ws, "Be brief.", false));
+        let config: serde_json::Value = serde_json::from_str(text(&first, &ws.join(".hermes/config.yaml"))).unwrap();
         assert_eq!(config["model"]["base_url"], "http://127.0.0.1:7300/llm/v1");
         assert_eq!(config["model"]["api_key"], "rat_secret");
         assert_eq!(config["curator"]["enabled"], false);
-        assert_eq!(config["terminal"]["cwd"], ws.path().display().to_string());
+        assert_eq!(config["terminal"]["cwd"], "/agents/ins_1");
+        assert_eq!(text(&first, &ws.join(".hermes/SOUL.md")), "Be brief.");
         assert_eq!(first.env["API_SERVER_KEY"], first.api.token);
         assert!(first.api.token.len() >= 16, "Hermes wants 16 characters or more");
-
-        let same = hermes.prepare(&boot(ws.path(), "Be brief.", false)).unwrap();
-        assert_eq!(same.env["ROOST_NEW_BRIEF_FOR"], "", "same brief: the stored prompt stays");
-        let changed = hermes.prepare(&boot(ws.path(), "Speak in rhyme.", true)).unwrap();
-        assert_eq!(changed.env["ROOST_NEW_BRIEF_FOR"], "roost-ins_1");
-        assert_eq!(std::fs::read_to_string(ws.path().join(".hermes/SOUL.md")).unwrap(), "Speak in rhyme.");
-        let config: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(ws.path().join(".hermes/config.yaml")).unwrap()).unwrap();
-        assert_eq!(config["curator"]["enabled"], true);
+        assert_eq!(first.env["ROOST_BRIEF_SESSION"], "roost-ins_1");
+        let changed = hermes.prepare(&boot(ws, "Speak in rhyme.", true));
+        assert_ne!(changed.env["ROOST_BRIEF_SHA256"], first.env["ROOST_BRIEF_SHA256"]);
+        assert!(first.files.iter().all(|f| !f.path.ends_with(".roost-brief.sha256")), "the launcher keeps the hash");
     }
 }

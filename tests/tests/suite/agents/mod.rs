@@ -1,6 +1,7 @@
 //! The hosted agent API end to end: the seed's flow, its errors, concurrency, the process
 //! driver, billing and the assistant runtime.
 
+mod attacks;
 mod billing;
 mod concurrency;
 mod errors;
@@ -45,6 +46,7 @@ channels = ["telegram"]
 included_model = true
 default_model = "example"
 command = ["python3", "{runtimes_dir}/example_agent.py"]
+disk_mb = 64
 
 [[runtime]]
 id = "slow"
@@ -54,6 +56,7 @@ included_model = true
 default_model = "example"
 command = ["python3", "{runtimes_dir}/example_agent.py"]
 env = { EXAMPLE_BOOT_DELAY_MS = "1500" }
+disk_mb = 64
 
 [[runtime]]
 id = "broken"

@@ -21,6 +21,7 @@ use roost_tests::{
     fake_agent_model::{self as scripted, ScriptedModel},
     process::runtime_pids,
     tools,
+    workspace::Workspace,
 };
 use serde_json::json;
 
@@ -90,12 +91,12 @@ async fn hosted_end_to_end(backend: Backend, package: Package) {
 
     let id = api.provision(name, "You are Pip, a terse test agent.").await["id"].as_str().unwrap().to_owned();
     api.wait_status_within(&id, "running", BOOT).await;
-    let workspace = server.config.data_dir.join("agents").join(&id);
+    let workspace = Workspace::of(&server.config.data_dir, &id);
     let soul = match package {
-        Package::OpenClaw => workspace.join("SOUL.md"),
-        Package::Hermes => workspace.join(".hermes/SOUL.md"),
+        Package::OpenClaw => "SOUL.md",
+        Package::Hermes => ".hermes/SOUL.md",
     };
-    assert_eq!(std::fs::read_to_string(soul).unwrap(), "You are Pip, a terse test agent.", "the brief is its SOUL.md");
+    assert_eq!(workspace.read(soul).unwrap(), "You are Pip, a terse test agent.", "the brief is its SOUL.md");
 
     // Three turns: the third is answered from the first (the model is sent the history).
     assert_eq!(said(&api, &id, "Please remember the word pomegranate.").await, "Noted: pomegranate.");
@@ -109,7 +110,7 @@ async fn hosted_end_to_end(backend: Backend, package: Package) {
     // A tool turn: the runtime writes then reads a workspace file in its sandbox.
     let reply = said(&api, &id, "Please write the file and read it back.").await;
     assert!(reply.contains(scripted::TOOL_CONTENT), "the read result reached the model: {reply}");
-    assert_eq!(std::fs::read_to_string(workspace.join(scripted::TOOL_FILE)).unwrap(), scripted::TOOL_CONTENT);
+    assert_eq!(workspace.read(scripted::TOOL_FILE).unwrap(), scripted::TOOL_CONTENT);
     let tool_calls: Vec<String> = model.calls().iter().filter_map(|c| c.tool_call.clone()).collect();
     assert_eq!(tool_calls.len(), 2, "a write then a read: {tool_calls:?}");
 
@@ -128,6 +129,26 @@ async fn hosted_end_to_end(backend: Backend, package: Package) {
     assert!(printed.contains("No such file"), "roost's files are not in the sandbox: {printed}");
     assert!(printed.contains("1000"), "it runs as the sandbox's user: {printed}");
     assert!(!printed.contains("root:"), "no shadow file: {printed}");
+
+    // The files roost has written at each boot (the brief, the runtime's configuration,
+    // Hermes' brief hash), swapped for links to host paths: the next boot writes through
+    // none of them, as root or otherwise, and the runtime still gets its configuration.
+    let targets = server.config.data_dir.join("attack");
+    let swapped = match package {
+        Package::OpenClaw => vec!["SOUL.md", ".openclaw/openclaw.json"],
+        Package::Hermes => vec![".hermes/SOUL.md", ".hermes/config.yaml", ".hermes/.roost-brief.sha256"],
+    };
+    let swap = swapped
+        .iter()
+        .enumerate()
+        .map(|(i, file)| format!("rm -f $HOME/{file} && ln -s {}/{i} $HOME/{file}", targets.display()))
+        .collect::<Vec<_>>()
+        .join(" && ");
+    let printed = said(&api, &id, &format!("Please run the command: {swap} && echo swapped")).await;
+    assert!(printed.contains("swapped"), "{printed}");
+    for file in &swapped {
+        assert_eq!(workspace.owner(file).unwrap().mode & 0o170000, 0o120000, "{file} is a link now");
+    }
 
     // Every model call is a span in the agent's session, tool calls included.
     let chats = model.calls().len();
@@ -193,6 +214,10 @@ async fn hosted_end_to_end(backend: Backend, package: Package) {
     api.wait_status_within(&id, "running", BOOT).await;
     assert_eq!(said(&api, &id, "Hello again.").await, scripted::HELLO);
     assert!(model.calls().last().unwrap().system.contains("You are Quill"), "the new brief is in the system prompt");
+    assert!(!targets.exists(), "nothing was written through the links");
+    for file in &swapped {
+        assert_eq!(workspace.owner(file).unwrap().mode & 0o170000, 0o100000, "{file} is a file again");
+    }
 
     // Pause and resume keep the conversation.
     let before = runtime_pids(&id);
@@ -231,8 +256,42 @@ async fn hosted_end_to_end(backend: Backend, package: Package) {
         dark.close().await;
     }
 
+    // Its state directory swapped for a link to a host directory: the next boot makes a
+    // directory of its own there again, and writes nothing on the host.
+    let state = match package {
+        Package::OpenClaw => ".openclaw",
+        Package::Hermes => ".hermes",
+    };
+    let host_dir = server.config.data_dir.join("attack-dir");
+    std::fs::create_dir_all(&host_dir).unwrap();
+    // The running runtime makes its state directory again as it writes: the swap is
+    // tried until the link is what is there. (Moved aside rather than `rm -rf`, and by a
+    // relative name: Hermes asks for approval before a recursive delete or a command
+    // naming `$HOME/.hermes/`, which a tenant steps around just as easily.)
+    let command = format!(
+        "cd $HOME && for i in 1 2 3 4 5 6 7 8 9 10; do mv {state} old-{state}-$i 2>/dev/null; \
+         ln -s {} {state} 2>/dev/null; test -L {state} && break; done; echo swapped",
+        host_dir.display()
+    );
+    // The runtime may not survive losing its state under it: the turn's answer is not
+    // the point, what the next boot does is.
+    let text = format!("Please run the command: {command}");
+    let _ = api.post_with_timeout(&format!("/api/instances/{id}/messages"), json!({ "text": text }), TURN).await;
+    assert_eq!(workspace.owner(state).unwrap().mode & 0o170000, 0o120000, "a link now");
+    let status = api.get(&format!("/api/instances/{id}")).await.ok()["status"].clone();
+    if status == "failed" {
+        api.post(&format!("/api/instances/{id}/resume"), json!({})).await.ok();
+    } else {
+        api.post(&format!("/api/instances/{id}/config"), json!({"agent_brief": "You are Pip again."})).await.ok();
+    }
+    api.wait_status_within(&id, "running", BOOT).await;
+    assert_eq!(said(&api, &id, "Hello once more.").await, scripted::HELLO);
+    assert_eq!(std::fs::read_dir(&host_dir).unwrap().count(), 0, "nothing written into the host directory");
+    assert_eq!(workspace.owner(state).unwrap().mode & 0o170000, 0o040000, "a directory again");
+
     // Destroy takes the workspace and every process.
     api.post(&format!("/api/instances/{id}/destroy"), json!({})).await.ok();
-    assert!(!workspace.exists(), "destroy deletes the workspace");
+    let dir = server.config.data_dir.join("agents").join(&id);
+    assert!(!dir.exists() && workspace.image().is_none(), "destroy deletes the workspace");
     assert!(runtime_pids(&id).is_empty());
 }

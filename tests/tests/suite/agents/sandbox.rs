@@ -12,7 +12,7 @@ use roost_server::{
     runtimes::Catalogue,
     sandbox::{EgressPolicy, SandboxMode},
 };
-use roost_tests::{Api, Backend, TestServer, each_backend, fake_models::FakeModels};
+use roost_tests::{Api, Backend, TestServer, each_backend, fake_models::FakeModels, workspace::Workspace};
 use serde_json::{Value, json};
 use tokio::{
     io::{AsyncReadExt as _, AsyncWriteExt as _},
@@ -27,19 +27,26 @@ each_backend!(
 );
 
 /// The hostile runtime: small limits, so forking and allocating past them is quick.
-fn catalogue() -> Catalogue {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("runtimes/hostile_agent.py");
+pub fn catalogue() -> Catalogue {
     let text = format!(
-        "{TEST_CATALOGUE}\n[[runtime]]\nid = \"hostile\"\ndriver = \"process\"\nprice_cents_month = 0\n\
-         included_model = true\ndefault_model = \"gpt-4o-mini\"\nmemory_mb = 96\nmax_processes = 24\ntmp_mb = 4\n\
-         command = [\"python3\", {:?}]\n",
-        script.display().to_string()
+        "{TEST_CATALOGUE}\n{}",
+        hostile("hostile", "memory_mb = 96\nmax_processes = 24\ntmp_mb = 4\ndisk_mb = 64")
     );
     Catalogue::from_toml(&text).expect("catalogue")
 }
 
+/// A catalogue entry `id` for the hostile runtime with `limits` (TOML lines).
+pub fn hostile(id: &str, limits: &str) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("runtimes/hostile_agent.py");
+    format!(
+        "[[runtime]]\nid = {id:?}\ndriver = \"process\"\nprice_cents_month = 0\nincluded_model = true\n\
+         default_model = \"gpt-4o-mini\"\n{limits}\ncommand = [\"python3\", {:?}]\n",
+        script.display().to_string()
+    )
+}
+
 /// Sends the runtime `ask` (JSON); the reply it made, parsed.
-async fn ask(api: &Api, id: &str, ask: Value) -> Value {
+pub async fn ask(api: &Api, id: &str, ask: Value) -> Value {
     let reply = api.message(id, &ask.to_string()).await;
     assert_eq!(reply.status, 200, "{ask}: {}", reply.body);
     serde_json::from_str(reply.body["reply"].as_str().unwrap()).unwrap()
@@ -123,6 +130,16 @@ async fn a_hostile_runtime_reaches_nothing_of_roost_the_host_or_another_agent(ba
         "unshare_user",
         "ptrace",
         "mount",
+        "proc_sys_write",
+        "proc_sysrq_write",
+        "io_uring",
+        "socket_vsock",
+        "socket_netlink",
+        "socket_packet",
+        "swap_gateway_socket",
+        "plant_agent_socket",
+        "plant_old_agent_socket",
+        "directory_fds",
     ];
     for escape in escapes {
         let outcome = report[escape].as_str().unwrap();
@@ -174,12 +191,13 @@ async fn a_hostile_runtime_reaches_nothing_of_roost_the_host_or_another_agent(ba
     assert_eq!(server.http.get(server.url("/healthz")).send().await.unwrap().status(), 200);
     assert_eq!(stranger_api.message(&other, "recall notes.md").await.ok()["reply"], "[other] the vault code");
     assert!(!Path::new("/usr/roost-was-here").exists() && !Path::new("/roost-was-here").exists());
-    assert!(data_dir.join("agents").join(&id).join("probe.txt").exists(), "its workspace is its own directory");
+    let workspace = Workspace::of(data_dir, &id);
+    assert!(workspace.exists("probe.txt"), "its workspace is its own");
 
     // A pause stops it gracefully: SIGTERM reaches the runtime through the relay.
     api.post(&format!("/api/instances/{id}/pause"), json!({})).await.ok();
-    let marker = data_dir.join("agents").join(&id).join("stopped-by-sigterm");
-    assert_eq!(std::fs::read_to_string(&marker).ok().as_deref(), Some("SIGTERM"), "the runtime was sent SIGTERM");
+    let marker = workspace.read("stopped-by-sigterm");
+    assert_eq!(marker.ok().as_deref(), Some("SIGTERM"), "the runtime was sent SIGTERM");
 }
 
 async fn an_agent_past_its_memory_limit_fails_saying_so_and_nothing_else_does(backend: Backend) {
@@ -227,6 +245,28 @@ async fn without_bubblewrap_no_process_agent_boots_and_health_says_why() {
     let echo = api.provision("echo", "fine").await["id"].as_str().unwrap().to_owned();
     api.wait_status(&echo, "running").await;
     assert_eq!(api.message(&echo, "hi").await.ok()["reply"], "[fine] hi");
+}
+
+/// A root roost that cannot give its agents unprivileged uids of their own (here: the range
+/// holds a host account, `nobody`) boots no process agent, and says what to set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_uid_range_holding_a_host_account_keeps_process_agents_from_booting() {
+    if !rustix::process::geteuid().is_root() {
+        return eprintln!("skipped: agents' uids are roost's own when it is not root");
+    }
+    let server = start(Backend::Sqlite, |config| {
+        config.hosting.sandbox.uids = "65534:1".parse().unwrap();
+    })
+    .await;
+    let check = sandbox_check(&server).await;
+    assert_eq!(check["status"], "fail", "{check}");
+    let detail = check["detail"].as_str().unwrap();
+    assert!(detail.contains("holds the host account") && detail.contains("--agent-uids"), "{check}");
+    let account = server.account(1_000).await;
+    let api = server.api(Some(&account));
+    let id = api.provision("example", "root or nothing").await["id"].as_str().unwrap().to_owned();
+    let failed = api.wait_status(&id, "failed").await;
+    assert!(failed["status_detail"].as_str().unwrap().contains("--agent-uids"), "{failed}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
