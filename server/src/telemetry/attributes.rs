@@ -65,9 +65,24 @@ pub fn int(attributes: &[KeyValue], key: &str) -> Option<i64> {
     int_value(attributes.iter().rev().find(|kv| kv.key == key)?.value.as_ref()?)
 }
 
+/// Marks usage a sender reports about itself and roost does not meter: `true` on an item
+/// or its resource. roost sets it on everything a hosted agent sends with its own token
+/// ([`super::agent_claims`]), over whatever the body said; any other sender may set it on
+/// its own items (it only takes their usage out of the figures).
+pub const SELF_REPORTED: &str = "roost.self_reported";
+
+/// True when `attributes` mark their item's usage as [self-reported](SELF_REPORTED).
+pub fn is_self_reported(attributes: &[KeyValue]) -> bool {
+    attributes.iter().any(|kv| {
+        kv.key == SELF_REPORTED && kv.value.as_ref().is_some_and(|v| matches!(v.value, Some(Value::BoolValue(true))))
+    })
+}
+
 /// The GenAI fields of an item, read through the [attribute map](super::attribute_map) from
 /// its attributes, then its resource's, and priced: a sender's own cost wins; else the
-/// price book's price for the model; else (an unpriced model) no cost.
+/// price book's price for the model; else (an unpriced model) no cost. Usage marked
+/// [self-reported](SELF_REPORTED) (on the item or its resource) is neither counted nor
+/// priced: its tokens and cost stay only in the attributes.
 pub fn gen_ai(item: &[KeyValue], resource: &[KeyValue], prices: &PriceBook) -> GenAi {
     let mut found = Found::default();
     found.scan(item);
@@ -85,12 +100,18 @@ pub fn gen_ai(item: &[KeyValue], resource: &[KeyValue], prices: &PriceBook) -> G
         cache_write_tokens: found.int(Field::CacheWriteTokens),
         tool_name: found.string(Field::ToolName),
         aggregate: false,
+        self_reported: is_self_reported(item) || is_self_reported(resource),
         cost_nanocents: None,
     };
     if fields.operation.as_deref().is_some_and(is_aggregate) {
         fields.aggregate = true;
         (fields.input_tokens, fields.output_tokens, fields.cache_read_tokens, fields.cache_write_tokens) =
             (None, None, None, None);
+    }
+    if fields.self_reported {
+        (fields.input_tokens, fields.output_tokens, fields.cache_read_tokens, fields.cache_write_tokens) =
+            (None, None, None, None);
+        return fields;
     }
     // Counts reported apart from the input (Anthropic's way) become a part of it.
     for field in [Field::CacheReadTokens, Field::CacheWriteTokens] {

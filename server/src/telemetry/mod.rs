@@ -10,6 +10,7 @@
 //! replaced) and bounds its sizes as the OTel SDK would; the answer says what it changed.
 
 pub use roost_proto::attribute_map;
+pub mod agent_claims;
 pub mod announce;
 pub mod attributes;
 pub mod limits;
@@ -35,7 +36,7 @@ use prost::Message;
 use roost_proto::ApiError;
 use tokio::task::JoinHandle;
 
-use crate::{billing::metering::PriceBook, store::Store};
+use crate::{billing::metering::PriceBook, runtimes::tokens::AgentIdentity, store::Store};
 use announce::LiveFeed;
 use limits::{Bounds, Limits};
 use otlp::Stored;
@@ -94,18 +95,43 @@ impl Telemetry {
     }
 
     /// Stores an OTLP traces request (bounded first); the spans it rejected and what it cut.
-    /// `sender` is the hosted agent that sent it with its own token: its spans are
-    /// attributed to that agent (and only then).
+    /// `attributed` is the hosted agent roost recorded the spans for (its model gateway's
+    /// calls, its egress, its turns): they are attributed to that agent and counted as they
+    /// say. What an agent's runtime sends with its own token goes through
+    /// [`Telemetry::export_agent_traces`] instead.
     pub async fn export_traces(
         &self,
+        request: ExportTraceServiceRequest,
+        attributed: Option<String>,
+    ) -> Result<Stored, ApiError> {
+        self.store_traces(request, attributed, None).await
+    }
+
+    /// Stores an OTLP traces request `agent`'s runtime sent with its own token: the spans are
+    /// the agent's, whatever they say, and their usage is self-reported
+    /// ([`agent_claims`]).
+    pub async fn export_agent_traces(
+        &self,
+        request: ExportTraceServiceRequest,
+        agent: &AgentIdentity,
+    ) -> Result<Stored, ApiError> {
+        self.store_traces(request, Some(agent.instance_id.clone()), Some(agent)).await
+    }
+
+    async fn store_traces(
+        &self,
         mut request: ExportTraceServiceRequest,
-        sender: Option<String>,
+        attributed: Option<String>,
+        claimed_by: Option<&AgentIdentity>,
     ) -> Result<Stored, ApiError> {
         let mut bounds = Bounds::new(&self.limits);
         bounds.traces(&mut request);
+        if let Some(agent) = claimed_by {
+            agent_claims::traces(&mut request, agent);
+        }
         let (mut batch, rejected) = otlp::traces::convert(&request, &self.prices);
         bounds.keys(&mut batch);
-        if let Some(agent) = sender {
+        if let Some(agent) = attributed {
             batch.spans.iter_mut().for_each(|span| span.agent_instance.clone_from(&agent));
         }
         self.ingest(batch, "otlp_traces", &request).await?;
@@ -114,9 +140,30 @@ impl Telemetry {
     }
 
     /// Stores an OTLP logs request (bounded first); the records it rejected and what it cut.
-    pub async fn export_logs(&self, mut request: ExportLogsServiceRequest) -> Result<Stored, ApiError> {
+    pub async fn export_logs(&self, request: ExportLogsServiceRequest) -> Result<Stored, ApiError> {
+        self.store_logs(request, None).await
+    }
+
+    /// Stores an OTLP logs request `agent`'s runtime sent with its own token: the records are
+    /// the agent's, whatever they say, and their usage is self-reported ([`agent_claims`]).
+    pub async fn export_agent_logs(
+        &self,
+        request: ExportLogsServiceRequest,
+        agent: &AgentIdentity,
+    ) -> Result<Stored, ApiError> {
+        self.store_logs(request, Some(agent)).await
+    }
+
+    async fn store_logs(
+        &self,
+        mut request: ExportLogsServiceRequest,
+        claimed_by: Option<&AgentIdentity>,
+    ) -> Result<Stored, ApiError> {
         let mut bounds = Bounds::new(&self.limits);
         bounds.logs(&mut request);
+        if let Some(agent) = claimed_by {
+            agent_claims::logs(&mut request, agent);
+        }
         let (mut batch, rejected) = otlp::logs::convert(&request, &self.prices);
         bounds.keys(&mut batch);
         self.ingest(batch, "otlp_logs", &request).await?;
@@ -125,9 +172,30 @@ impl Telemetry {
     }
 
     /// Stores an OTLP metrics request (bounded first); the points it rejected and what it cut.
-    pub async fn export_metrics(&self, mut request: ExportMetricsServiceRequest) -> Result<Stored, ApiError> {
+    pub async fn export_metrics(&self, request: ExportMetricsServiceRequest) -> Result<Stored, ApiError> {
+        self.store_metrics(request, None).await
+    }
+
+    /// Stores an OTLP metrics request `agent`'s runtime sent with its own token: the points
+    /// are the agent's, and their usage is never counted ([`agent_claims`]).
+    pub async fn export_agent_metrics(
+        &self,
+        request: ExportMetricsServiceRequest,
+        agent: &AgentIdentity,
+    ) -> Result<Stored, ApiError> {
+        self.store_metrics(request, Some(agent)).await
+    }
+
+    async fn store_metrics(
+        &self,
+        mut request: ExportMetricsServiceRequest,
+        claimed_by: Option<&AgentIdentity>,
+    ) -> Result<Stored, ApiError> {
         let mut bounds = Bounds::new(&self.limits);
         bounds.metrics(&mut request);
+        if let Some(agent) = claimed_by {
+            agent_claims::metrics(&mut request, agent);
+        }
         let (mut batch, rejected) = otlp::metrics::convert(&request, &self.prices);
         bounds.keys(&mut batch);
         self.ingest(batch, "otlp_metrics", &request).await?;

@@ -46,6 +46,10 @@ pub struct GenAi {
     /// The span sums the calls under it (not a call itself: see
     /// [`is_aggregate`](super::attribute_map::is_aggregate)).
     pub aggregate: bool,
+    /// The sender reported this usage about itself (a hosted agent's own telemetry: see
+    /// [`super::agent_claims`]): the tokens and cost fields are left empty, and the item is no
+    /// call in usage. Its numbers stay in its attributes.
+    pub self_reported: bool,
     /// What the call cost (nanocents): the sender's own figure, else the price book's for
     /// the model; `None` when neither knows (an unpriced model).
     pub cost_nanocents: Option<i64>,

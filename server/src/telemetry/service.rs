@@ -29,15 +29,18 @@ use roost_proto::ApiError;
 use super::Telemetry;
 use crate::{
     auth::{Authenticator, bearer_token},
-    runtimes::tokens::AgentTokens,
+    runtimes::tokens::{AgentIdentity, AgentTokens},
 };
 
 /// The OTLP collector services over the ingest core.
 ///
 /// An export whose bearer is an agent token (`crate::runtimes::tokens`) comes from that
-/// hosted agent's runtime: its spans are attributed to the agent. A token that is no live
-/// agent's is 401. Anything else was already let in by the access policy (a dashboard
-/// caller) and is attributed to no agent, whatever it says about itself.
+/// hosted agent's runtime, and all of it (traces, logs and metrics) is the agent's: roost
+/// sets its session, conversation, instance and account from the token, whatever the body
+/// names, attributes its spans to the agent, and counts none of the usage it reports about
+/// itself (see [`super::agent_claims`]). A token that is no live agent's is 401. Anything
+/// else was already let in by the access policy (a dashboard caller) and is attributed to
+/// no agent, whatever it says about itself.
 pub struct OtlpCore {
     telemetry: Arc<Telemetry>,
     tokens: AgentTokens,
@@ -50,10 +53,10 @@ impl OtlpCore {
     }
 
     /// The agent an export comes from, by its agent token; `None` for other callers.
-    fn sender<T>(&self, req: &Request<T>) -> Result<Option<String>, Status> {
+    fn sender<T>(&self, req: &Request<T>) -> Result<Option<Arc<AgentIdentity>>, Status> {
         match bearer_token(req).filter(|t| t.starts_with(AGENT_TOKEN_PREFIX)) {
             None => Ok(None),
-            Some(token) => match self.tokens.agent_of(token) {
+            Some(token) => match self.tokens.identity(token) {
                 Some(agent) => Ok(Some(agent)),
                 None => {
                     Err(ApiError::unauthenticated("this agent token is not (or no longer) a running agent's").into())
@@ -69,8 +72,10 @@ impl TraceService for OtlpCore {
         &self,
         req: Request<ExportTraceServiceRequest>,
     ) -> Result<Response<ExportTraceServiceResponse>, Status> {
-        let sender = self.sender(&req)?;
-        let stored = self.telemetry.export_traces(req.into_inner(), sender).await?;
+        let stored = match self.sender(&req)? {
+            Some(agent) => self.telemetry.export_agent_traces(req.into_inner(), &agent).await?,
+            None => self.telemetry.export_traces(req.into_inner(), None).await?,
+        };
         let partial_success = stored
             .partial_success()
             .map(|(rejected_spans, error_message)| ExportTracePartialSuccess { rejected_spans, error_message });
@@ -84,8 +89,10 @@ impl LogsService for OtlpCore {
         &self,
         req: Request<ExportLogsServiceRequest>,
     ) -> Result<Response<ExportLogsServiceResponse>, Status> {
-        self.sender(&req)?;
-        let stored = self.telemetry.export_logs(req.into_inner()).await?;
+        let stored = match self.sender(&req)? {
+            Some(agent) => self.telemetry.export_agent_logs(req.into_inner(), &agent).await?,
+            None => self.telemetry.export_logs(req.into_inner()).await?,
+        };
         let partial_success = stored.partial_success().map(|(rejected_log_records, error_message)| {
             ExportLogsPartialSuccess { rejected_log_records, error_message }
         });
@@ -99,8 +106,10 @@ impl MetricsService for OtlpCore {
         &self,
         req: Request<ExportMetricsServiceRequest>,
     ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
-        self.sender(&req)?;
-        let stored = self.telemetry.export_metrics(req.into_inner()).await?;
+        let stored = match self.sender(&req)? {
+            Some(agent) => self.telemetry.export_agent_metrics(req.into_inner(), &agent).await?,
+            None => self.telemetry.export_metrics(req.into_inner()).await?,
+        };
         let partial_success = stored.partial_success().map(|(rejected_data_points, error_message)| {
             ExportMetricsPartialSuccess { rejected_data_points, error_message }
         });

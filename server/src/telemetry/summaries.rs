@@ -194,7 +194,9 @@ impl Summaries {
 
     /// Counts the model call a span or log record reports (if it reports one) in daily
     /// usage and in its session. A span naming a model is a call; a log record is one only
-    /// when it reports tokens (coding agents name the model on every event).
+    /// when it reports tokens (coding agents name the model on every event). Neither is
+    /// when its usage is [self-reported](GenAi::self_reported): a hosted agent's calls are
+    /// counted from the model gateway's spans.
     fn gen_ai_call(&mut self, g: &GenAi, start_ns: i64, end_ns: i64, is_log: bool) {
         let (input, output, cost) =
             (g.input_tokens.unwrap_or(0), g.output_tokens.unwrap_or(0), g.cost_nanocents.unwrap_or(0));
@@ -212,7 +214,7 @@ impl Summaries {
                 (delta.last_model, delta.last_model_ns) = (model.to_owned(), end_ns);
             }
         }
-        let call = if is_log { g.has_usage() } else { g.model().is_some() && !g.aggregate };
+        let call = !g.self_reported && if is_log { g.has_usage() } else { g.model().is_some() && !g.aggregate };
         if call || input > 0 || output > 0 {
             let usage = self.usage(start_ns, model, (input, output, cost), call, g.is_unpriced());
             usage.cache_read_tokens += g.cache_read_tokens.unwrap_or(0).max(0);

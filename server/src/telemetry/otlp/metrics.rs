@@ -11,13 +11,16 @@ use super::{Rejected, Resources, ns};
 use crate::{
     billing::metering::PriceBook,
     telemetry::{
-        attributes::{string, to_json_text},
+        attributes::{is_self_reported, string, to_json_text},
         limits::time_in_range,
         rows::{Batch, MetricRow, MetricUsage, UsageKind},
     },
 };
 
-/// The data points of a request; a metric without data is rejected.
+/// The data points of a request; a metric without data is rejected. Points whose usage is
+/// [self-reported](crate::telemetry::attributes::SELF_REPORTED) (on the point or its
+/// resource: everything a hosted agent sends with its own token) carry no usage: they are
+/// stored, and never counted.
 pub fn convert(request: &ExportMetricsServiceRequest, prices: &PriceBook) -> (Batch, Rejected) {
     let mut batch = Batch::default();
     let mut rejected = Rejected::default();
@@ -25,6 +28,8 @@ pub fn convert(request: &ExportMetricsServiceRequest, prices: &PriceBook) -> (Ba
     for resource_metrics in &request.resource_metrics {
         let resource = resource_metrics.resource.as_ref().map(|r| r.attributes.as_slice()).unwrap_or_default();
         let resource_index = resources.intern(&mut batch, resource);
+        let resource_self_reported = is_self_reported(resource);
+        let counted = |attributes: &[KeyValue]| !resource_self_reported && !is_self_reported(attributes);
         for scope_metrics in &resource_metrics.scope_metrics {
             for metric in &scope_metrics.metrics {
                 let point = |kind: &'static str, attrs: &[KeyValue], time: u64, start: u64| MetricRow {
@@ -53,7 +58,7 @@ pub fn convert(request: &ExportMetricsServiceRequest, prices: &PriceBook) -> (Ba
                             let row = point("sum", &p.attributes, p.time_unix_nano, p.start_time_unix_nano);
                             let detail =
                                 json!({"monotonic": sum.is_monotonic, "temporality": sum.aggregation_temporality});
-                            let usage = number(p.value).and_then(|amount| {
+                            let usage = number(p.value).filter(|_| counted(&p.attributes)).and_then(|amount| {
                                 usage_of(&metric.name, &p.attributes, amount, sum.aggregation_temporality, prices)
                             });
                             batch.metrics.push(MetricRow {
@@ -68,7 +73,7 @@ pub fn convert(request: &ExportMetricsServiceRequest, prices: &PriceBook) -> (Ba
                         for p in &histogram.data_points {
                             let row = point("histogram", &p.attributes, p.time_unix_nano, p.start_time_unix_nano);
                             let detail = json!({"bounds": p.explicit_bounds, "counts": p.bucket_counts, "min": p.min, "max": p.max});
-                            let usage = p.sum.and_then(|amount| {
+                            let usage = p.sum.filter(|_| counted(&p.attributes)).and_then(|amount| {
                                 usage_of(&metric.name, &p.attributes, amount, histogram.aggregation_temporality, prices)
                             });
                             batch.metrics.push(MetricRow {

@@ -1,5 +1,5 @@
 //! The hosted agent API end to end: the seed's flow, its errors, concurrency, the process
-//! driver, billing and the assistant runtime.
+//! driver, billing and the assistant runtime, and what an agent's own telemetry may claim.
 
 mod attacks;
 mod billing;
@@ -14,6 +14,7 @@ mod recording;
 mod restart;
 mod sandbox;
 mod secrets;
+mod telemetry;
 
 use std::time::Duration;
 
