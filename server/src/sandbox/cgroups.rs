@@ -10,10 +10,14 @@
 //! the agent fails saying so.
 //!
 //! **CPU.** roost's own work comes first: the installation's cgroup, which holds every
-//! agent, gets a tenth of the CPU weight of roost's own tasks (`cpu.shares` 102 of 1024 on
-//! v1, `cpu.weight` 10 of 100 on v2), so under contention the kernel runs roost's threads
-//! before any agent's, however many burners the agents start. And no agent's quota is the
-//! whole host: `cpus` is capped at the host's cores less half a core.
+//! agent, is idle (`cpu.idle` 1, kernels 5.15 and later): a roost thread that wakes takes
+//! the CPU from an agent at once, so one agent's burners add no more than a scheduler
+//! switch to roost's answers (weights alone left roost's p99 at 3-6× idle: a waking thread
+//! still waited for the burner's slice). The agents share what roost and the host's other
+//! work leave, among themselves by weight. On older kernels the group gets a tenth of the
+//! CPU weight of roost's own tasks instead (`cpu.shares` 102 of 1024 on v1, `cpu.weight`
+//! 10 of 100 on v2). And no agent's quota is the whole host: `cpus` is capped at the host's
+//! cores less half a core.
 //!
 //! The installation's part of the tree is swept at start-up: whatever an earlier roost left
 //! in it (after a `kill -9`) is killed and removed, beside the process records
@@ -133,11 +137,17 @@ impl Cgroups {
         }
     }
 
-    /// Gives the installation's cgroup (every agent) a tenth of roost's CPU weight.
+    /// Makes the installation's cgroup (every agent) yield to roost: idle on kernels that
+    /// have `cpu.idle` (5.15 and later), else a tenth of roost's CPU weight.
     fn yield_to_roost(&self) -> io::Result<()> {
-        match &self.tree {
-            Tree::V2 { base } => fs::write(base.join("cpu.weight"), AGENTS_CPU_WEIGHT_V2.to_string()),
-            Tree::V1 { cpu, .. } => fs::write(cpu.join("cpu.shares"), AGENTS_CPU_SHARES_V1.to_string()),
+        let (dir, weight) = match &self.tree {
+            Tree::V2 { base } => (base, ("cpu.weight", AGENTS_CPU_WEIGHT_V2)),
+            Tree::V1 { cpu, .. } => (cpu, ("cpu.shares", AGENTS_CPU_SHARES_V1)),
+        };
+        // An idle group takes no weight (the kernel refuses one with EINVAL).
+        match fs::write(dir.join("cpu.idle"), "1") {
+            Err(err) if err.kind() == io::ErrorKind::NotFound => fs::write(dir.join(weight.0), weight.1.to_string()),
+            done => done,
         }
     }
 
