@@ -277,6 +277,9 @@ async fn models(State(gateway): State<ModelGateway>, headers: HeaderMap) -> Resp
     gateway.models(&headers).await.unwrap_or_else(|err| HttpError(err).into_response())
 }
 
+/// How much of a refused call's body is read before its answer (see [`ModelGateway::call`]).
+const REFUSED_BODY_BYTES: usize = 64 * 1024;
+
 fn invalid(why: impl Into<String>) -> ApiError {
     ApiError::new(ErrorReason::InvalidArgument, why)
 }
@@ -435,7 +438,17 @@ impl ModelGateway {
 
     /// One model call over HTTP: the caller by its token, then [`Self::forward`].
     async fn call(&self, api: Api, headers: &HeaderMap, body: Body) -> Result<Response, ApiError> {
-        let agent = self.caller(api, headers)?;
+        let agent = match self.caller(api, headers) {
+            Ok(agent) => agent,
+            Err(err) => {
+                // Read what the client sent (a little of it) before refusing: a connection
+                // closed with bytes unread is reset, and the client would see the reset,
+                // not this answer (a client that writes its headers and body apart, as
+                // Python's urllib does, often would).
+                let _ = axum::body::to_bytes(body, REFUSED_BODY_BYTES).await;
+                return Err(err);
+            }
+        };
         let max = self.inner.config.max_body_bytes;
         let raw = axum::body::to_bytes(body, max).await.map_err(|_| {
             ApiError::new(ErrorReason::PayloadTooLarge, format!("a model call's body may be at most {} MiB", max >> 20))
