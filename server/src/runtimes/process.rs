@@ -207,7 +207,7 @@ impl ProcessDriver {
             return Err("the runtime's command is empty".to_owned());
         }
         let limits = spec.runtime.limits;
-        let (mut cmd, target, mut confined) = match &self.sandbox {
+        let (mut cmd, target, mut confined, disk) = match &self.sandbox {
             Sandbox::Ready(host) => {
                 // Its uid and disk (made on its first boot): `mkfs` is not for async threads.
                 let (making, image) = (host.clone(), self.workspaces.image(&spec.instance_id));
@@ -229,7 +229,7 @@ impl ProcessDriver {
                     &user,
                 )?;
                 let target = Target::Socket(confined.agent_socket.clone());
-                (cmd, target, Some(confined))
+                (cmd, target, Some(confined), user.image.is_some())
             }
             _ => {
                 // Unconfined, the runtime is roost's own user anyway: roost writes its files.
@@ -251,7 +251,7 @@ impl ProcessDriver {
                         cmd.env_remove(name.as_ref());
                     }
                 }
-                (cmd, Target::Port(port), None)
+                (cmd, Target::Port(port), None, false)
             }
         };
         cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
@@ -337,8 +337,9 @@ impl ProcessDriver {
             let tail: Vec<String> = stderr_tail.lock().map(|t| t.iter().cloned().collect()).unwrap_or_default();
             return Err(if tail.is_empty() { why } else { format!("{why}; stderr: {}", tail.join(" | ")) });
         }
-        // Its disk, mounted in its sandbox only, is measured through the sandbox's view.
-        if let (Some(pid), Target::Socket(_)) = (pid, &target) {
+        // Its disk, mounted in its sandbox only, is measured through the sandbox's view (a
+        // plain-directory workspace is not: its filesystem's counts are the host's).
+        if let (Some(pid), true) = (pid, disk) {
             self.workspaces.track_mounted(&spec.instance_id, pid, &workspace);
         }
         info!(instance = %spec.instance_id, sandboxed = matches!(target, Target::Socket(_)), "runtime process ready");

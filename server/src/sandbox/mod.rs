@@ -711,7 +711,7 @@ fn fd_arg(fd: &OwnedFd) -> String {
     std::os::fd::AsRawFd::as_raw_fd(fd).to_string()
 }
 
-/// A sealed-off memory file holding `text`, for bubblewrap's `--ro-bind-data`.
+/// A memory file holding `text` (never on disk), for bubblewrap's `--ro-bind-data`.
 fn data_fd(text: &str) -> std::io::Result<OwnedFd> {
     use rustix::fs::{MemfdFlags, memfd_create};
     let fd = memfd_create("roost-data", MemfdFlags::CLOEXEC)?;
