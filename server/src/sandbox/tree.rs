@@ -178,7 +178,9 @@ fn clear_files(dir: &OwnedFd) -> io::Result<Vec<CString>> {
 /// Gives `path` and everything under it to `uid:gid` (the owner of each entry, never
 /// through a link), walking as [`remove`] does: one directory open at a time, no recursion,
 /// each parent reached on the way up checked to be the one come down from. Changing the
-/// owner also clears setuid and setgid bits, so nothing given keeps a privilege it had.
+/// owner also clears setuid and setgid bits, so nothing given keeps a privilege it had. A
+/// file that also has a name elsewhere (a hard link) is left as it is: changing it would
+/// change that other file.
 pub fn give(path: &Path, uid: u32, gid: u32) -> io::Result<()> {
     let owner = (Some(rustix::process::Uid::from_raw(uid)), Some(rustix::process::Gid::from_raw(gid)));
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
@@ -209,7 +211,8 @@ pub fn give(path: &Path, uid: u32, gid: u32) -> io::Result<()> {
     }
 }
 
-/// Gives every entry of `dir` to `owner` (links as links) and names its subdirectories.
+/// Gives every entry of `dir` to `owner` (symbolic links as links; files with hard links
+/// elsewhere not at all) and names its subdirectories.
 fn give_entries(
     dir: &OwnedFd,
     owner: (Option<rustix::process::Uid>, Option<rustix::process::Gid>),
@@ -222,17 +225,21 @@ fn give_entries(
         if name == c"." || name == c".." {
             continue;
         }
+        let stat = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => stat,
+            Err(rustix::io::Errno::NOENT) => continue,
+            Err(err) => return Err(err.into()),
+        };
+        let kind = FileType::from_raw_mode(stat.st_mode);
+        // A file with other names may be a hard link to something outside the tree (the
+        // agent could link any file of its filesystem it could see): it keeps its owner.
+        if kind != FileType::Directory && stat.st_nlink > 1 {
+            continue;
+        }
         match rustix::fs::chownat(dir, name, owner.0, owner.1, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(()) | Err(rustix::io::Errno::NOENT) => {}
             Err(err) => return Err(err.into()),
         }
-        let kind = match entry.file_type() {
-            FileType::Unknown => match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(stat) => FileType::from_raw_mode(stat.st_mode),
-                Err(_) => continue,
-            },
-            known => known,
-        };
         if kind == FileType::Directory {
             subdirectories.push(name.to_owned());
         }
@@ -327,7 +334,11 @@ mod tests {
         std::fs::write(tree.join("setuid"), b"x").unwrap();
         std::fs::set_permissions(tree.join("setuid"), std::fs::Permissions::from_mode(0o4755)).unwrap();
         std::os::unix::fs::symlink(&outside, tree.join("a/link")).unwrap();
+        let linked = dir.path().join("linked");
+        std::fs::write(&linked, b"host's").unwrap();
+        std::fs::hard_link(&linked, tree.join("a/hard-link")).unwrap();
         give(&tree, 1_900_000_123, 1_900_000_123).unwrap();
+        assert_eq!(std::fs::metadata(&linked).unwrap().uid(), 0, "a hard link's file keeps its owner");
         for path in ["", "a", "a/b", "a/b/file", "setuid", "a/link"] {
             let meta = std::fs::symlink_metadata(tree.join(path)).unwrap();
             assert_eq!((meta.uid(), meta.gid()), (1_900_000_123, 1_900_000_123), "{path}");
