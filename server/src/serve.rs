@@ -135,6 +135,20 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
             }
         });
     }
+    // Traces stored before a session was the trace's are attributed again in the background.
+    {
+        let (store, stop) = (store.clone(), workers.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                () = stop.cancelled() => {}
+                changed = crate::telemetry::trace_sessions::backfill(&store) => match changed {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(traces = n, "put earlier traces in the sessions their spans name"),
+                    Err(err) => tracing::warn!(error = %err, "attributing earlier traces to sessions failed; the next start resumes it"),
+                },
+            }
+        });
+    }
     // On PostgreSQL, one connection hears the other replicas: their stored rows for the
     // live streams, their lease releases for the ownership loop.
     let freed = Arc::new(tokio::sync::Notify::new());

@@ -24,6 +24,7 @@ pub mod search;
 pub mod service;
 pub mod stats;
 pub mod summaries;
+pub mod trace_sessions;
 pub mod turns;
 pub mod writer;
 

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use super::{
     row_counts::{RowCountTx as _, RowCounts},
     rows::{EventRow, GenAi, LogRow, MetricRow, MetricUsage, SpanRow, UsageKind},
+    trace_sessions::{MovedIn, TraceSession, UNNAMED},
 };
 use crate::{
     Result,
@@ -70,6 +71,8 @@ struct TraceDelta {
     /// Spans that are model calls (a trace with some and no session is a conversation).
     model_calls: i64,
     unpriced_calls: i64,
+    /// How `session_id` was chosen ([`super::trace_sessions`]), when this write chose it.
+    session_rank: Option<i64>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -271,6 +274,53 @@ impl Summaries {
         day.span_errors += error;
     }
 
+    /// Records the session this write chose for a trace whose spans it counted; false when
+    /// it counted none of them (the caller then records it on the trace's row itself).
+    pub fn trace_session(&mut self, trace_id: &str, session: &TraceSession) -> bool {
+        let Some(trace) = self.traces.get_mut(trace_id) else {
+            return false;
+        };
+        trace.session_id.clone_from(&session.session);
+        trace.session_rank = Some(session.rank);
+        true
+    }
+
+    /// Adds what a trace's stored rows bring the session they were moved into
+    /// ([`super::trace_sessions`]; the session they left was updated by the move).
+    pub fn moved_in(&mut self, session: &str, moved: &MovedIn) {
+        let (spans, logs) = (&moved.spans, &moved.logs);
+        let (first, last) = match (spans.rows > 0, logs.rows > 0) {
+            (true, true) => (spans.first_ns.min(logs.first_ns), spans.last_ns.max(logs.last_ns)),
+            (true, false) => (spans.first_ns, spans.last_ns),
+            (false, true) => (logs.first_ns, logs.last_ns),
+            (false, false) => return,
+        };
+        let delta = self.session(session, first, last);
+        delta.spans += spans.rows;
+        delta.logs += logs.rows;
+        delta.errors += spans.errors + logs.errors;
+        delta.input_tokens += spans.input_tokens + logs.input_tokens;
+        delta.output_tokens += spans.output_tokens + logs.output_tokens;
+        delta.cost += spans.cost + logs.cost;
+        delta.unpriced_calls += spans.unpriced + logs.unpriced;
+        if let Some(agent) = spans.agent_id.as_ref().or(logs.agent_id.as_ref()) {
+            delta.agent_id.clone_from(agent);
+        }
+        if let Some(service) = spans.service.as_ref().or(logs.service.as_ref()) {
+            delta.service.clone_from(service);
+        }
+        if let Some((model, end_ns)) = &moved.last_model
+            && *end_ns >= delta.last_model_ns
+        {
+            (delta.last_model, delta.last_model_ns) = (model.clone(), *end_ns);
+        }
+    }
+
+    /// Counts sessions a move left empty and deleted.
+    pub fn sessions_removed(&mut self, count: i64) {
+        self.rows.sessions -= count;
+    }
+
     /// Counts a stored log record (and the model call it reports, for coding agents'
     /// events).
     pub fn log(&mut self, log: &LogRow, service: &str) {
@@ -372,6 +422,9 @@ pub(crate) trait Dialect {
     /// SQLite has no such column; there one writer runs at a time, so the keys missing
     /// before the upsert are the ones it inserts.
     const RETURNS_INSERTED: bool;
+    /// What a `SELECT` ends with to lock the rows it reads until the transaction ends:
+    /// nothing on SQLite (one writer at a time), `FOR UPDATE` on PostgreSQL.
+    const FOR_UPDATE: &'static str;
 }
 
 impl Dialect for sqlx::SqliteConnection {
@@ -379,6 +432,7 @@ impl Dialect for sqlx::SqliteConnection {
     const GREATEST: &'static str = "MAX";
     const SEQUENCES: bool = false;
     const RETURNS_INSERTED: bool = false;
+    const FOR_UPDATE: &'static str = "";
 }
 
 impl Dialect for sqlx::PgConnection {
@@ -386,6 +440,7 @@ impl Dialect for sqlx::PgConnection {
     const GREATEST: &'static str = "GREATEST";
     const SEQUENCES: bool = true;
     const RETURNS_INSERTED: bool = true;
+    const FOR_UPDATE: &'static str = " FOR UPDATE";
 }
 
 /// Applying summary deltas inside the write transaction.
@@ -445,18 +500,21 @@ impl_for_connections! {
             if !s.traces.is_empty() {
                 let mut q = sqlx::QueryBuilder::new(
                     "INSERT INTO traces (trace_id, start_ns, end_ns, spans, errors, root_name, service, session_id, \
-                     input_tokens, output_tokens, cost_nanocents, model_calls, unpriced_calls) ",
+                     input_tokens, output_tokens, cost_nanocents, model_calls, unpriced_calls, session_rank) ",
                 );
                 q.push_values(&s.traces, |mut row, (id, d)| {
                     row.push_bind(id).push_bind(d.start_ns).push_bind(d.end_ns).push_bind(d.spans).push_bind(d.errors)
                         .push_bind(&d.root_name).push_bind(&d.service).push_bind(&d.session_id).push_bind(d.input_tokens)
-                        .push_bind(d.output_tokens).push_bind(d.cost).push_bind(d.model_calls).push_bind(d.unpriced_calls);
+                        .push_bind(d.output_tokens).push_bind(d.cost).push_bind(d.model_calls).push_bind(d.unpriced_calls)
+                        .push_bind(d.session_rank.unwrap_or(UNNAMED));
                 });
                 q.push(format!(
                     " ON CONFLICT (trace_id) DO UPDATE SET \
                      root_name = CASE WHEN excluded.root_name <> '' THEN excluded.root_name ELSE traces.root_name END, \
                      service = CASE WHEN excluded.root_name <> '' OR traces.service = '' THEN excluded.service ELSE traces.service END, \
-                     session_id = CASE WHEN excluded.session_id <> '' THEN excluded.session_id ELSE traces.session_id END, \
+                     session_id = CASE WHEN excluded.session_rank < traces.session_rank THEN excluded.session_id \
+                         ELSE traces.session_id END, \
+                     session_rank = {least}(traces.session_rank, excluded.session_rank), \
                      start_ns = {least}(traces.start_ns, excluded.start_ns), end_ns = {greatest}(traces.end_ns, excluded.end_ns), \
                      spans = traces.spans + excluded.spans, errors = traces.errors + excluded.errors, \
                      input_tokens = traces.input_tokens + excluded.input_tokens, \

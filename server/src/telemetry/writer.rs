@@ -25,6 +25,7 @@ use super::{
     search::{self, SearchTx},
     stats::{Counts, IngestStats},
     summaries::{Dialect, Summaries, SummaryTx},
+    trace_sessions::{TraceSession, TraceSessionTx, TraceState},
 };
 use crate::{
     Error, Result,
@@ -86,6 +87,10 @@ pub struct Written {
     pub new_events: Vec<bool>,
     /// The store ids of what was stored, for other replicas' streams (PostgreSQL only).
     pub ids: LiveIds,
+    /// The batch as written, when it differs from the one given: some of its spans and log
+    /// records took their trace's session ([`super::trace_sessions`]). `new_spans` and
+    /// `new_events` index into it alike.
+    pub rewritten: Option<Arc<Batch>>,
 }
 
 struct Job {
@@ -142,6 +147,7 @@ impl Writer {
     /// batches this writer wrote, and for those written in another transaction (hosted
     /// turns' events, committed with their turns).
     pub fn committed(&self, batch: &Batch, written: &Written) {
+        let batch = written.rewritten.as_deref().unwrap_or(batch);
         self.live.publish(batch, &written.new_spans, &written.new_events);
         self.live.remember_own(&written.ids);
         self.stats.record(Counts {
@@ -297,21 +303,21 @@ pub(super) trait IngestTx {
         summaries: &mut Summaries,
         search: bool,
     ) -> Result<Written>;
-    /// The numbers (`traces.seq`) of the traces of `spans`, drawing one for each trace not
-    /// seen before (its summary row, filled in by the summaries at the end of the
-    /// transaction, is inserted now to hold it).
-    async fn trace_seqs(&mut self, spans: &[&SpanRow]) -> Result<HashMap<String, i64>>;
-    /// The numbers of those of `trace_ids` stored (the others have none yet).
-    async fn stored_trace_seqs(&mut self, trace_ids: &[String]) -> Result<HashMap<String, i64>>;
+    /// The numbers (`traces.seq`) and stored sessions of the traces of `spans`, drawing a
+    /// number for each trace not seen before (its summary row, filled in by the summaries
+    /// at the end of the transaction, is inserted now to hold it). Their rows stay locked
+    /// until the transaction ends on PostgreSQL.
+    async fn trace_seqs(&mut self, spans: &[&SpanRow]) -> Result<HashMap<String, TraceState>>;
     /// Numbers the log records and messages that arrived before any span of these newly
-    /// numbered traces (stored with no number, in the small unnumbered indexes).
-    async fn number_waiting(&mut self, trace_ids: &[String]) -> Result<()>;
+    /// numbered traces (stored with no number, in the small unnumbered indexes); returns
+    /// the traces some log record waited for.
+    async fn number_waiting(&mut self, trace_ids: &[String]) -> Result<HashSet<String>>;
     /// Spans of `batch` not stored before (`seqs`: their traces' numbers); returns which
     /// were new.
     async fn insert_spans(
         &mut self,
         spans: &[&SpanRow],
-        seqs: &HashMap<String, i64>,
+        seqs: &HashMap<&str, i64>,
         batch: &Batch,
         resource_ids: &[i64],
     ) -> Result<InsertedSpans>;
@@ -377,8 +383,30 @@ impl_for_connections! {
             let unique: Vec<usize> = (0..batch.spans.len())
                 .filter(|&i| seen.insert((batch.spans[i].trace_id.as_str(), batch.spans[i].span_id.as_str())))
                 .collect();
+            let mut traces = self.trace_seqs(&unique.iter().map(|&i| &batch.spans[i]).collect::<Vec<_>>()).await?;
+            // Log records are numbered by their trace when it has one already (in this batch
+            // or stored); the others wait unnumbered (see `number_waiting`).
+            let unknown: Vec<String> = batch
+                .logs
+                .iter()
+                .filter_map(|log| log.trace_id.as_ref())
+                .filter(|id| !traces.contains_key(*id))
+                .collect::<HashSet<_>>()
+                .into_iter()
+                .cloned()
+                .collect();
+            if !unknown.is_empty() {
+                traces.extend(self.stored_traces(&unknown).await?.into_iter().map(|(id, (seq, stored))| {
+                    (id, TraceState { seq, stored, new: false, waited: false })
+                }));
+            }
+            // Each trace's session, on every item of it (the batch rewritten if some lack it).
+            let (decided, rewritten) = self.decide_sessions(batch, &traces, summaries).await?;
+            let rewritten = rewritten.map(Arc::new);
+            let batch: &Batch = rewritten.as_deref().unwrap_or(batch);
+            written.rewritten = rewritten.clone();
+            let seqs: HashMap<&str, i64> = traces.iter().map(|(id, t)| (id.as_str(), t.seq)).collect();
             let mut stored = Vec::with_capacity(unique.len());
-            let seqs = self.trace_seqs(&unique.iter().map(|&i| &batch.spans[i]).collect::<Vec<_>>()).await?;
             for chunk in unique.chunks(ROWS_PER_INSERT) {
                 let rows: Vec<&SpanRow> = chunk.iter().map(|&i| &batch.spans[i]).collect();
                 let inserted = self.insert_spans(&rows, &seqs, batch, resource_ids).await?;
@@ -401,36 +429,26 @@ impl_for_connections! {
                     sqlx::QueryBuilder::new("INSERT INTO span_events (trace_id, span_id, time_ns, name, attributes, trace_seq) ");
                 q.push_values(chunk, |mut row, (span, event)| {
                     row.push_bind(&span.trace_id).push_bind(&span.span_id).push_bind(event.time_ns).push_bind(&event.name)
-                        .push_bind(&event.attributes).push_bind(seqs.get(&span.trace_id).copied().unwrap_or_default());
+                        .push_bind(&event.attributes).push_bind(seqs.get(span.trace_id.as_str()).copied().unwrap_or_default());
                 });
                 q.build().execute(&mut *self).await?;
             }
             for span in &stored {
                 summaries.span(span, service(span.resource));
             }
-            // Log records are numbered by their trace when it has one already (in this batch
-            // or stored); the others wait unnumbered (see `number_waiting`).
-            let unknown: Vec<String> = batch
-                .logs
-                .iter()
-                .filter_map(|log| log.trace_id.as_ref())
-                .filter(|id| !seqs.contains_key(*id))
-                .collect::<HashSet<_>>()
-                .into_iter()
-                .cloned()
-                .collect();
-            let stored_seqs = if unknown.is_empty() { HashMap::new() } else { self.stored_trace_seqs(&unknown).await? };
-            let log_seqs: Vec<Option<i64>> = batch
-                .logs
-                .iter()
-                .map(|log| log.trace_id.as_ref().and_then(|id| seqs.get(id).or_else(|| stored_seqs.get(id)).copied()))
-                .collect();
+            for (trace_id, session) in &decided.changed {
+                if !summaries.trace_session(trace_id, session) {
+                    self.set_trace_session(trace_id, session).await?;
+                }
+            }
+            let log_seqs: Vec<Option<i64>> =
+                batch.logs.iter().map(|log| log.trace_id.as_deref().and_then(|id| seqs.get(id)).copied()).collect();
             let span_messages = stored.iter().flat_map(|span| {
                 let origin = MessageOrigin {
                     time_ns: span.start_ns,
                     session_id: span.gen_ai.session_id.as_deref(),
                     trace_id: Some(&span.trace_id),
-                    trace_seq: seqs.get(&span.trace_id).copied(),
+                    trace_seq: seqs.get(span.trace_id.as_str()).copied(),
                     span_id: Some(&span.span_id),
                     source: "span",
                     model: span.gen_ai.model(),
@@ -580,7 +598,7 @@ impl_for_connections! {
             Ok(written)
         }
 
-        async fn trace_seqs(&mut self, spans: &[&SpanRow]) -> Result<HashMap<String, i64>> {
+        async fn trace_seqs(&mut self, spans: &[&SpanRow]) -> Result<HashMap<String, TraceState>> {
             // Each trace once, with the times its spans here cover.
             let mut times: HashMap<&str, (i64, i64)> = HashMap::new();
             for span in spans {
@@ -616,36 +634,28 @@ impl_for_connections! {
                 // Only the rows inserted come back: the new traces.
                 q.push(" ON CONFLICT (trace_id) DO NOTHING RETURNING trace_id, seq");
                 let drawn: Vec<(String, i64)> = q.build_query_as().fetch_all(&mut *self).await?;
-                if !drawn.is_empty() {
-                    self.number_waiting(&drawn.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>()).await?;
-                }
-                seqs.extend(drawn);
-                // Traces seen before: their numbers are stored.
+                let waited = if drawn.is_empty() {
+                    HashSet::new()
+                } else {
+                    self.number_waiting(&drawn.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>()).await?
+                };
+                seqs.extend(drawn.into_iter().map(|(id, seq)| {
+                    let waited = waited.contains(&id);
+                    (id, TraceState { seq, stored: TraceSession::default(), new: true, waited })
+                }));
+                // Traces seen before: their numbers and sessions are stored.
                 let known: Vec<String> =
                     chunk.iter().map(|(id, _)| *id).filter(|id| !seqs.contains_key(*id)).map(str::to_owned).collect();
                 if !known.is_empty() {
-                    seqs.extend(self.stored_trace_seqs(&known).await?);
+                    seqs.extend(self.stored_traces(&known).await?.into_iter().map(|(id, (seq, stored))| {
+                        (id, TraceState { seq, stored, new: false, waited: false })
+                    }));
                 }
             }
             Ok(seqs)
         }
 
-        async fn stored_trace_seqs(&mut self, trace_ids: &[String]) -> Result<HashMap<String, i64>> {
-            let mut seqs = HashMap::with_capacity(trace_ids.len());
-            for chunk in trace_ids.chunks(TRACES_PER_STATEMENT) {
-                let mut q = sqlx::QueryBuilder::new("SELECT trace_id, seq FROM traces WHERE trace_id IN (");
-                let mut ids = q.separated(", ");
-                for trace_id in chunk {
-                    ids.push_bind(trace_id);
-                }
-                q.push(")");
-                let found: Vec<(String, i64)> = q.build_query_as().fetch_all(&mut *self).await?;
-                seqs.extend(found);
-            }
-            Ok(seqs)
-        }
-
-        async fn number_waiting(&mut self, trace_ids: &[String]) -> Result<()> {
+        async fn number_waiting(&mut self, trace_ids: &[String]) -> Result<HashSet<String>> {
             // Usually nothing waits: one probe of each unnumbered index says so.
             let (logs, messages): (bool, bool) = sqlx::query_as(
                 "SELECT EXISTS (SELECT 1 FROM logs WHERE trace_seq IS NULL AND trace_id IS NOT NULL), \
@@ -653,6 +663,7 @@ impl_for_connections! {
             )
             .fetch_one(&mut *self)
             .await?;
+            let mut waited = HashSet::new();
             for (table, waiting) in [("logs", logs), ("messages", messages)] {
                 if !waiting {
                     continue;
@@ -667,16 +678,21 @@ impl_for_connections! {
                         ids.push_bind(trace_id);
                     }
                     q.push(")");
-                    q.build().execute(&mut *self).await?;
+                    if table == "logs" {
+                        q.push(" RETURNING trace_id");
+                        waited.extend(q.build_query_scalar::<String>().fetch_all(&mut *self).await?);
+                    } else {
+                        q.build().execute(&mut *self).await?;
+                    }
                 }
             }
-            Ok(())
+            Ok(waited)
         }
 
         async fn insert_spans(
             &mut self,
             spans: &[&SpanRow],
-            seqs: &HashMap<String, i64>,
+            seqs: &HashMap<&str, i64>,
             batch: &Batch,
             resource_ids: &[i64],
         ) -> Result<InsertedSpans> {
@@ -697,7 +713,7 @@ impl_for_connections! {
                         .push_bind(&g.system).push_bind(&g.request_model).push_bind(&g.response_model).push_bind(g.input_tokens)
                         .push_bind(g.output_tokens).push_bind(g.cache_read_tokens).push_bind(g.cache_write_tokens)
                         .push_bind(&g.tool_name).push_bind(g.cost_nanocents).push_bind(&span.attributes).push_bind(&batch.node_id)
-                        .push_bind(&span.agent_instance).push_bind(seqs.get(&span.trace_id).copied().unwrap_or_default());
+                        .push_bind(&span.agent_instance).push_bind(seqs.get(span.trace_id.as_str()).copied().unwrap_or_default());
                 });
                 q.push(" ON CONFLICT (trace_seq, span_id) DO NOTHING");
                 q

@@ -153,6 +153,61 @@ async fn replicas_ingesting_the_same_sessions_count_each_once() {
     b.stop().await.unwrap();
 }
 
+/// One trace's spans written by two replicas at once (its calls on one, its root naming the
+/// session on the other, in either order): every trace ends in its root's session, with
+/// each span counted once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trace_split_across_replicas_is_one_sessions() {
+    use opentelemetry_proto::tonic::{
+        collector::trace::v1::ExportTraceServiceRequest,
+        trace::v1::{ResourceSpans, ScopeSpans},
+    };
+    let db = TestDatabase::create().await;
+    let url: DatabaseUrl = db.url().parse().unwrap();
+    let a = TestServer::start_with(Backend::Postgres, replica(&url, Duration::from_secs(10))).await;
+    let b = TestServer::start_with(Backend::Postgres, replica(&url, Duration::from_secs(10))).await;
+    let (channel_a, channel_b) = (a.channel().await, b.channel().await);
+    // Trace i: `traces_request`'s three spans; the root (span 1) goes to one replica with
+    // the session, the two calls to the other without one.
+    let part = |trace: u8, root: bool| {
+        let mut request = traces_request(trace, 3, &format!("split-{trace}"));
+        let spans = &mut request.resource_spans[0].scope_spans[0].spans;
+        spans.retain(|s| s.parent_span_id.is_empty() == root);
+        if !root {
+            for span in spans.iter_mut() {
+                span.attributes.retain(|kv| kv.key != "session.id");
+            }
+        }
+        let spans = std::mem::take(spans);
+        ExportTraceServiceRequest {
+            resource_spans: vec![ResourceSpans {
+                resource: request.resource_spans[0].resource.clone(),
+                scope_spans: vec![ScopeSpans { spans, ..Default::default() }],
+                ..Default::default()
+            }],
+        }
+    };
+    let exports = (1..=30u8).flat_map(|trace| {
+        let (first, second) = if trace % 2 == 0 {
+            (channel_a.clone(), channel_b.clone())
+        } else {
+            (channel_b.clone(), channel_a.clone())
+        };
+        [(first, part(trace, true)), (second, part(trace, false))]
+    });
+    let exports = exports
+        .map(|(channel, request)| async move { TraceServiceClient::new(channel).export(request).await.unwrap() });
+    futures::future::join_all(exports).await;
+    assert_eq!(a.sql("SELECT COUNT(*) FROM sessions").await.unwrap(), [30]);
+    assert_eq!(a.sql("SELECT COUNT(*) FROM sessions WHERE spans = 3 AND input_tokens = 300").await.unwrap(), [30]);
+    assert_eq!(a.sql("SELECT COUNT(*) FROM spans WHERE session_id IS NULL").await.unwrap(), [0]);
+    assert_eq!(a.sql("SELECT COUNT(*) FROM traces WHERE session_id = ''").await.unwrap(), [0]);
+    assert_row_counts(&a).await;
+    assert_row_counts(&b).await;
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
+}
+
 each_backend!(a_lone_replica_lists_itself_with_its_agents);
 
 /// One server is a cluster of one: `GET /api/replicas` (and gRPC) names it, its address,

@@ -6,5 +6,6 @@ mod features;
 mod foundation;
 mod live;
 mod sessions;
+mod trace_sessions;
 mod traces;
 mod usage;

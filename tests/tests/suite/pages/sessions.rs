@@ -364,11 +364,12 @@ async fn the_list_pages_by_fifty_and_says_when_it_is_empty(backend: Backend) {
     assert!(empty.texts("nav.pager").is_empty(), "one page, no pager");
 
     let now = now_ns();
+    // A trace each: a trace belongs to one session.
     let spans: Vec<Span> = (0..53u64)
         .map(|i| {
             span(
-                9,
-                i + 1,
+                i as u8 + 10,
+                1,
                 0,
                 "step",
                 now - 100_000_000_000 + i * 1_000_000_000,

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::{Row, Runtime, assert_usd, cost, int, priced, q1, run_driver, usage_model};
 
-each_backend!(openai_v2, openllmetry, openinference, vercel_ai);
+each_backend!(openai_v2, openllmetry, openinference, vercel_ai, readme_session_pattern);
 
 // The conversation every driver has (tests/senders/python/_common.py, node/vercel_ai.mjs).
 const SYSTEM_PROMPT: &str = "You are a terse assistant.";
@@ -128,6 +128,42 @@ async fn vercel_ai(backend: Backend) {
         },
     )
     .await;
+}
+
+/// The README's way to send sessions with the official instrumentation: a `turn` span
+/// naming the session around the calls, the calls' spans and log events exported first
+/// (tests/senders/python/openai_v2_session.py). The session holds the calls: their tokens,
+/// cost and messages, on q/1 and on the pages.
+async fn readme_session_pattern(backend: Backend) {
+    const SESSION: &str = "readme-conversation-1";
+    let server = TestServer::start(backend).await;
+    let openai = FakeOpenAi::start().await;
+    run_driver(Runtime::Python, "openai_v2_session.py", &openai, &server).await;
+    let api = server.api(None);
+    let sessions = q1(&api, "sessions", json!({"session_id": SESSION})).await;
+    let [session] = &sessions[..] else { panic!("one session: {sessions:#?}") };
+    assert_eq!(int(session, "spans"), CALLS + 1, "the calls and the turn: {session:#?}");
+    assert_eq!(
+        (int(session, "input_tokens"), int(session, "output_tokens")),
+        (CALLS * PROMPT_TOKENS, CALLS * COMPLETION_TOKENS),
+        "{session:#?}"
+    );
+    assert_usd(cost(session), CALLS as f64 * priced(PROMPT_TOKENS, 0, COMPLETION_TOKENS, GPT_4O_MINI), session);
+    assert_eq!(int(session, "logs"), 9, "the calls' log events: {session:#?}");
+    assert!(q1(&api, "traces", json!({"sessionless": true})).await.is_empty(), "no call outside the session");
+    let said = messages(&q1(&api, "transcript", json!({"session_id": SESSION})).await);
+    assert_message(&said, "user", USER_PROMPT);
+    assert_message(&said, "assistant", REPLY);
+    assert_message(&said, "assistant", REPLY_AFTER_TOOL);
+
+    let mut visitor = roost_tests::pages::Visitor::new(&server);
+    let list = visitor.get("/dashboard/sessions").await;
+    let cells = list.texts("table.sessions tbody tr:first-child td");
+    assert_eq!(cells[0], SESSION, "{cells:?}");
+    assert!(cells[12].starts_with('$') && cells[12] != "$0", "priced: {cells:?}");
+    let page = visitor.get(&format!("/dashboard/sessions/{SESSION}")).await;
+    let text = page.main_text();
+    assert!(text.contains(USER_PROMPT) && text.contains(REPLY_AFTER_TOOL), "{text}");
 }
 
 /// Runs `library`'s driver and checks what it delivers (the transcript last: it needs the
