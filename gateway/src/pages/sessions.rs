@@ -12,10 +12,21 @@
 //!   linking to its span on the trace page. A hosted agent's turn (an event of type `turn`)
 //!   reads as the user's message and the agent's reply (the first 300 characters of each,
 //!   which is what the turn event keeps). `?show=messages` hides the activity.
+//! - Each message once. A model call sends the conversation so far again (and a runtime its
+//!   system prompt and context on every call): the page shows each call's messages that
+//!   are new to the conversation, and in place of the others a line saying how many were
+//!   shown above, linking to the call, whose full input is on the trace page ([`Fold`]). A message
+//!   said twice (the user's second "yes") is new the second time: a call's messages are
+//!   matched by how many times each occurs. A hosted agent's turn and its calls are one
+//!   exchange: the turn's message and reply count as shown, so the calls add only their
+//!   tool steps and what the runtime sends on its own, once, and again only when it
+//!   changes. The folding starts afresh on each page of the conversation.
 //! - The transcript is read 500 items at a time, oldest first. The next page starts at the
 //!   last item's time (`?from=`) and skips the items of that instant already shown
 //!   (`&skip=`), since q/1's `since` includes its bound and the order within an instant is
 //!   fixed (`time, part, seq, id`).
+
+use std::collections::HashMap;
 
 use askama::Template;
 use axum::{
@@ -200,9 +211,117 @@ fn tool_calls(value: Option<&Value>) -> Vec<ToolCall> {
         .collect()
 }
 
-/// The entries of `transcript` rows. With `activity` false, only messages (a hosted turn
-/// counts as two).
+/// Characters of a message that tell it from another when folding (a hosted turn's event
+/// keeps the first 300 of its message and reply).
+const FOLD_KEY_CHARS: usize = 300;
+
+/// What a message is, for folding: its role, the start of its text, its tool calls.
+type MessageKey = (String, String, String);
+
+/// Folds the messages a call sends again (see the module's decisions): counts what the
+/// conversation has shown, and what the current call (or hosted turn) has sent.
+#[derive(Default)]
+struct Fold {
+    shown: HashMap<MessageKey, usize>,
+    /// The current call: its trace and span (or a turn's time), what it sent, how many of
+    /// its messages were folded and where their line goes.
+    call: (String, String),
+    sent: HashMap<MessageKey, usize>,
+    folded: usize,
+    line_at: usize,
+    line_time: Option<When>,
+    href: String,
+    /// Hosted turns' messages and replies shown (role, text): a runtime may wrap the
+    /// message it sends the model (a timestamp before it, say), and a turn keeps only the
+    /// first 300 characters; a call's message holding one of them is that message.
+    turns: Vec<(String, String)>,
+}
+
+/// Turn texts shorter than this are matched whole, not found inside a call's message (a
+/// "yes" is inside too many).
+const TURN_MATCH_CHARS: usize = 8;
+
+impl Fold {
+    fn key(role: &str, body: &str, tool_calls: Option<&Value>) -> MessageKey {
+        let calls = tool_calls.filter(|v| !v.is_null()).map(Value::to_string).unwrap_or_default();
+        (role.to_owned(), short(body, FOLD_KEY_CHARS), calls)
+    }
+
+    /// The key of a call's message (a hosted turn's when the message holds its text), and
+    /// whether it is what a hosted agent's runtime told the model on its own: a user
+    /// message of a session with turns that is none of the turns' messages (OpenClaw's
+    /// internal context, say).
+    fn message_key(&self, role: &str, body: &str, tool_calls: Option<&Value>) -> (MessageKey, bool) {
+        let turn = self.turns.iter().rev().find(|(r, t)| {
+            r == role && (t == body || (t.chars().count() >= TURN_MATCH_CHARS && body.contains(t.as_str())))
+        });
+        match turn {
+            Some((_, text)) if tool_calls.is_none_or(Value::is_null) => (Self::key(role, text, None), false),
+            _ => (Self::key(role, body, tool_calls), role == "user" && !self.turns.is_empty()),
+        }
+    }
+
+    /// Starts the call `call` (ending the one before, whose folded line it then places).
+    fn enter(&mut self, call: (String, String), entries: &mut Vec<Entry>) {
+        if self.call != call {
+            self.close(entries);
+            self.call = call;
+        }
+    }
+
+    /// True when the current call's message `key` was shown before (it is then folded).
+    fn again(&mut self, key: MessageKey, time: &When, href: &str, at: usize) -> bool {
+        let sent = self.sent.entry(key.clone()).or_default();
+        *sent += 1;
+        let shown = self.shown.entry(key).or_default();
+        if *sent <= *shown {
+            if self.folded == 0 {
+                (self.line_at, self.line_time, self.href) = (at, Some(time.clone()), href.to_owned());
+            }
+            self.folded += 1;
+            return true;
+        }
+        *shown += 1;
+        false
+    }
+
+    fn close(&mut self, entries: &mut Vec<Entry>) {
+        self.sent.clear();
+        if self.folded == 0 {
+            return;
+        }
+        let many = if self.folded == 1 { "1 message".to_owned() } else { format!("{} messages", self.folded) };
+        let line = Entry {
+            time: self.line_time.take().unwrap_or_default(),
+            message: false,
+            class: "",
+            label: "folded".into(),
+            source: "message",
+            text: format!("{many} of this call, shown above"),
+            more: String::new(),
+            more_chars: String::new(),
+            tool_calls: Vec::new(),
+            model: String::new(),
+            usage: String::new(),
+            href: std::mem::take(&mut self.href),
+        };
+        entries.insert(self.line_at.min(entries.len()), line);
+        self.folded = 0;
+    }
+}
+
+/// The entries of `transcript` rows: each message once ([`Fold`]). With `activity` false,
+/// only messages (a hosted turn counts as two).
 pub(super) fn conversation(rows: &[Map<String, Value>], activity: bool) -> Vec<Entry> {
+    entries(rows, activity, Some(Fold::default()))
+}
+
+/// The entries of one call's messages, every one of them (a span's full input).
+pub(super) fn call_messages(rows: &[Map<String, Value>]) -> Vec<Entry> {
+    entries(rows, false, None)
+}
+
+fn entries(rows: &[Map<String, Value>], activity: bool, mut fold: Option<Fold>) -> Vec<Entry> {
     let mut entries = Vec::new();
     for row in rows {
         let time = When::iso(&text(row, "time"));
@@ -213,7 +332,21 @@ pub(super) fn conversation(rows: &[Map<String, Value>], activity: bool) -> Vec<E
         let kind = text(row, "kind");
         match text(row, "source").as_str() {
             "message" => {
-                let mut entry = message(time, &text(row, "role"), &body, model, usage, href);
+                let role = text(row, "role");
+                let mut runtimes_own = false;
+                if let Some(fold) = &mut fold {
+                    fold.enter((text(row, "trace_id"), text(row, "span_id")), &mut entries);
+                    let (key, own) = fold.message_key(&role, &body, row.get("tool_calls"));
+                    if fold.again(key, &time, &href, entries.len()) {
+                        continue;
+                    }
+                    runtimes_own = own;
+                }
+                let mut entry = message(time, &role, &body, model, usage, href);
+                if runtimes_own {
+                    // Folded like a system message: the runtime's, not the person's.
+                    (entry.class, entry.label) = ("system", "runtime context".to_owned());
+                }
                 entry.tool_calls = tool_calls(row.get("tool_calls"));
                 // A failed call's empty answer says nothing; its span says why (below).
                 if !entry.text.is_empty() || !entry.tool_calls.is_empty() {
@@ -233,19 +366,23 @@ pub(super) fn conversation(rows: &[Map<String, Value>], activity: bool) -> Vec<E
                 // A hosted agent's turn: its data holds the message and the reply.
                 let data: Value = serde_json::from_str(&body).unwrap_or_default();
                 let field = |name: &str| data.get(name).and_then(Value::as_str).unwrap_or_default().to_owned();
-                entries.push(message(
-                    time.clone(),
-                    "user",
-                    &field("text"),
-                    String::new(),
-                    String::new(),
-                    String::new(),
-                ));
-                let (reply, error) = (field("reply"), field("error"));
+                let (said, reply, error) = (field("text"), field("reply"), field("error"));
+                let mut again = |role: &str, body: &str, entries: &mut Vec<Entry>| {
+                    fold.as_mut().is_some_and(|fold| {
+                        fold.enter(("turn".into(), text(row, "time")), entries);
+                        if !body.trim().is_empty() {
+                            fold.turns.push((role.to_owned(), body.trim().to_owned()));
+                        }
+                        fold.again(Fold::key(role, body.trim(), None), &time, "", entries.len())
+                    })
+                };
+                if !again("user", &said, &mut entries) {
+                    entries.push(message(time.clone(), "user", &said, String::new(), String::new(), String::new()));
+                }
                 if reply.is_empty() && !error.is_empty() {
                     let what = format!("The turn failed: {error}");
                     entries.push(message(time, "error", &what, model, usage, String::new()));
-                } else {
+                } else if !again("assistant", &reply, &mut entries) {
                     entries.push(message(time, "assistant", &reply, model, usage, String::new()));
                 }
             }
@@ -272,6 +409,9 @@ pub(super) fn conversation(rows: &[Map<String, Value>], activity: bool) -> Vec<E
             }
             _ => {}
         }
+    }
+    if let Some(fold) = &mut fold {
+        fold.close(&mut entries);
     }
     entries
 }
@@ -829,6 +969,91 @@ mod tests {
         assert_eq!((all[2].class, all[2].text.as_str()), ("user", "hi"));
         assert_eq!((all[3].class, all[3].text.as_str()), ("assistant", "hello"));
         assert_eq!(conversation(&rows, false).len(), 3, "messages only: no span line");
+    }
+
+    /// A message row of call `span`.
+    fn said(span: &str, second: u32, role: &str, text: &str) -> Map<String, Value> {
+        row(json!({"time": format!("2026-01-01T00:00:{second:02}Z"), "source": "message", "kind": "message",
+                   "role": role, "text": text, "trace_id": "t", "span_id": span}))
+    }
+
+    fn shown(entries: &[Entry]) -> Vec<String> {
+        entries.iter().map(|e| format!("{}: {}", e.label, e.text)).collect()
+    }
+
+    #[test]
+    fn a_call_that_sends_the_conversation_again_shows_what_is_new() {
+        let rows = vec![
+            said("c1", 0, "system", "Be terse."),
+            said("c1", 0, "user", "yes"),
+            said("c1", 0, "assistant", "Sure?"),
+            said("c2", 1, "system", "Be terse."),
+            said("c2", 1, "user", "yes"),
+            said("c2", 1, "assistant", "Sure?"),
+            said("c2", 1, "user", "yes"),
+            said("c2", 1, "assistant", "Done."),
+        ];
+        let entries = conversation(&rows, false);
+        assert_eq!(
+            shown(&entries),
+            [
+                "system: Be terse.",
+                "user: yes",
+                "assistant: Sure?",
+                "folded: 3 messages of this call, shown above",
+                "user: yes",
+                "assistant: Done.",
+            ],
+            "the second yes is new"
+        );
+        assert_eq!(entries[3].href, "/dashboard/traces/t?span=c2", "the full input is a click away");
+        assert_eq!(call_messages(&rows).len(), rows.len(), "a call's own view keeps everything");
+    }
+
+    #[test]
+    fn a_hosted_turn_and_its_calls_are_one_exchange() {
+        let turn = row(json!({"time": "2026-01-01T00:00:00Z", "source": "event", "kind": "turn", "run_id": "",
+                              "text": "{\"text\":\"hi\",\"reply\":\"hello\"}"}));
+        let rows = vec![
+            turn,
+            said("c1", 1, "system", "You are OpenClaw."),
+            said("c1", 1, "user", "hi"),
+            said("c1", 1, "assistant", "hello"),
+        ];
+        let wrapped = vec![
+            row(json!({"time": "2026-01-01T00:00:00Z", "source": "event", "kind": "turn", "run_id": "",
+                       "text": "{\"text\":\"Remember pomegranate.\",\"reply\":\"Noted.\"}"})),
+            said("c1", 1, "user", "[Fri 2026-01-01 00:00 UTC] Remember pomegranate."),
+            said("c1", 1, "assistant", "Noted."),
+            row(json!({"time": "2026-01-01T00:00:02Z", "source": "event", "kind": "turn", "run_id": "",
+                       "text": "{\"text\":\"Which word?\",\"reply\":\"Pomegranate.\"}"})),
+            said("c2", 3, "user", "[Fri 2026-01-01 00:00 UTC] Remember pomegranate."),
+            said("c2", 3, "assistant", "Noted."),
+            said("c2", 3, "user", "[Fri 2026-01-01 00:00 UTC] Which word?"),
+            said("c2", 3, "assistant", "Pomegranate."),
+        ];
+        let entries = conversation(&wrapped, false);
+        let texts: Vec<&str> = entries.iter().filter(|e| e.message).map(|e| e.text.as_str()).collect();
+        assert_eq!(texts, ["Remember pomegranate.", "Noted.", "Which word?", "Pomegranate."], "a runtime's envelope");
+
+        // What the runtime adds on its own is folded, once.
+        let context = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>> data";
+        let mut with_context = wrapped.clone();
+        with_context.insert(1, said("c1", 1, "user", context));
+        with_context.push(said("c3", 5, "user", context));
+        let entries = conversation(&with_context, false);
+        let own: Vec<_> = entries.iter().filter(|e| e.text == context).map(|e| (e.class, e.label.as_str())).collect();
+        assert_eq!(own, [("system", "runtime context")]);
+        let entries = conversation(&rows, false);
+        assert_eq!(
+            shown(&entries),
+            [
+                "user: hi",
+                "assistant: hello",
+                "system: You are OpenClaw.",
+                "folded: 2 messages of this call, shown above",
+            ],
+        );
     }
 
     #[test]

@@ -37,7 +37,7 @@ use super::{
     },
     query,
     search::{self, Found},
-    sessions::{Entry, Stat, TraceRow, conversation, session_href, span_href, unix_ns, usage_text},
+    sessions::{Entry, Stat, TraceRow, call_messages, conversation, session_href, span_href, unix_ns, usage_text},
     text, tokens,
 };
 use crate::Core;
@@ -671,7 +671,7 @@ fn span_detail(r: &Map<String, Value>, trace_id: &str, messages: &[Map<String, V
         attributes: pairs(r.get("attributes")),
         resource: pairs(r.get("resource")),
         events,
-        messages: conversation(messages, false),
+        messages: call_messages(messages),
     }
 }
 

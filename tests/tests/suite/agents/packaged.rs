@@ -228,6 +228,16 @@ async fn hosted_end_to_end(backend: Backend, package: Package) {
     api.wait_status_within(&id, "running", BOOT).await;
     assert_eq!(said(&api, &id, "So, which word did I ask you to remember?").await, "The word was pomegranate.");
 
+    // Each exchange once: a turn and the model calls that answered it are one exchange, so
+    // neither the calls' copies of the turn's message and reply nor the history each call
+    // sends again are shown twice.
+    let page = roost_tests::pages::Visitor::new(&server).get(&format!("/dashboard/sessions/{id}?show=messages")).await;
+    let bubbles = page.texts("ol.conversation li.msg .text");
+    for text in ["Please remember the word pomegranate.", "Noted: pomegranate.", "Hello there."] {
+        let times = bubbles.iter().filter(|b| b.contains(text)).count();
+        assert_eq!(times, 1, "{text:?} once on the session page: {bubbles:#?}");
+    }
+
     // The agent's session page reads as its conversation: the messages, the replies and
     // the tool calls (a real browser, on one backend; the screenshot is for people).
     if backend == Backend::Sqlite && !Browser::skipped() {

@@ -517,9 +517,11 @@ async fn a_session_shows_its_totals_conversation_traces_and_runs(backend: Backen
     // The conversation: each message once, in order, with roles.
     let roles = page.texts("ol.conversation li.msg .role");
     assert_eq!(roles, ["system", "user", "assistant", "tool", "assistant"], "{:#?}", page.texts("ol.conversation li"));
+    // What the sender tells the model on its own is folded, one click away.
+    assert_eq!(page.texts("li.msg.system details .text"), ["You are terse."]);
     let texts = page.texts("ol.conversation li.msg > .text");
-    assert_eq!(texts[..2], ["You are terse.", "Weather in Paris?"]);
-    assert_eq!(texts[2], "sunny, 21°C", "the call message has no text, only its tool call");
+    assert_eq!(texts[0], "Weather in Paris?");
+    assert_eq!(texts[1], "sunny, 21°C", "the call message has no text, only its tool call");
     assert_eq!(page.texts("li.msg.assistant .tool-call code"), ["get_weather"]);
     assert!(page.texts("li.msg.assistant .tool-call pre")[0].contains(r#""city": "Paris""#));
     // A long message is cut, the rest behind a <details>.
