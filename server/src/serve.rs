@@ -123,30 +123,16 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     // Conversations stored before search existed are indexed in the background, and only
     // while content capture is on (with it off, nothing is indexed).
     if telemetry.limits.capture_content {
-        let (store, stop) = (store.clone(), workers.clone());
-        tokio::spawn(async move {
-            tokio::select! {
-                () = stop.cancelled() => {}
-                indexed = crate::telemetry::search::backfill(&store) => match indexed {
-                    Ok(0) => {}
-                    Ok(n) => tracing::info!(messages = n, "indexed earlier messages for search"),
-                    Err(err) => tracing::warn!(error = %err, "indexing earlier messages for search failed; the next start resumes it"),
-                },
-            }
+        let store = store.clone();
+        once_in_background(workers.clone(), "indexing earlier messages for search", async move {
+            crate::telemetry::search::backfill(&store).await
         });
     }
     // Traces stored before a session was the trace's are attributed again in the background.
     {
-        let (store, stop) = (store.clone(), workers.clone());
-        tokio::spawn(async move {
-            tokio::select! {
-                () = stop.cancelled() => {}
-                changed = crate::telemetry::trace_sessions::backfill(&store) => match changed {
-                    Ok(0) => {}
-                    Ok(n) => tracing::info!(traces = n, "put earlier traces in the sessions their spans name"),
-                    Err(err) => tracing::warn!(error = %err, "attributing earlier traces to sessions failed; the next start resumes it"),
-                },
-            }
+        let store = store.clone();
+        once_in_background(workers.clone(), "putting earlier traces in their sessions", async move {
+            crate::telemetry::trace_sessions::backfill(&store).await
         });
     }
     // On PostgreSQL, one connection hears the other replicas: their stored rows for the
@@ -356,4 +342,23 @@ fn reachable(addr: SocketAddr) -> SocketAddr {
         ip if ip.is_unspecified() => SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, addr.port())),
         _ => addr,
     }
+}
+
+/// Runs a resumable pass over what an earlier roost stored (`what` it does), until done or
+/// `stop`; says how many items it changed, or that it failed (the next start resumes it).
+fn once_in_background(
+    stop: CancellationToken,
+    what: &'static str,
+    pass: impl std::future::Future<Output = crate::Result<u64>> + Send + 'static,
+) {
+    tokio::spawn(async move {
+        tokio::select! {
+            () = stop.cancelled() => {}
+            done = pass => match done {
+                Ok(0) => {}
+                Ok(items) => tracing::info!(items, "{what}: done"),
+                Err(err) => tracing::warn!(error = %err, "{what} failed; the next start resumes it"),
+            },
+        }
+    });
 }
