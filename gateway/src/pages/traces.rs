@@ -671,8 +671,36 @@ fn span_detail(r: &Map<String, Value>, trace_id: &str, messages: &[Map<String, V
         attributes: pairs(r.get("attributes")),
         resource: pairs(r.get("resource")),
         events,
-        messages: call_messages(messages),
+        messages: call_messages(&exchange_rows(r).unwrap_or_else(|| messages.to_vec())),
     }
+}
+
+/// A model call's whole exchange as the `span` shape answers it (`messages`: what it was
+/// sent, repeats of the conversation included, then its answer), as transcript rows; `None`
+/// for spans without one (no messages, or stored before messages were kept once: their
+/// transcript rows and attributes show them).
+fn exchange_rows(r: &Map<String, Value>) -> Option<Vec<Map<String, Value>>> {
+    let Some(Value::Array(messages)) = r.get("messages") else { return None };
+    if messages.is_empty() {
+        return None;
+    }
+    let model = r.get("response_model").filter(|m| !m.is_null()).or(r.get("request_model")).cloned();
+    let rows = messages
+        .iter()
+        .map(|m| {
+            let mut row = Map::new();
+            row.insert("source".into(), Value::from("message"));
+            row.insert("time".into(), r.get("start_time").cloned().unwrap_or(Value::Null));
+            row.insert("trace_id".into(), r.get("trace_id").cloned().unwrap_or(Value::Null));
+            row.insert("span_id".into(), r.get("span_id").cloned().unwrap_or(Value::Null));
+            row.insert("model".into(), model.clone().unwrap_or(Value::Null));
+            for field in ["role", "text", "tool_calls"] {
+                row.insert(field.into(), m.get(field).cloned().unwrap_or(Value::Null));
+            }
+            row
+        })
+        .collect();
+    Some(rows)
 }
 
 #[cfg(test)]

@@ -709,13 +709,15 @@ pub const SHAPES: &[Shape] = &[
             col("id", "id", Text),
             col("status", "status", Status),
             col("status_message", "status_message", Text),
+            // Read here, not answered: the message's text (`message_texts`).
+            col("_text_id", "text_id", Int),
         ],
         plan: Plan::Transcript,
         post: None,
     },
     Shape {
         name: "span",
-        description: "One span by its trace and span id (no row when there is none): the spans shape's fields, its instrumentation scope, its resource's attributes and its events (oldest first, at most 1000).",
+        description: "One span by its trace and span id (no row when there is none): the spans shape's fields, its instrumentation scope, its resource's attributes, its events (oldest first, at most 1000) and, for a model call, its whole exchange as sent and answered (messages: role, text, tool_calls, and new: false for what its input repeats of the conversation).",
         args: &[
             ArgSpec::required_string("trace_id", "the span's trace (hex)"),
             ArgSpec::required_string("span_id", "the span (hex)"),

@@ -71,8 +71,13 @@ pub async fn run(store: &Store, shape: &Shape, args: &Args, now_ns: i64) -> Resu
         Plan::Search => return super::search::run(store, args).await,
     };
     let mut fetched = fetch(store, sql, shape.columns, ENVELOPE_BYTES).await?;
-    if matches!(shape.plan, Plan::Span) {
-        span_events(store, args, &mut fetched).await?;
+    match shape.plan {
+        Plan::Span => {
+            span_events(store, args, &mut fetched).await?;
+            span_messages(store, args, &mut fetched).await?;
+        }
+        Plan::Transcript => message_texts(store, &mut fetched).await?,
+        _ => {}
     }
     if let Some(post) = shape.post {
         for row in &mut fetched.rows {
@@ -209,6 +214,67 @@ async fn span_events(store: &Store, args: &Args, fetched: &mut Fetched) -> Resul
     Ok(())
 }
 
+/// A model call's whole exchange (its input as sent, then its output) as `messages`:
+/// `{role, text, tool_calls, new}`, `new` false for what its input repeats of the
+/// conversation. Only for calls whose messages are stored once (`message_texts`); an
+/// earlier store's calls keep theirs in their attributes. Within the answer's budget.
+async fn span_messages(store: &Store, args: &Args, fetched: &mut Fetched) -> Result<()> {
+    let Some(row) = fetched.rows.first_mut() else {
+        return Ok(());
+    };
+    let (trace, span) = (args.string("trace_id").unwrap_or_default(), args.string("span_id").unwrap_or_default());
+    let Some((new_from, texts)) = crate::telemetry::message_texts::call(store, trace, span).await? else {
+        return Ok(());
+    };
+    let mut messages = Vec::with_capacity(texts.len());
+    for (i, text) in texts.iter().enumerate() {
+        let content = text.content();
+        let size = string_bytes(&content) + text.tool_calls.as_ref().map_or(0, |t| t.len()) + SCALAR_BYTES * 2;
+        if fetched.bytes + size > MAX_ANSWER_BYTES {
+            fetched.truncated = true;
+            break;
+        }
+        fetched.bytes += size;
+        messages.push(serde_json::json!({
+            "role": text.role,
+            "text": content,
+            "tool_calls": text.tool_calls.as_deref().and_then(|t| serde_json::from_str::<Json>(t).ok()),
+            "new": i >= new_from,
+        }));
+    }
+    row.insert("messages".to_owned(), Json::Array(messages));
+    Ok(())
+}
+
+/// A transcript's messages given their texts (stored once, by content: the rows hold
+/// references), within the answer's budget: a message that does not fit ends the answer
+/// there (`truncated`), as a row over the budget does.
+async fn message_texts(store: &Store, fetched: &mut Fetched) -> Result<()> {
+    let id_of = |row: &Map<String, Json>| row.get("_text_id").and_then(Json::as_i64).filter(|id| *id > 0);
+    let ids: Vec<i64> = fetched.rows.iter().filter_map(id_of).collect();
+    let texts = crate::telemetry::message_texts::read(store, &ids).await?;
+    let mut kept = fetched.rows.len();
+    for (i, row) in fetched.rows.iter_mut().enumerate() {
+        let id = id_of(row);
+        row.remove("_text_id");
+        let Some(text) = id.and_then(|id| texts.get(&id)) else { continue };
+        let content = text.content();
+        let size = string_bytes(&content) + text.tool_calls.as_ref().map_or(0, |t| t.len());
+        if i > 0 && fetched.bytes + size > MAX_ANSWER_BYTES {
+            kept = i;
+            fetched.truncated = true;
+            break;
+        }
+        fetched.bytes += size;
+        row.insert("role".to_owned(), Json::String(text.role.clone()));
+        row.insert("text".to_owned(), Json::String(content));
+        let calls = text.tool_calls.as_deref().and_then(|t| serde_json::from_str::<Json>(t).ok());
+        row.insert("tool_calls".to_owned(), calls.unwrap_or(Json::Null));
+    }
+    fetched.rows.truncate(kept);
+    Ok(())
+}
+
 /// A session's (or a trace's) messages, spans, events and logs, merged oldest first (at
 /// one time: events, logs, spans, the spans' messages in their order, then failed spans,
 /// so a failed call reads after what it was sent). Each
@@ -235,7 +301,7 @@ fn transcript(args: &Args) -> Sql {
         format!(
             "UNION ALL \
              SELECT ts_ns, 'event', 1, 0, event_type, role, model, data, tool_name, NULL, input_tokens, output_tokens, \
-                    cost_nanocents, '', '', run_id, id, 0, '' \
+                    cost_nanocents, '', '', run_id, id, 0, '', 0 \
                FROM events WHERE session_id = {key}{events_after} ",
             events_after = after("ts_ns"),
         )
@@ -246,22 +312,23 @@ fn transcript(args: &Args) -> Sql {
         "SELECT t AS c_time, source AS c_source, kind AS c_kind, role AS c_role, model AS c_model, body AS c_text, \
          tool_name AS c_tool_name, tool_calls AS c_tool_calls, input_tokens AS c_input_tokens, \
          output_tokens AS c_output_tokens, cost_nanocents AS c_cost_usd, trace_id AS c_trace_id, span_id AS c_span_id, \
-         run_id AS c_run_id, id AS c_id, status AS c_status, status_message AS c_status_message FROM ( \
+         run_id AS c_run_id, id AS c_id, status AS c_status, status_message AS c_status_message, \
+         text_id AS c_text_id FROM ( \
            SELECT start_ns AS t, 'span' AS source, CASE WHEN status_code = 2 THEN 5 ELSE 3 END AS part, 0 AS seq, COALESCE(operation, 'span') AS kind, '' AS role, \
                   COALESCE(response_model, request_model, '') AS model, name AS body, COALESCE(tool_name, '') AS tool_name, \
                   NULL AS tool_calls, COALESCE(input_tokens, 0) AS input_tokens, COALESCE(output_tokens, 0) AS output_tokens, \
                   cost_nanocents, trace_id, span_id, '' AS run_id, span_id AS id, \
-                  status_code AS status, status_message \
+                  status_code AS status, status_message, 0 AS text_id \
              FROM spans WHERE {spans_of}{spans_after} \
            UNION ALL \
-           SELECT time_ns, 'message', 4, seq, 'message', role, COALESCE(model, ''), content, '', tool_calls, 0, 0, 0, \
-                  COALESCE(trace_id, ''), COALESCE(span_id, ''), '', CAST(id AS TEXT), 0, '' \
+           SELECT time_ns, 'message', 4, seq, 'message', '', COALESCE(model, ''), '', '', NULL, 0, 0, 0, \
+                  COALESCE(trace_id, ''), COALESCE(span_id, ''), '', CAST(id AS TEXT), 0, '', text_id \
              FROM messages WHERE {rows_of}{messages_after} \
            {events}\
            UNION ALL \
            SELECT time_ns, 'log', 2, 0, COALESCE(event_name, severity_text), '', COALESCE(model, ''), body, \
                   COALESCE(tool_name, ''), NULL, COALESCE(input_tokens, 0), COALESCE(output_tokens, 0), \
-                  cost_nanocents, COALESCE(trace_id, ''), COALESCE(span_id, ''), '', CAST(id AS TEXT), 0, '' \
+                  cost_nanocents, COALESCE(trace_id, ''), COALESCE(span_id, ''), '', CAST(id AS TEXT), 0, '', 0 \
              FROM logs WHERE {rows_of}{logs_after} \
               AND messages = 0 AND (event_name IS NULL OR event_name <> '{RUNTIME_OUTPUT}') \
          ) AS merged ORDER BY t, part, seq, id LIMIT {limit}",

@@ -265,6 +265,44 @@ impl Bounds {
         }
     }
 
+    /// Whether a span's message attributes are kept whole: some is over the limit, and
+    /// they hold messages. Messages are stored once, by content, and the span keeps no copy
+    /// of them (`telemetry::message_texts`), so cutting them would only cut the
+    /// conversation (past turn ~17 a 64 KiB limit did). The request's size limit bounds
+    /// them. Attributes that hold no messages are cut as any other.
+    fn messages_kept_whole(&self, attributes: &[KeyValue]) -> bool {
+        fn longer(value: &AnyValue, max: usize) -> bool {
+            match &value.value {
+                Some(Any::StringValue(s)) => s.len() > max,
+                Some(Any::ArrayValue(array)) => array.values.iter().any(|v| longer(v, max)),
+                Some(Any::KvlistValue(list)) => {
+                    list.values.iter().any(|kv| kv.value.as_ref().is_some_and(|v| longer(v, max)))
+                }
+                _ => false,
+            }
+        }
+        attributes
+            .iter()
+            .any(|kv| messages::is_message_key(&kv.key) && kv.value.as_ref().is_some_and(|v| longer(v, self.max_bytes)))
+            && !messages::from_span(attributes, false).messages.is_empty()
+    }
+
+    /// A value kept whole but for U+0000 ([`Bounds::text`]'s first rule).
+    fn nul_only(&mut self, value: &mut AnyValue) {
+        match &mut value.value {
+            Some(Any::StringValue(s)) if s.as_bytes().contains(&0) => {
+                *s = s.replace('\0', "\u{FFFD}");
+                self.cuts.nul_strings += 1;
+            }
+            Some(Any::ArrayValue(array)) => array.values.iter_mut().for_each(|v| self.nul_only(v)),
+            Some(Any::KvlistValue(list)) => list.values.iter_mut().for_each(|kv| {
+                self.text(&mut kv.key);
+                kv.value.iter_mut().for_each(|v| self.nul_only(v));
+            }),
+            _ => {}
+        }
+    }
+
     fn key_value(&mut self, kv: &mut KeyValue) {
         self.text(&mut kv.key);
         if let Some(value) = &mut kv.value {
@@ -305,7 +343,21 @@ impl Bounds {
                     self.drop_content(&mut span.attributes);
                     span.events.iter_mut().for_each(|e| self.drop_content(&mut e.attributes));
                     self.text(&mut span.name);
-                    self.attributes(&mut span.attributes, Some(&mut span.dropped_attributes_count));
+                    if self.messages_kept_whole(&span.attributes) {
+                        let dropped = keep_first(&mut span.attributes, MAX_ATTRIBUTES);
+                        self.cuts.dropped_attributes += u64::from(dropped);
+                        span.dropped_attributes_count = span.dropped_attributes_count.saturating_add(dropped);
+                        for kv in &mut span.attributes {
+                            if messages::is_message_key(&kv.key) {
+                                self.text(&mut kv.key);
+                                kv.value.iter_mut().for_each(|v| self.nul_only(v));
+                            } else {
+                                self.key_value(kv);
+                            }
+                        }
+                    } else {
+                        self.attributes(&mut span.attributes, Some(&mut span.dropped_attributes_count));
+                    }
                     if let Some(status) = &mut span.status {
                         self.text(&mut status.message);
                     }

@@ -4,10 +4,11 @@
 //! (the official OpenAI instrumentation's `gen_ai.*.message` / `gen_ai.choice`, coding
 //! agents' prompts) and span events. The q/1 `transcript` shape reads them.
 //!
-//! A model call's input repeats the conversation so far. Only its new part is kept: the
-//! messages after the last assistant message of the input (all of them when it has none),
-//! so a session's transcript shows each message once. The whole prompt stays in the
-//! span's attributes.
+//! A model call's input repeats the conversation so far. Its new part is what the
+//! transcript shows: the messages after the last assistant message of the input (all of
+//! them when it has none), so a session's transcript shows each message once. The whole
+//! exchange is kept as references to messages stored once (`super::message_texts`), and
+//! the span's attributes no longer carry it ([`is_message_key`]).
 //!
 //! [`attribute_map::MESSAGE_SOURCES`]: super::attribute_map::MESSAGE_SOURCES
 
@@ -39,9 +40,31 @@ struct Exchange {
 impl Exchange {
     /// The input's new part, then the output.
     fn into_messages(self) -> Vec<Message> {
-        let mut messages = new_part(self.input);
-        messages.extend(self.output);
-        messages
+        let call = self.into_call();
+        call.messages.into_iter().skip(call.new_from).collect()
+    }
+
+    /// The whole exchange, and where its new part starts.
+    fn into_call(mut self) -> Call {
+        let new_from = self.input.iter().rposition(|m| m.role == "assistant").map_or(0, |last| last + 1);
+        self.input.append(&mut self.output);
+        Call { messages: self.input, new_from }
+    }
+}
+
+/// A model call's messages as a span carries them.
+#[derive(Debug, Default, PartialEq)]
+pub struct Call {
+    /// Its input as sent, then its output.
+    pub messages: Vec<Message>,
+    /// Where its new part starts: `messages[new_from..]` is what the transcript shows.
+    pub new_from: usize,
+}
+
+impl Call {
+    /// The new part (what the transcript shows).
+    pub fn new_messages(&self) -> Vec<Message> {
+        self.messages.get(self.new_from..).unwrap_or_default().to_vec()
     }
 }
 
@@ -55,10 +78,10 @@ fn new_part(mut input: Vec<Message>) -> Vec<Message> {
 
 /// The messages a span's attributes carry. `aggregate` spans (which repeat their steps')
 /// carry none.
-pub fn from_span(attributes: &[KeyValue], aggregate: bool) -> Vec<Message> {
+pub fn from_span(attributes: &[KeyValue], aggregate: bool) -> Call {
     // Most spans carry no content: they cost one pass over their keys, nothing more.
-    if aggregate || !attributes.iter().any(|kv| is_content_key(&kv.key)) {
-        return Vec::new();
+    if aggregate || !attributes.iter().any(|kv| is_message_key(&kv.key)) {
+        return Call::default();
     }
     let attrs: BTreeMap<&str, &AnyValue> =
         attributes.iter().filter_map(|kv| Some((kv.key.as_str(), kv.value.as_ref()?))).collect();
@@ -67,7 +90,7 @@ pub fn from_span(attributes: &[KeyValue], aggregate: bool) -> Vec<Message> {
         .or_else(|| indexed(&attrs, "llm.input_messages.", "llm.output_messages.", "message."))
         .or_else(|| vercel(&attrs))
         .or_else(|| open_inference_values(&attrs));
-    exchange.map(Exchange::into_messages).unwrap_or_default()
+    exchange.map(Exchange::into_call).unwrap_or_default()
 }
 
 /// The messages a span's events carry (older GenAI conventions put them there).
@@ -157,26 +180,37 @@ pub fn is_input_event(event_name: &str) -> bool {
 /// arguments and results): what `--capture-content off` drops at ingest, and every key
 /// the extractors here read messages from (an item with none has no messages).
 pub fn is_content_key(key: &str) -> bool {
+    /// Content that is not a span's messages: log events' prompts, tool calls' arguments
+    /// and results, structured replies.
     const KEYS: &[&str] = &[
-        "gen_ai.input.messages",
-        "gen_ai.output.messages",
-        "gen_ai.system_instructions",
         "gen_ai.prompt",
         "gen_ai.completion",
         "gen_ai.tool.call.arguments",
         "gen_ai.tool.call.result",
-        "input.value",
-        "output.value",
         "ai.prompt",
-        "ai.prompt.messages",
-        "ai.response.text",
-        "ai.response.toolCalls",
         "ai.response.object",
         "ai.toolCall.args",
         "ai.toolCall.result",
         "prompt",
         "arguments",
         "output",
+    ];
+    is_message_key(key) || KEYS.contains(&key)
+}
+
+/// True for an attribute [`from_span`] reads messages from: once a span's messages are
+/// read, these are not kept in its attributes (the messages are stored once, by content),
+/// and they are not cut at the attribute size limit before they are read.
+pub fn is_message_key(key: &str) -> bool {
+    const KEYS: &[&str] = &[
+        "gen_ai.input.messages",
+        "gen_ai.output.messages",
+        "gen_ai.system_instructions",
+        "input.value",
+        "output.value",
+        "ai.prompt.messages",
+        "ai.response.text",
+        "ai.response.toolCalls",
     ];
     const PREFIXES: &[&str] = &["gen_ai.prompt.", "gen_ai.completion.", "llm.input_messages.", "llm.output_messages."];
     KEYS.contains(&key) || PREFIXES.iter().any(|p| key.starts_with(p))
@@ -469,7 +503,7 @@ mod tests {
                 r#"[{"role":"assistant","parts":[{"type":"text","content":"It is sunny."}],"finish_reason":"stop"}]"#,
             ),
         ];
-        let messages = from_span(&span, false);
+        let messages = from_span(&span, false).new_messages();
         assert_eq!(pairs(&messages), owned(&[("tool", "sunny"), ("assistant", "It is sunny.")]));
     }
 
@@ -482,7 +516,7 @@ mod tests {
             kv("llm.output_messages.0.message.tool_calls.0.tool_call.function.name", "get_weather"),
             kv("llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments", r#"{"city":"Paris"}"#),
         ];
-        let messages = from_span(&span, false);
+        let messages = from_span(&span, false).new_messages();
         assert_eq!(pairs(&messages), owned(&[("user", "weather?"), ("assistant", "")]));
         assert_eq!(messages[1].tool_calls.as_deref(), Some(r#"[{"arguments":{"city":"Paris"},"name":"get_weather"}]"#));
     }
@@ -497,10 +531,10 @@ mod tests {
             kv("ai.response.text", "Paris."),
         ];
         assert_eq!(
-            pairs(&from_span(&span, false)),
+            pairs(&from_span(&span, false).new_messages()),
             owned(&[("system", "terse"), ("user", "capital?"), ("assistant", "Paris.")])
         );
-        assert!(from_span(&span, true).is_empty(), "aggregate spans repeat their steps");
+        assert!(from_span(&span, true).messages.is_empty(), "aggregate spans repeat their steps");
     }
 
     #[test]

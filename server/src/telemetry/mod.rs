@@ -14,6 +14,7 @@ pub mod agent_claims;
 pub mod announce;
 pub mod attributes;
 pub mod limits;
+pub mod message_texts;
 pub mod messages;
 pub mod otlp;
 pub mod retention;

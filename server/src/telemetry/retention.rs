@@ -18,7 +18,10 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use super::row_counts::{self, RowCountTx as _, RowCounts};
+use super::{
+    message_texts,
+    row_counts::{self, RowCountTx as _, RowCounts},
+};
 use crate::{
     Result,
     store::{Backend, BeginWrite as _, Store, on_reader, on_writer},
@@ -57,6 +60,9 @@ const TABLES: &[(&str, &str)] = &[
     // Search documents go with the items they were made of (their triggers unindex them
     // on SQLite).
     ("search_docs", "time_ns"),
+    // A text stored once goes when nothing newer than the cutoff refers to it (its
+    // `last_ns` may be up to `message_texts::REFRESH_NS` stale: that margin is kept).
+    ("message_texts", "last_ns"),
     ("traces", "end_ns"),
     ("sessions", "last_ns"),
 ];
@@ -121,6 +127,8 @@ async fn delete_before(store: &Store, cutoff_ns: i64) -> Result<u64> {
         } else {
             "id"
         };
+        let cutoff_ns =
+            if *table == "message_texts" { cutoff_ns.saturating_sub(message_texts::REFRESH_NS) } else { cutoff_ns };
         let sql = format!(
             "DELETE FROM {table} WHERE {key} IN (SELECT {key} FROM {table} WHERE {column} < $1 ORDER BY {column} LIMIT $2)"
         );

@@ -103,14 +103,25 @@ pub struct SpanRow {
     pub attributes: String,
     /// The span's events.
     pub events: Vec<SpanEventRow>,
-    /// The conversation messages it carries (attributes, then events).
+    /// The conversation messages it carries (attributes, then events): a model call's
+    /// whole exchange, its input as sent and then its output.
     pub messages: Vec<Message>,
+    /// Where the exchange's new part starts: `messages[new_from..]` is what the
+    /// transcript shows (see [`super::messages`]).
+    pub new_from: usize,
     /// A tool call's arguments and result as text (`messages::tool_io`); '' for other
     /// spans, and without content capture.
     pub tool_io: String,
     /// The hosted agent roost attributed the span to ('' when none): set only for spans a
     /// runtime sent with its own agent token, never from what the span claims.
     pub agent_instance: String,
+}
+
+impl SpanRow {
+    /// The messages the transcript shows: the exchange's new part.
+    pub fn new_messages(&self) -> &[Message] {
+        self.messages.get(self.new_from..).unwrap_or_default()
+    }
 }
 
 /// An event of a span.

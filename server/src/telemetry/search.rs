@@ -27,7 +27,10 @@ use std::{borrow::Cow, collections::BTreeMap};
 
 use roost_proto::search::{MAX_WORD, words};
 
-use super::rows::{Batch, EventRow, LogRow, SpanRow};
+use super::{
+    message_texts,
+    rows::{Batch, EventRow, LogRow, SpanRow},
+};
 use crate::{
     Result,
     store::{BeginWrite as _, Store, on_reader, on_writer},
@@ -95,7 +98,7 @@ pub fn docs<'a>(batch: &'a Batch, spans: &[&'a SpanRow], new_events: &[bool]) ->
         if let Some(text) = span_text(span) {
             docs.push(Doc {
                 time_ns: span.start_ns,
-                source: if span.messages.is_empty() { "tool" } else { "message" },
+                source: if span.new_messages().is_empty() { "tool" } else { "message" },
                 session_id: span.gen_ai.session_id.as_deref().unwrap_or_default(),
                 trace_id: &span.trace_id,
                 span_id: &span.span_id,
@@ -118,7 +121,7 @@ pub fn docs<'a>(batch: &'a Batch, spans: &[&'a SpanRow], new_events: &[bool]) ->
 /// its tool call's arguments and result.
 fn span_text(span: &SpanRow) -> Option<String> {
     let mut lines: Vec<&str> = Vec::new();
-    for message in &span.messages {
+    for message in span.new_messages() {
         lines.extend([message.content.as_str(), message.tool_calls.as_deref().unwrap_or_default()]);
     }
     lines.push(&span.tool_io);
@@ -191,8 +194,8 @@ pub fn tsvector(text: &str) -> String {
     distinct.iter().map(|w| format!("'{w}'")).collect::<Vec<_>>().join(" ")
 }
 
-/// A message row as [`backfill`] reads it.
-type MessageRow = (i64, i64, Option<String>, Option<String>, Option<String>, String, Option<String>, String);
+/// A message row as [`backfill`] reads it: id, time, session, trace, span, text id, service.
+type MessageRow = (i64, i64, Option<String>, Option<String>, Option<String>, Option<i64>, String);
 
 /// Indexes the messages stored before search existed, newest first, a chunk per
 /// transaction; returns how many documents it wrote. Each chunk moves the mark in its own
@@ -207,7 +210,7 @@ pub async fn backfill(store: &Store) -> Result<u64> {
         };
         let rows: Vec<MessageRow> = on_reader!(store, |pool| {
             sqlx::query_as(
-                "SELECT id, time_ns, session_id, trace_id, span_id, content, tool_calls, service FROM messages \
+                "SELECT id, time_ns, session_id, trace_id, span_id, text_id, service FROM messages \
                  WHERE id <= $1 ORDER BY id DESC LIMIT $2",
             )
             .bind(mark)
@@ -216,9 +219,12 @@ pub async fn backfill(store: &Store) -> Result<u64> {
             .await
         })?;
         let next = if (rows.len() as i64) < BACKFILL_CHUNK { 0 } else { rows.last().map_or(0, |r| r.0 - 1) };
+        let texts = message_texts::read(store, &rows.iter().filter_map(|r| r.5).collect::<Vec<_>>()).await?;
         let docs: Vec<Doc<'_>> = rows
             .iter()
-            .filter_map(|(_, time_ns, session, trace, span, content, tool_calls, service)| {
+            .filter_map(|(_, time_ns, session, trace, span, text_id, service)| {
+                let text = texts.get(&(*text_id)?)?;
+                let (content, tool_calls) = (text.content(), text.tool_calls.as_deref());
                 Some(Doc {
                     time_ns: *time_ns,
                     source: "message",
@@ -227,7 +233,7 @@ pub async fn backfill(store: &Store) -> Result<u64> {
                     span_id: span.as_deref().unwrap_or_default(),
                     run_id: "",
                     service,
-                    text: Cow::Owned(joined([content.as_str(), tool_calls.as_deref().unwrap_or_default()])?),
+                    text: Cow::Owned(joined([content.as_str(), tool_calls.unwrap_or_default()])?),
                 })
             })
             .collect();

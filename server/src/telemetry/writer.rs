@@ -21,7 +21,8 @@ use tracing::{error, warn};
 
 use super::{
     announce::{AnnounceTx, LiveFeed, LiveIds},
-    rows::{Batch, EventRow, LogRow, SpanRow},
+    message_texts::{Said, TextsTx as _, pack_refs},
+    rows::{Batch, EventRow, LogRow, Message, SpanRow},
     search::{self, SearchTx},
     stats::{Counts, IngestStats},
     summaries::{Dialect, Summaries, SummaryTx},
@@ -51,7 +52,7 @@ struct MessageOrigin<'a> {
     service: &'a str,
 }
 
-/// Rows per INSERT statement (up to 28 parameters each stays under SQLite's 32,766).
+/// Rows per INSERT statement (up to 29 parameters each stays under SQLite's 32,766).
 const ROWS_PER_INSERT: usize = 1_000;
 /// Traces per statement drawing their numbers (11 parameters each).
 const TRACES_PER_STATEMENT: usize = 2_000;
@@ -317,6 +318,7 @@ pub(super) trait IngestTx {
     async fn insert_spans(
         &mut self,
         spans: &[&SpanRow],
+        refs: &[Option<&[u8]>],
         seqs: &HashMap<&str, i64>,
         batch: &Batch,
         resource_ids: &[i64],
@@ -406,10 +408,35 @@ impl_for_connections! {
             let batch: &Batch = rewritten.as_deref().unwrap_or(batch);
             written.rewritten = rewritten.clone();
             let seqs: HashMap<&str, i64> = traces.iter().map(|(id, t)| (id.as_str(), t.seq)).collect();
+            // Every message's text, stored once by content (`message_texts`): the spans'
+            // whole exchanges and the log records' messages.
+            let span_keys: HashMap<usize, Vec<[u8; 16]>> = unique
+                .iter()
+                .filter(|&&i| !batch.spans[i].messages.is_empty())
+                .map(|&i| (i, batch.spans[i].messages.iter().map(Message::key).collect()))
+                .collect();
+            let log_keys: Vec<Vec<[u8; 16]>> = batch.logs.iter().map(|log| log.messages.iter().map(Message::key).collect()).collect();
+            let said: Vec<Said<'_>> = span_keys
+                .iter()
+                .flat_map(|(&i, keys)| {
+                    let span = &batch.spans[i];
+                    keys.iter().zip(&span.messages).map(|(key, message)| Said { key: *key, message, time_ns: span.start_ns })
+                })
+                .chain(batch.logs.iter().zip(&log_keys).flat_map(|(log, keys)| {
+                    keys.iter().zip(&log.messages).map(|(key, message)| Said { key: *key, message, time_ns: log.time_ns })
+                }))
+                .collect();
+            let text_ids = if said.is_empty() { HashMap::new() } else { self.intern_texts(&said).await? };
+            let text_id = |key: &[u8; 16]| text_ids.get(key).copied().unwrap_or_default();
+            let refs: HashMap<usize, Vec<u8>> = span_keys
+                .iter()
+                .map(|(&i, keys)| (i, pack_refs(batch.spans[i].new_from, &keys.iter().map(text_id).collect::<Vec<_>>())))
+                .collect();
             let mut stored = Vec::with_capacity(unique.len());
             for chunk in unique.chunks(ROWS_PER_INSERT) {
                 let rows: Vec<&SpanRow> = chunk.iter().map(|&i| &batch.spans[i]).collect();
-                let inserted = self.insert_spans(&rows, &seqs, batch, resource_ids).await?;
+                let chunk_refs: Vec<Option<&[u8]>> = chunk.iter().map(|i| refs.get(i).map(Vec::as_slice)).collect();
+                let inserted = self.insert_spans(&rows, &chunk_refs, &seqs, batch, resource_ids).await?;
                 written.ids.spans.extend(inserted.ids);
                 match inserted.new {
                     NewSpans::All => stored.extend_from_slice(chunk),
@@ -443,7 +470,9 @@ impl_for_connections! {
             }
             let log_seqs: Vec<Option<i64>> =
                 batch.logs.iter().map(|log| log.trace_id.as_deref().and_then(|id| seqs.get(id)).copied()).collect();
-            let span_messages = stored.iter().flat_map(|span| {
+            let span_messages = written.new_spans.iter().flat_map(|&i| {
+                let span = &batch.spans[i];
+                let keys = span_keys.get(&i).map(Vec::as_slice).unwrap_or_default();
                 let origin = MessageOrigin {
                     time_ns: span.start_ns,
                     session_id: span.gen_ai.session_id.as_deref(),
@@ -454,9 +483,9 @@ impl_for_connections! {
                     model: span.gen_ai.model(),
                     service: service(span.resource),
                 };
-                span.messages.iter().enumerate().map(move |(seq, m)| (origin, seq, m))
+                keys.get(span.new_from..).unwrap_or_default().iter().enumerate().map(move |(seq, key)| (origin, seq, key))
             });
-            let log_messages = batch.logs.iter().zip(&log_seqs).flat_map(|(log, trace_seq)| {
+            let log_messages = batch.logs.iter().zip(&log_seqs).zip(&log_keys).flat_map(|((log, trace_seq), keys)| {
                 let origin = MessageOrigin {
                     time_ns: log.time_ns,
                     session_id: log.gen_ai.session_id.as_deref(),
@@ -467,18 +496,18 @@ impl_for_connections! {
                     model: log.gen_ai.model(),
                     service: service(log.resource),
                 };
-                log.messages.iter().enumerate().map(move |(seq, m)| (origin, seq, m))
+                keys.iter().enumerate().map(move |(seq, key)| (origin, seq, key))
             });
             let all_messages: Vec<_> = span_messages.chain(log_messages).collect();
             for chunk in all_messages.chunks(ROWS_PER_INSERT) {
                 let mut q = sqlx::QueryBuilder::new(
-                    "INSERT INTO messages (time_ns, seq, session_id, trace_id, span_id, source, role, content, tool_calls, \
+                    "INSERT INTO messages (time_ns, seq, session_id, trace_id, span_id, source, text_id, \
                      model, service, node_id, trace_seq) ",
                 );
-                q.push_values(chunk, |mut row, (origin, seq, m)| {
+                q.push_values(chunk, |mut row, (origin, seq, key)| {
                     row.push_bind(origin.time_ns).push_bind(*seq as i64).push_bind(origin.session_id).push_bind(origin.trace_id)
-                        .push_bind(origin.span_id).push_bind(origin.source).push_bind(&m.role).push_bind(&m.content)
-                        .push_bind(&m.tool_calls).push_bind(origin.model).push_bind(origin.service).push_bind(&batch.node_id)
+                        .push_bind(origin.span_id).push_bind(origin.source).push_bind(text_id(key))
+                        .push_bind(origin.model).push_bind(origin.service).push_bind(&batch.node_id)
                         .push_bind(origin.trace_seq);
                 });
                 q.build().execute(&mut *self).await?;
@@ -692,6 +721,7 @@ impl_for_connections! {
         async fn insert_spans(
             &mut self,
             spans: &[&SpanRow],
+            refs: &[Option<&[u8]>],
             seqs: &HashMap<&str, i64>,
             batch: &Batch,
             resource_ids: &[i64],
@@ -702,9 +732,9 @@ impl_for_connections! {
                     "INSERT INTO spans (trace_id, span_id, parent_span_id, name, kind, start_ns, end_ns, status_code, \
                      status_message, service, resource_id, scope, session_id, agent_id, operation, gen_ai_system, \
                      request_model, response_model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, \
-                     tool_name, cost_nanocents, attributes, node_id, agent_instance, trace_seq) ",
+                     tool_name, cost_nanocents, attributes, node_id, agent_instance, trace_seq, message_refs) ",
                 );
-                q.push_values(spans, |mut row, span| {
+                q.push_values(spans.iter().zip(refs), |mut row, (span, refs)| {
                     let g = &span.gen_ai;
                     row.push_bind(&span.trace_id).push_bind(&span.span_id).push_bind(&span.parent_span_id).push_bind(&span.name)
                         .push_bind(span.kind).push_bind(span.start_ns).push_bind(span.end_ns).push_bind(span.status_code)
@@ -713,7 +743,8 @@ impl_for_connections! {
                         .push_bind(&g.system).push_bind(&g.request_model).push_bind(&g.response_model).push_bind(g.input_tokens)
                         .push_bind(g.output_tokens).push_bind(g.cache_read_tokens).push_bind(g.cache_write_tokens)
                         .push_bind(&g.tool_name).push_bind(g.cost_nanocents).push_bind(&span.attributes).push_bind(&batch.node_id)
-                        .push_bind(&span.agent_instance).push_bind(seqs.get(span.trace_id.as_str()).copied().unwrap_or_default());
+                        .push_bind(&span.agent_instance).push_bind(seqs.get(span.trace_id.as_str()).copied().unwrap_or_default())
+                        .push_bind(*refs);
                 });
                 q.push(" ON CONFLICT (trace_seq, span_id) DO NOTHING");
                 q

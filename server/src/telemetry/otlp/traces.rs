@@ -48,7 +48,17 @@ pub fn convert(request: &ExportTraceServiceRequest, prices: &PriceBook) -> (Batc
                 }
                 let status = span.status.as_ref();
                 let gen_ai = gen_ai(&span.attributes, resource, prices);
-                let mut span_messages = messages::from_span(&span.attributes, gen_ai.aggregate);
+                let call = messages::from_span(&span.attributes, gen_ai.aggregate);
+                // Messages read from the attributes are stored once, by content: the
+                // span's attributes keep no copy (`telemetry::message_texts`).
+                let attributes = if call.messages.is_empty() {
+                    to_json_text(&span.attributes)
+                } else {
+                    let rest: Vec<_> =
+                        span.attributes.iter().filter(|kv| !messages::is_message_key(&kv.key)).cloned().collect();
+                    to_json_text(&rest)
+                };
+                let (mut span_messages, new_from) = (call.messages, call.new_from);
                 for event in &span.events {
                     span_messages.extend(messages::from_span_event(&event.name, &event.attributes));
                 }
@@ -65,7 +75,7 @@ pub fn convert(request: &ExportTraceServiceRequest, prices: &PriceBook) -> (Batc
                     resource: resource_index,
                     scope: scope.clone(),
                     gen_ai,
-                    attributes: to_json_text(&span.attributes),
+                    attributes,
                     events: span
                         .events
                         .iter()
@@ -76,6 +86,7 @@ pub fn convert(request: &ExportTraceServiceRequest, prices: &PriceBook) -> (Batc
                         })
                         .collect(),
                     messages: span_messages,
+                    new_from,
                     tool_io: messages::tool_io(&span.attributes),
                     agent_instance: String::new(),
                 });

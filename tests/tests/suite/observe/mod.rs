@@ -2,6 +2,7 @@
 //! q/1, and node push.
 
 mod control;
+mod conversations;
 mod empty_answers;
 mod features;
 mod hosted;
