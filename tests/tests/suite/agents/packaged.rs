@@ -164,8 +164,14 @@ async fn hosted_end_to_end(backend: Backend, package: Package) {
     let chat_spans: Vec<_> = spans.iter().filter(|s| s["operation"] == "chat").collect();
     assert_eq!(chat_spans.len(), chats, "one span per model call");
     assert!(chat_spans.iter().all(|s| s["input_tokens"] == scripted::PROMPT_TOKENS), "tokens on each");
-    let text = serde_json::to_string(&chat_spans).unwrap();
-    assert!(text.contains(scripted::TOOL_FILE) && text.contains(&tool_calls[0]), "the tool calls are in the spans");
+    // The calls' messages, tool calls included, are stored once and read back in the
+    // session's transcript (the spans keep references, not copies).
+    let transcript = crate::observe::q1(&dashboard, "transcript", json!({"session_id": id, "limit": 5000})).await;
+    let text = serde_json::to_string(&transcript).unwrap();
+    assert!(
+        text.contains(scripted::TOOL_FILE) && text.contains(&tool_calls[0]),
+        "the tool calls are in the calls' messages"
+    );
 
     // The account paid exactly what the gateway metered, turn by turn.
     let metered = server
