@@ -36,7 +36,9 @@
 //!   are also bounded by the documents walked ([`GROUP_WALK`]), so its counts can be lower
 //!   than SQLite's for a word in one document in a few hundred.
 //! - **Snippets** are cut in Rust around the first matching word (one rule for both
-//!   backends: `roost_proto::search::snippet`), on one line.
+//!   backends: `roost_proto::search::snippet`), on one line. A message document holds no
+//!   text (the messages are stored once, in `message_texts`): its snippet is cut from its
+//!   item's messages, read for the rows answered only.
 
 use std::collections::HashMap;
 
@@ -50,7 +52,8 @@ use super::{
 };
 use crate::{
     Result,
-    store::{BackendKind, Store},
+    store::{BackendKind, Store, on_reader},
+    telemetry::message_texts,
 };
 
 /// Most hits a grouped search reads to make its groups.
@@ -113,6 +116,7 @@ const ROW_COLUMNS: &[Col] = &[
     Col { name: "run_id", sql: "run_id", kind: ColKind::Text },
     Col { name: "service", sql: "service", kind: ColKind::Text },
     Col { name: "_text", sql: "text", kind: ColKind::Text },
+    Col { name: "_time_ns", sql: "time_ns", kind: ColKind::Int },
 ];
 
 /// Runs the `search` shape.
@@ -139,7 +143,11 @@ pub(super) async fn run(store: &Store, args: &Args) -> Result<Fetched> {
     let mut rows = Vec::with_capacity(groups.len());
     for group in groups {
         let Some(mut row) = details.remove(&id(&group)) else { continue };
-        let text = row.remove("_text").and_then(|t| t.as_str().map(str::to_owned)).unwrap_or_default();
+        let mut text = row.remove("_text").and_then(|t| t.as_str().map(str::to_owned)).unwrap_or_default();
+        let time_ns = row.remove("_time_ns").and_then(|t| t.as_i64()).unwrap_or_default();
+        if text.is_empty() && row.get("source").and_then(Json::as_str) == Some("message") {
+            text = messages_text(store, &row, time_ns).await?;
+        }
         row.remove("_id");
         row.insert("hits".to_owned(), group.get("hits").cloned().unwrap_or(Json::from(1)));
         row.insert("snippet".to_owned(), Json::String(snippet(&text, &terms)));
@@ -147,6 +155,29 @@ pub(super) async fn run(store: &Store, args: &Args) -> Result<Fetched> {
     }
     let bytes = rows.iter().map(|r| Json::Object(r.clone()).to_string().len()).sum::<usize>() + ENVELOPE_BYTES;
     Ok(Fetched { rows, truncated, bytes })
+}
+
+/// The text of a message document, which holds none (migration 0034): its item's
+/// messages, found by the item's time, trace and span (the messages' time index), read
+/// from `message_texts` and joined as ingest joined them.
+async fn messages_text(store: &Store, row: &Map<String, Json>, time_ns: i64) -> Result<String> {
+    let field = |name: &str| row.get(name).and_then(Json::as_str).unwrap_or_default().to_owned();
+    let (trace, span) = (field("trace_id"), field("span_id"));
+    let ids: Vec<i64> = on_reader!(store, |pool| {
+        sqlx::query_scalar(
+            "SELECT text_id FROM messages WHERE time_ns = $1 AND COALESCE(trace_id, '') = $2 \
+             AND COALESCE(span_id, '') = $3 AND text_id IS NOT NULL ORDER BY id LIMIT 1000",
+        )
+        .bind(time_ns)
+        .bind(&trace)
+        .bind(&span)
+        .fetch_all(pool)
+        .await
+    })?;
+    let texts = message_texts::read(store, &ids).await?;
+    let messages: Vec<(String, Option<String>)> =
+        ids.iter().filter_map(|id| texts.get(id)).map(|t| (t.content(), t.tool_calls.clone())).collect();
+    Ok(crate::telemetry::search::messages_text(&messages))
 }
 
 /// How a hits query finds its documents.
@@ -308,9 +339,9 @@ fn hits_sql(terms: &Terms, args: &Args, group: &str, scan: i64, plan: Plan) -> S
         Plan::Fts => {
             let query = sql.bind(Bind::Text(fts5(terms)));
             (
-                "search_fts JOIN search_docs d ON d.id = search_fts.rowid",
-                vec![format!("search_fts MATCH {query}")],
-                "search_fts.rowid DESC",
+                "search_words JOIN search_docs d ON d.id = search_words.rowid",
+                vec![format!("search_words MATCH {query}")],
+                "search_words.rowid DESC",
             )
         }
         Plan::Walk { above, upto } => {

@@ -13,6 +13,11 @@
 //!   tokenizer splits text the same way, and PostgreSQL is given the words roost split
 //!   ([`tsvector`]). Words longer than `MAX_WORD` characters (hashes, base64) are left
 //!   out of PostgreSQL's index.
+//! - **No second copy.** A document made only of messages (a model call's new messages,
+//!   a log record's) is indexed but keeps no text: the messages are stored once
+//!   (`message_texts`), and a hit's snippet is cut from them. SQLite's index is a
+//!   contentless FTS5 table, `search_words` (migration 0034), under the document's id;
+//!   PostgreSQL's is the `words` column.
 //! - **Privacy.** With `--capture-content off` nothing is indexed, not even span names:
 //!   the index is content, and the operator said none is kept.
 //! - **Same transaction.** Documents are inserted with the rows they come from
@@ -63,6 +68,17 @@ pub struct Doc<'a> {
     pub service: &'a str,
     /// What is searched, and what a hit's snippet is cut from.
     pub text: Cow<'a, str>,
+    /// The text is the messages of the item (`trace_id`, `span_id`, `time_ns`) and nothing
+    /// else: it is indexed but not stored again, its snippet is cut from the messages
+    /// (stored once, in `message_texts`: see [`message_lines`]).
+    pub of_messages: bool,
+}
+
+impl Doc<'_> {
+    /// What the document row keeps of its text: none when it is its messages'.
+    fn stored_text(&self) -> &str {
+        if self.of_messages { "" } else { &self.text }
+    }
 }
 
 /// The documents of a batch's stored items: `spans` are its new spans, `new_events` says
@@ -83,6 +99,7 @@ pub fn docs<'a>(batch: &'a Batch, spans: &[&'a SpanRow], new_events: &[bool]) ->
                 run_id: "",
                 service: service(span.resource),
                 text: Cow::Borrowed(""),
+                of_messages: false,
             };
             (doc, Vec::new())
         });
@@ -96,15 +113,17 @@ pub fn docs<'a>(batch: &'a Batch, spans: &[&'a SpanRow], new_events: &[bool]) ->
             }
         }
         if let Some(text) = span_text(span) {
+            let said = !span.new_messages().is_empty();
             docs.push(Doc {
                 time_ns: span.start_ns,
-                source: if span.new_messages().is_empty() { "tool" } else { "message" },
+                source: if said { "message" } else { "tool" },
                 session_id: span.gen_ai.session_id.as_deref().unwrap_or_default(),
                 trace_id: &span.trace_id,
                 span_id: &span.span_id,
                 run_id: "",
                 service: service(span.resource),
                 text: Cow::Owned(text),
+                of_messages: said && span.tool_io.trim().is_empty(),
             });
         }
     }
@@ -117,25 +136,30 @@ pub fn docs<'a>(batch: &'a Batch, spans: &[&'a SpanRow], new_events: &[bool]) ->
     docs
 }
 
-/// A span's messages (each message's text, then its tool calls' names and arguments) and
-/// its tool call's arguments and result.
+/// A span's messages ([`message_lines`]) and its tool call's arguments and result.
 fn span_text(span: &SpanRow) -> Option<String> {
-    let mut lines: Vec<&str> = Vec::new();
-    for message in span.new_messages() {
-        lines.extend([message.content.as_str(), message.tool_calls.as_deref().unwrap_or_default()]);
-    }
+    let mut lines = message_lines(span.new_messages().iter().map(|m| (m.content.as_str(), m.tool_calls.as_deref())));
     lines.push(&span.tool_io);
     joined(lines)
 }
 
+/// What messages make of a document: each message's text, then its tool calls' names and
+/// arguments (as stored, JSON), one per line. Ingest indexes it, and a hit's snippet is
+/// cut from it again when the document does not hold its text.
+pub fn message_lines<'a>(messages: impl IntoIterator<Item = (&'a str, Option<&'a str>)>) -> Vec<&'a str> {
+    messages.into_iter().flat_map(|(content, tool_calls)| [content, tool_calls.unwrap_or_default()]).collect()
+}
+
+/// The text of a document made of messages, from its messages' contents and tool calls
+/// (empty lines left out, as at ingest).
+pub fn messages_text(messages: &[(String, Option<String>)]) -> String {
+    joined(message_lines(messages.iter().map(|(content, calls)| (content.as_str(), calls.as_deref()))))
+        .unwrap_or_default()
+}
+
 fn log_doc<'a>(log: &'a LogRow, service: &'a str) -> Option<Doc<'a>> {
     let (source, text) = if log.is_message {
-        (
-            "message",
-            joined(
-                log.messages.iter().flat_map(|m| [m.content.as_str(), m.tool_calls.as_deref().unwrap_or_default()]),
-            )?,
-        )
+        ("message", joined(message_lines(log.messages.iter().map(|m| (m.content.as_str(), m.tool_calls.as_deref()))))?)
     } else {
         ("log", joined([log.body.as_str()])?)
     };
@@ -148,6 +172,7 @@ fn log_doc<'a>(log: &'a LogRow, service: &'a str) -> Option<Doc<'a>> {
         run_id: "",
         service,
         text: Cow::Owned(text),
+        of_messages: log.is_message,
     })
 }
 
@@ -166,6 +191,7 @@ fn event_doc(event: &EventRow) -> Option<Doc<'_>> {
         run_id: &event.run_id,
         service: "",
         text: Cow::Owned(joined(strings)?),
+        of_messages: false,
     })
 }
 
@@ -233,7 +259,8 @@ pub async fn backfill(store: &Store) -> Result<u64> {
                     span_id: span.as_deref().unwrap_or_default(),
                     run_id: "",
                     service,
-                    text: Cow::Owned(joined([content.as_str(), tool_calls.unwrap_or_default()])?),
+                    text: Cow::Owned(joined(message_lines([(content.as_str(), tool_calls)]))?),
+                    of_messages: true,
                 })
             })
             .collect();
@@ -266,20 +293,29 @@ pub(crate) trait SearchTx {
 
 impl SearchTx for sqlx::SqliteConnection {
     async fn insert_search_docs(&mut self, docs: &[Doc<'_>]) -> Result<()> {
-        // The index follows the table through its triggers (migration 0026).
+        // The words go into the contentless index under the document's id (migration
+        // 0034). The ids are drawn here: the writer is the only one, inside its transaction.
         for chunk in docs.chunks(ROWS_PER_INSERT) {
+            let first: i64 =
+                sqlx::query_scalar("SELECT COALESCE(MAX(id), 0) + 1 FROM search_docs").fetch_one(&mut *self).await?;
             let mut q = sqlx::QueryBuilder::new(
-                "INSERT INTO search_docs (time_ns, source, session_id, trace_id, span_id, run_id, service, text) ",
+                "INSERT INTO search_docs (id, time_ns, source, session_id, trace_id, span_id, run_id, service, text) ",
             );
-            q.push_values(chunk, |mut row, d| {
-                row.push_bind(d.time_ns)
+            q.push_values(chunk.iter().enumerate(), |mut row, (i, d)| {
+                row.push_bind(first + i as i64)
+                    .push_bind(d.time_ns)
                     .push_bind(d.source)
                     .push_bind(d.session_id)
                     .push_bind(d.trace_id)
                     .push_bind(d.span_id)
                     .push_bind(d.run_id)
                     .push_bind(d.service)
-                    .push_bind(d.text.as_ref());
+                    .push_bind(d.stored_text());
+            });
+            q.build().execute(&mut *self).await?;
+            let mut q = sqlx::QueryBuilder::new("INSERT INTO search_words (rowid, text) ");
+            q.push_values(chunk.iter().enumerate(), |mut row, (i, d)| {
+                row.push_bind(first + i as i64).push_bind(d.text.as_ref());
             });
             q.build().execute(&mut *self).await?;
         }
@@ -301,7 +337,7 @@ impl SearchTx for sqlx::PgConnection {
                     .push_bind(d.span_id)
                     .push_bind(d.run_id)
                     .push_bind(d.service)
-                    .push_bind(d.text.as_ref())
+                    .push_bind(d.stored_text())
                     .push_bind(tsvector(&d.text))
                     .push_unseparated("::tsvector");
             });
@@ -365,5 +401,8 @@ mod tests {
             ]
         );
         assert!(docs.iter().take(3).all(|d| d.session_id == "s1" && d.service == "planner"), "{docs:?}");
+        let stored: Vec<&str> = docs.iter().map(Doc::stored_text).collect();
+        assert_eq!(stored[0], "", "the messages are stored once, not in their document");
+        assert!(stored[1..].iter().all(|t| !t.is_empty()), "{stored:?}");
     }
 }

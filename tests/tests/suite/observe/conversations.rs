@@ -146,6 +146,10 @@ async fn a_long_conversation_is_stored_once_and_shown_whole(backend: Backend) {
     let found = q1(&api, "search", json!({"text": "xylophone"})).await;
     assert_eq!(found.len(), 1, "{found:#?}");
     assert_eq!(found[0]["session_id"], "long-talk");
+    assert!(found[0]["snippet"].as_str().unwrap().contains("xylophone"), "{found:#?}");
+    // Its document indexes the words without keeping the text again.
+    let copies = server.sql("SELECT COUNT(*) FROM search_docs WHERE source = 'message' AND text <> ''").await.unwrap();
+    assert_eq!(copies[0], 0);
 
     // The session page shows the whole conversation.
     let page = server.http.get(server.url("/dashboard/sessions/long-talk")).send().await.unwrap();
