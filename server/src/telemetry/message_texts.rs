@@ -257,6 +257,8 @@ impl_for_connections! {
                     ids.insert(key, id);
                 }
             }
+            // In id order, so replicas refreshing the same texts wait instead of deadlocking.
+            stale.sort_unstable();
             for (id, time_ns) in stale {
                 sqlx::query("UPDATE message_texts SET last_ns = $2 WHERE id = $1 AND last_ns < $2")
                     .bind(id)
