@@ -228,22 +228,30 @@ async fn span_messages(store: &Store, args: &Args, fetched: &mut Fetched) -> Res
     };
     let mut messages = Vec::with_capacity(texts.len());
     for (i, text) in texts.iter().enumerate() {
-        let content = text.content();
-        let size = string_bytes(&content) + text.tool_calls.as_ref().map_or(0, |t| t.len()) + SCALAR_BYTES * 2;
-        if fetched.bytes + size > MAX_ANSWER_BYTES {
+        let (mut message, size) = message_fields(text);
+        if fetched.bytes + size + SCALAR_BYTES > MAX_ANSWER_BYTES {
             fetched.truncated = true;
             break;
         }
-        fetched.bytes += size;
-        messages.push(serde_json::json!({
-            "role": text.role,
-            "text": content,
-            "tool_calls": text.tool_calls.as_deref().and_then(|t| serde_json::from_str::<Json>(t).ok()),
-            "new": i >= new_from,
-        }));
+        fetched.bytes += size + SCALAR_BYTES;
+        message.insert("new".to_owned(), Json::Bool(i >= new_from));
+        messages.push(Json::Object(message));
     }
     row.insert("messages".to_owned(), Json::Array(messages));
     Ok(())
+}
+
+/// A stored message's `role`, `text` and `tool_calls` (parsed), with their size in an
+/// answer.
+fn message_fields(text: &crate::telemetry::message_texts::Text) -> (Map<String, Json>, usize) {
+    let content = text.content();
+    let size = string_bytes(&content) + text.tool_calls.as_ref().map_or(0, String::len) + SCALAR_BYTES;
+    let calls = text.tool_calls.as_deref().and_then(|t| serde_json::from_str::<Json>(t).ok());
+    let mut fields = Map::new();
+    fields.insert("role".to_owned(), Json::String(text.role.clone()));
+    fields.insert("text".to_owned(), Json::String(content));
+    fields.insert("tool_calls".to_owned(), calls.unwrap_or(Json::Null));
+    (fields, size)
 }
 
 /// A transcript's messages given their texts (stored once, by content: the rows hold
@@ -258,18 +266,14 @@ async fn message_texts(store: &Store, fetched: &mut Fetched) -> Result<()> {
         let id = id_of(row);
         row.remove("_text_id");
         let Some(text) = id.and_then(|id| texts.get(&id)) else { continue };
-        let content = text.content();
-        let size = string_bytes(&content) + text.tool_calls.as_ref().map_or(0, |t| t.len());
+        let (fields, size) = message_fields(text);
         if i > 0 && fetched.bytes + size > MAX_ANSWER_BYTES {
             kept = i;
             fetched.truncated = true;
             break;
         }
         fetched.bytes += size;
-        row.insert("role".to_owned(), Json::String(text.role.clone()));
-        row.insert("text".to_owned(), Json::String(content));
-        let calls = text.tool_calls.as_deref().and_then(|t| serde_json::from_str::<Json>(t).ok());
-        row.insert("tool_calls".to_owned(), calls.unwrap_or(Json::Null));
+        row.extend(fields);
     }
     fetched.rows.truncate(kept);
     Ok(())

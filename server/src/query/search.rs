@@ -140,13 +140,14 @@ pub(super) async fn run(store: &Store, args: &Args) -> Result<Fetched> {
     }
     let ids: Vec<i64> = groups.iter().map(id).collect();
     let (mut details, truncated) = rows_by_id(store, &ids).await?;
+    let mut snippet_texts = messages_texts(store, &details).await?;
     let mut rows = Vec::with_capacity(groups.len());
     for group in groups {
         let Some(mut row) = details.remove(&id(&group)) else { continue };
         let mut text = row.remove("_text").and_then(|t| t.as_str().map(str::to_owned)).unwrap_or_default();
-        let time_ns = row.remove("_time_ns").and_then(|t| t.as_i64()).unwrap_or_default();
-        if text.is_empty() && row.get("source").and_then(Json::as_str) == Some("message") {
-            text = messages_text(store, &row, time_ns).await?;
+        row.remove("_time_ns");
+        if let Some(messages) = snippet_texts.remove(&id(&row)) {
+            text = messages;
         }
         row.remove("_id");
         row.insert("hits".to_owned(), group.get("hits").cloned().unwrap_or(Json::from(1)));
@@ -157,27 +158,43 @@ pub(super) async fn run(store: &Store, args: &Args) -> Result<Fetched> {
     Ok(Fetched { rows, truncated, bytes })
 }
 
-/// The text of a message document, which holds none (migration 0034): its item's
-/// messages, found by the item's time, trace and span (the messages' time index), read
-/// from `message_texts` and joined as ingest joined them.
-async fn messages_text(store: &Store, row: &Map<String, Json>, time_ns: i64) -> Result<String> {
-    let field = |name: &str| row.get(name).and_then(Json::as_str).unwrap_or_default().to_owned();
-    let (trace, span) = (field("trace_id"), field("span_id"));
-    let ids: Vec<i64> = on_reader!(store, |pool| {
-        sqlx::query_scalar(
-            "SELECT text_id FROM messages WHERE time_ns = $1 AND COALESCE(trace_id, '') = $2 \
-             AND COALESCE(span_id, '') = $3 AND text_id IS NOT NULL ORDER BY id LIMIT 1000",
-        )
-        .bind(time_ns)
-        .bind(&trace)
-        .bind(&span)
-        .fetch_all(pool)
-        .await
-    })?;
-    let texts = message_texts::read(store, &ids).await?;
-    let messages: Vec<(String, Option<String>)> =
-        ids.iter().filter_map(|id| texts.get(id)).map(|t| (t.content(), t.tool_calls.clone())).collect();
-    Ok(crate::telemetry::search::messages_text(&messages))
+/// The texts of the answered message documents, which hold none (migration 0034), by
+/// document id: each document's item's messages, found by the item's time, trace and
+/// span (the messages' time index), their texts read from `message_texts` at once, joined
+/// as ingest joined them.
+async fn messages_texts(store: &Store, rows: &HashMap<i64, Map<String, Json>>) -> Result<HashMap<i64, String>> {
+    let field =
+        |row: &Map<String, Json>, name: &str| row.get(name).and_then(Json::as_str).unwrap_or_default().to_owned();
+    let mut wanted: Vec<(i64, Vec<i64>)> = Vec::new();
+    for (&doc, row) in rows {
+        if field(row, "source") != "message" || !field(row, "_text").is_empty() {
+            continue;
+        }
+        let time_ns = row.get("_time_ns").and_then(Json::as_i64).unwrap_or_default();
+        let (trace, span) = (field(row, "trace_id"), field(row, "span_id"));
+        let ids: Vec<i64> = on_reader!(store, |pool| {
+            sqlx::query_scalar(
+                "SELECT text_id FROM messages WHERE time_ns = $1 AND COALESCE(trace_id, '') = $2 \
+                 AND COALESCE(span_id, '') = $3 AND text_id IS NOT NULL ORDER BY id LIMIT 1000",
+            )
+            .bind(time_ns)
+            .bind(&trace)
+            .bind(&span)
+            .fetch_all(pool)
+            .await
+        })?;
+        wanted.push((doc, ids));
+    }
+    let all: Vec<i64> = wanted.iter().flat_map(|(_, ids)| ids.iter().copied()).collect();
+    let texts = message_texts::read(store, &all).await?;
+    Ok(wanted
+        .into_iter()
+        .map(|(doc, ids)| {
+            let messages: Vec<(String, Option<String>)> =
+                ids.iter().filter_map(|id| texts.get(id)).map(|t| (t.content(), t.tool_calls.clone())).collect();
+            (doc, crate::telemetry::search::messages_text(&messages))
+        })
+        .collect())
 }
 
 /// How a hits query finds its documents.
