@@ -28,7 +28,7 @@ use crate::{
     agents::{Hosting, instances::Status, limits},
     ids,
     store::{Store, on_reader, on_writer},
-    telemetry::runs::nanocents_to_usd,
+    telemetry::{packed_attributes, runs::nanocents_to_usd},
     time::{now_ms, timestamp_ms},
 };
 
@@ -62,13 +62,17 @@ fn check_limit(kind: &str, limit: f64) -> Result<(), ApiError> {
 
 /// A tool call span's input: its arguments attribute (GenAI semconv, OpenInference,
 /// Vercel AI SDK), else all its attributes.
-fn span_tool_input(attributes: &str) -> String {
-    let parsed: serde_json::Value = serde_json::from_str(attributes).unwrap_or_default();
+fn span_tool_input(attributes: &serde_json::Value) -> String {
     ["gen_ai.tool.call.arguments", "input.value", "ai.toolCall.args"]
         .iter()
-        .find_map(|key| parsed.get(*key))
-        .map_or_else(|| attributes.to_owned(), |value| value.as_str().map_or_else(|| value.to_string(), str::to_owned))
+        .find_map(|key| attributes.get(*key))
+        .map_or_else(|| attributes.to_string(), |value| value.as_str().map_or_else(|| value.to_string(), str::to_owned))
 }
+
+/// A tool call the loop check reads: tool, input (a span's attributes as JSON text when
+/// stored before they were packed), a span's packed attributes, time, and whether it is a
+/// span.
+type ToolCallRow = (String, String, Option<Vec<u8>>, i64, bool);
 
 /// The guard of one store and hosting.
 pub struct Guard {
@@ -218,14 +222,13 @@ impl Guard {
             }
             _ => {
                 let n = policy.3 as i64;
-                // (tool, input, time, whether the input is a span's attributes)
-                let rows: Vec<(String, String, i64, bool)> = on_reader!(self.store, |pool| {
+                let rows: Vec<ToolCallRow> = on_reader!(self.store, |pool| {
                     sqlx::query_as(
-                        "SELECT tool_name, data, ts_ns, FALSE FROM events WHERE agent_instance = $1 AND tool_name <> '' \
+                        "SELECT tool_name, data, NULL, ts_ns, FALSE FROM events WHERE agent_instance = $1 AND tool_name <> '' \
                          UNION ALL \
-                         SELECT tool_name, attributes, start_ns, TRUE FROM spans \
+                         SELECT tool_name, attributes, packed_attributes, start_ns, TRUE FROM spans \
                          WHERE agent_instance = $1 AND tool_name IS NOT NULL AND tool_name <> '' \
-                         ORDER BY 3 DESC LIMIT $2",
+                         ORDER BY 4 DESC LIMIT $2",
                     )
                     .bind(instance)
                     .bind(n)
@@ -234,7 +237,14 @@ impl Guard {
                 })?;
                 let calls: Vec<(String, String, i64)> = rows
                     .into_iter()
-                    .map(|(tool, input, at, span)| (tool, if span { span_tool_input(&input) } else { input }, at))
+                    .map(|(tool, input, packed, at, span)| {
+                        let input = if span {
+                            span_tool_input(&packed_attributes::stored(packed.as_deref(), &input))
+                        } else {
+                            input
+                        };
+                        (tool, input, at)
+                    })
                     .collect();
                 let looping = calls.len() as i64 == n && calls.windows(2).all(|w| w[0].0 == w[1].0 && w[0].1 == w[1].1);
                 // Only a loop that formed after the last incident counts.

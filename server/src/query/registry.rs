@@ -27,6 +27,10 @@ pub enum ColKind {
     Json,
     /// An OTLP status code, shown as "unset", "ok" or "error".
     Status,
+    /// [Packed attributes](crate::telemetry::packed_attributes), shown as a JSON object.
+    /// Read as the hidden `_packed_attributes`: where a row has them, they are its
+    /// `attributes` (rows stored before keep JSON text there).
+    Packed,
 }
 
 /// One column of a shape's rows.
@@ -137,7 +141,7 @@ pub struct Shape {
     pub post: Option<PostStep>,
 }
 
-use ColKind::{CostUsd, DurationMs, Float, Int, Json, Status, Text, Time};
+use ColKind::{CostUsd, DurationMs, Float, Int, Json, Packed, Status, Text, Time};
 use FilterKind::{AtLeast, AtLeastOrUnset, AtMost, Contains, DaysBack, Eq, Flag, Holds, HoldsLike, HoursBack};
 
 /// The spans of trace `{arg}` (its id): they are keyed by the trace's number (migration
@@ -183,6 +187,7 @@ const SPAN_COLUMNS: &[Col] = &[
     col("cost_usd", "cost_nanocents", CostUsd),
     col("tool_name", "tool_name", Text),
     col("attributes", "attributes", Json),
+    col("_packed_attributes", "packed_attributes", Packed),
 ];
 
 /// What the `span` shape adds to [`SPAN_COLUMNS`]. `events` is filled by the plan's second

@@ -12,7 +12,7 @@ use super::{
 use crate::{
     Result,
     store::{Store, on_reader},
-    telemetry::runs::nanocents_to_usd,
+    telemetry::{packed_attributes, runs::nanocents_to_usd},
     time::{rfc3339_ns, utc_day, utc_hour},
 };
 
@@ -408,6 +408,11 @@ macro_rules! impl_json_row {
                             }
                         }
                     }),
+                    ColKind::Packed => self.try_get::<Option<Vec<u8>>, _>(i)?.and_then(|bytes| packed_attributes::unpack(&bytes)).map_or(scalar(Json::Null), |map| {
+                        let json = Json::Object(map);
+                        let size = json.to_string().len();
+                        (json, size)
+                    }),
                     ColKind::Status => scalar(self.try_get::<Option<i64>, _>(i)?.map_or(Json::Null, |code| {
                         Json::from(match code {
                             1 => "ok",
@@ -423,6 +428,9 @@ macro_rules! impl_json_row {
 
 impl_json_row!(sqlx::sqlite::SqliteRow, sqlx::postgres::PgRow);
 
+/// The hidden column a row's [packed attributes](ColKind::Packed) are read as.
+const PACKED_ATTRIBUTES: &str = "_packed_attributes";
+
 /// A row as a JSON object, and an upper bound of its size as JSON text.
 fn row_json(row: &impl JsonRow, columns: &[Col]) -> std::result::Result<(Map<String, Json>, usize), sqlx::Error> {
     let mut size = 2;
@@ -432,6 +440,11 @@ fn row_json(row: &impl JsonRow, columns: &[Col]) -> std::result::Result<(Map<Str
         // "name":value,
         size += col.name.len() + 4 + bytes;
         map.insert(col.name.to_owned(), value);
+    }
+    if let Some(packed) = map.remove(PACKED_ATTRIBUTES)
+        && packed.is_object()
+    {
+        map.insert("attributes".to_owned(), packed);
     }
     Ok((map, size))
 }

@@ -40,6 +40,7 @@ use crate::{
     Result,
     telemetry::{
         announce::{AnnounceTx, LiveIds},
+        packed_attributes,
         rows::{EventRow, GenAi, LogRow, SpanRow},
     },
 };
@@ -266,7 +267,7 @@ impl Kind {
 
 const SPANS: Kind = Kind {
     select: "SELECT id, trace_id, span_id, name, start_ns, status_code, status_message, service, session_id, agent_id, \
-             request_model, response_model, input_tokens, output_tokens, cost_nanocents, attributes FROM spans",
+             request_model, response_model, input_tokens, output_tokens, cost_nanocents, attributes, packed_attributes FROM spans",
     key: "id",
 };
 const LOGS: Kind =
@@ -309,7 +310,7 @@ fn span_item(row: &PgRow) -> roost_proto::v1::BrainEvent {
         start_ns: row.get("start_ns"),
         status_code: row.get::<i64, _>("status_code") as i32,
         status_message: row.get("status_message"),
-        attributes: row.get("attributes"),
+        attributes: packed_attributes::packed(row.get("packed_attributes"), row.get("attributes")),
         gen_ai: GenAi {
             session_id: row.get("session_id"),
             agent_id: row.get("agent_id"),

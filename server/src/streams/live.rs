@@ -8,6 +8,7 @@ use super::{hub::Hub, id_ranges::OwnIds};
 use crate::{
     telemetry::{
         announce::{LiveFeed, LiveIds},
+        packed_attributes,
         rows::{Batch, EventRow, LogRow, SpanRow},
         runs::nanocents_to_usd,
         turns::detail,
@@ -101,7 +102,7 @@ pub(super) fn span_event(span: &SpanRow, service: &str) -> BrainEvent {
         agent_id: g.agent_id.clone().unwrap_or_default(),
         service: service.to_owned(),
         title: span.name.clone(),
-        detail: detail(&span.attributes),
+        detail: detail(&packed_attributes::json_text(&span.attributes)),
         model: g.model().unwrap_or_default().to_owned(),
         input_tokens: g.input_tokens.unwrap_or_default(),
         output_tokens: g.output_tokens.unwrap_or_default(),

@@ -31,7 +31,7 @@ use std::{
 use flate2::{Compression, read::DeflateDecoder, write::DeflateEncoder};
 use sha2::{Digest as _, Sha256};
 
-use super::messages::Message;
+use super::{messages::Message, varint};
 use crate::{
     Result,
     store::{Store, impl_for_connections, on_reader},
@@ -119,16 +119,7 @@ pub fn pack_refs(new_from: usize, ids: &[i64]) -> Vec<u8> {
     let mut out = Vec::with_capacity(2 + ids.len() * 3);
     out.push(REFS_V1);
     for value in std::iter::once(new_from as u64).chain(ids.iter().map(|&id| id.max(0) as u64)) {
-        let mut v = value;
-        loop {
-            let byte = (v & 0x7f) as u8;
-            v >>= 7;
-            if v == 0 {
-                out.push(byte);
-                break;
-            }
-            out.push(byte | 0x80);
-        }
+        varint::put(&mut out, value);
     }
     out
 }
@@ -141,20 +132,7 @@ pub fn unpack_refs(bytes: &[u8]) -> Option<(usize, Vec<i64>)> {
     }
     let mut values = Vec::new();
     while !rest.is_empty() {
-        let (mut value, mut shift) = (0u64, 0u32);
-        loop {
-            let (&byte, tail) = rest.split_first()?;
-            rest = tail;
-            if shift > 63 {
-                return None;
-            }
-            value |= u64::from(byte & 0x7f) << shift;
-            shift += 7;
-            if byte & 0x80 == 0 {
-                break;
-            }
-        }
-        values.push(value as i64);
+        values.push(varint::take(&mut rest)? as i64);
     }
     let (&new_from, ids) = values.split_first()?;
     Some((new_from as usize, ids.to_vec()))

@@ -17,6 +17,7 @@ pub mod limits;
 pub mod message_texts;
 pub mod messages;
 pub mod otlp;
+pub mod packed_attributes;
 pub mod retention;
 pub mod row_counts;
 pub mod rows;
@@ -27,6 +28,7 @@ pub mod stats;
 pub mod summaries;
 pub mod trace_sessions;
 pub mod turns;
+pub mod varint;
 pub mod writer;
 
 use std::sync::Arc;

@@ -99,8 +99,8 @@ pub struct SpanRow {
     pub scope: String,
     /// GenAI fields.
     pub gen_ai: GenAi,
-    /// Span attributes as a JSON object.
-    pub attributes: String,
+    /// Span attributes, [packed](super::packed_attributes).
+    pub attributes: Vec<u8>,
     /// The span's events.
     pub events: Vec<SpanEventRow>,
     /// The conversation messages it carries (attributes, then events): a model call's

@@ -52,7 +52,7 @@ struct MessageOrigin<'a> {
     service: &'a str,
 }
 
-/// Rows per INSERT statement (up to 29 parameters each stays under SQLite's 32,766).
+/// Rows per INSERT statement (up to 30 parameters each stays under SQLite's 32,766).
 const ROWS_PER_INSERT: usize = 1_000;
 /// Traces per statement drawing their numbers (11 parameters each).
 const TRACES_PER_STATEMENT: usize = 2_000;
@@ -732,7 +732,7 @@ impl_for_connections! {
                     "INSERT INTO spans (trace_id, span_id, parent_span_id, name, kind, start_ns, end_ns, status_code, \
                      status_message, service, resource_id, scope, session_id, agent_id, operation, gen_ai_system, \
                      request_model, response_model, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, \
-                     tool_name, cost_nanocents, attributes, node_id, agent_instance, trace_seq, message_refs) ",
+                     tool_name, cost_nanocents, attributes, packed_attributes, node_id, agent_instance, trace_seq, message_refs) ",
                 );
                 q.push_values(spans.iter().zip(refs), |mut row, (span, refs)| {
                     let g = &span.gen_ai;
@@ -742,7 +742,7 @@ impl_for_connections! {
                         .push_bind(&span.scope).push_bind(&g.session_id).push_bind(&g.agent_id).push_bind(&g.operation)
                         .push_bind(&g.system).push_bind(&g.request_model).push_bind(&g.response_model).push_bind(g.input_tokens)
                         .push_bind(g.output_tokens).push_bind(g.cache_read_tokens).push_bind(g.cache_write_tokens)
-                        .push_bind(&g.tool_name).push_bind(g.cost_nanocents).push_bind(&span.attributes).push_bind(&batch.node_id)
+                        .push_bind(&g.tool_name).push_bind(g.cost_nanocents).push_bind("").push_bind(&span.attributes).push_bind(&batch.node_id)
                         .push_bind(&span.agent_instance).push_bind(seqs.get(span.trace_id.as_str()).copied().unwrap_or_default())
                         .push_bind(*refs);
                 });

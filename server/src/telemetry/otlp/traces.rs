@@ -6,9 +6,9 @@ use super::{Rejected, Resources, id_hex, ns};
 use crate::{
     billing::metering::PriceBook,
     telemetry::{
-        attributes::{gen_ai, to_json_text},
+        attributes::{gen_ai, to_json_text, to_map},
         limits::time_in_range,
-        messages,
+        messages, packed_attributes,
         rows::{Batch, SpanEventRow, SpanRow},
     },
 };
@@ -52,11 +52,11 @@ pub fn convert(request: &ExportTraceServiceRequest, prices: &PriceBook) -> (Batc
                 // Messages read from the attributes are stored once, by content: the
                 // span's attributes keep no copy (`telemetry::message_texts`).
                 let attributes = if call.messages.is_empty() {
-                    to_json_text(&span.attributes)
+                    packed_attributes::pack(&to_map(&span.attributes))
                 } else {
                     let rest: Vec<_> =
                         span.attributes.iter().filter(|kv| !messages::is_message_key(&kv.key)).cloned().collect();
-                    to_json_text(&rest)
+                    packed_attributes::pack(&to_map(&rest))
                 };
                 let (mut span_messages, new_from) = (call.messages, call.new_from);
                 for event in &span.events {
