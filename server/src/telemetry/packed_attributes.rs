@@ -352,13 +352,19 @@ mod tests {
 
     #[test]
     fn attributes_round_trip_smaller_than_their_json() {
-        let attributes = object(json!({
+        let model_call = object(json!({
             "session.id": "session-42",
             "gen_ai.operation.name": "chat",
             "gen_ai.system": "openai",
             "gen_ai.request.model": "gpt-4o-mini",
             "gen_ai.usage.input_tokens": 800,
             "gen_ai.usage.output_tokens": 200,
+        }));
+        let (packed, text) = (pack(&model_call), Json::Object(model_call.clone()).to_string());
+        assert!(packed.len() * 3 < text.len(), "{} bytes packed against {} of JSON", packed.len(), text.len());
+
+        let mut attributes = model_call;
+        attributes.extend(object(json!({
             "gen_ai.request.temperature": 0.25,
             "my.own.key": "ünïcode ✓",
             "negative": -9_223_372_036_854_775_808i64,
@@ -369,23 +375,12 @@ mod tests {
             "list": [1, "two", 3.5],
             "nested": {"a": {"b": [true]}},
             "": "an empty key",
-        }));
+        })));
         let packed = pack(&attributes);
         assert_eq!(unpack(&packed), Some(attributes.clone()));
         assert_eq!(json_text(&packed), Json::Object(attributes.clone()).to_string());
         let text = Json::Object(attributes).to_string();
         assert!(packed.len() * 10 < text.len() * 7, "{} bytes packed against {} of JSON", packed.len(), text.len());
-
-        let model_call = object(json!({
-            "session.id": "session-42",
-            "gen_ai.operation.name": "chat",
-            "gen_ai.system": "openai",
-            "gen_ai.request.model": "gpt-4o-mini",
-            "gen_ai.usage.input_tokens": 800,
-            "gen_ai.usage.output_tokens": 200,
-        }));
-        let (packed, text) = (pack(&model_call), Json::Object(model_call).to_string());
-        assert!(packed.len() * 3 < text.len(), "{} bytes packed against {} of JSON", packed.len(), text.len());
         assert_eq!(pack(&Map::new()), vec![FORMAT_V1]);
     }
 
