@@ -11,7 +11,7 @@ use crate::{
         packed_attributes,
         rows::{Batch, EventRow, LogRow, SpanRow},
         runs::nanocents_to_usd,
-        turns::detail,
+        turns::{DETAIL_CHARS, detail},
     },
     time::timestamp_ns,
 };
@@ -102,7 +102,7 @@ pub(super) fn span_event(span: &SpanRow, service: &str) -> BrainEvent {
         agent_id: g.agent_id.clone().unwrap_or_default(),
         service: service.to_owned(),
         title: span.name.clone(),
-        detail: detail(&packed_attributes::json_text(&span.attributes)),
+        detail: detail(&packed_attributes::json_prefix(&span.attributes, DETAIL_CHARS)),
         model: g.model().unwrap_or_default().to_owned(),
         input_tokens: g.input_tokens.unwrap_or_default(),
         output_tokens: g.output_tokens.unwrap_or_default(),

@@ -272,43 +272,76 @@ pub fn pack(attributes: &Map<String, Json>) -> Vec<u8> {
     out
 }
 
+/// One packed value, borrowed from the bytes.
+enum Value<'a> {
+    Null,
+    Bool(bool),
+    Str(&'a str),
+    Int(i64),
+    Double(f64),
+    /// An array or a map, as its compact JSON text.
+    Json(&'a str),
+}
+
+/// The entries of packed attributes, in order; `None` when the bytes are not packed
+/// attributes, and an item of `None` where they stop making sense.
+fn entries(bytes: &[u8]) -> Option<impl Iterator<Item = Option<(&str, Value<'_>)>>> {
+    let (&format, mut rest) = bytes.split_first()?;
+    (format == FORMAT_V1).then_some(())?;
+    Some(std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        Some(entry(&mut rest))
+    }))
+}
+
+fn entry<'a>(rest: &mut &'a [u8]) -> Option<(&'a str, Value<'a>)> {
+    let head = varint::take(rest)?;
+    let key = if head & 1 == 0 {
+        *KEYS.get(usize::try_from(head >> 1).ok()?)?
+    } else {
+        let len = usize::try_from(head >> 1).ok()?;
+        let key = std::str::from_utf8(rest.get(..len)?).ok()?;
+        *rest = rest.get(len..)?;
+        key
+    };
+    let (&kind, tail) = rest.split_first()?;
+    *rest = tail;
+    let value = match kind {
+        tag::NULL => Value::Null,
+        tag::FALSE => Value::Bool(false),
+        tag::TRUE => Value::Bool(true),
+        tag::STRING => Value::Str(take_str(rest)?),
+        tag::INT => {
+            let zigzag = varint::take(rest)?;
+            Value::Int(((zigzag >> 1) as i64) ^ -((zigzag & 1) as i64))
+        }
+        tag::DOUBLE => {
+            let raw: [u8; 8] = rest.get(..8)?.try_into().ok()?;
+            *rest = &rest[8..];
+            Value::Double(f64::from_le_bytes(raw))
+        }
+        tag::JSON => Value::Json(take_str(rest)?),
+        _ => return None,
+    };
+    Some((key, value))
+}
+
 /// The attributes [`pack`] packed; `None` for anything else.
 pub fn unpack(bytes: &[u8]) -> Option<Map<String, Json>> {
-    let (&format, mut rest) = bytes.split_first()?;
-    if format != FORMAT_V1 {
-        return None;
-    }
     let mut map = Map::new();
-    while !rest.is_empty() {
-        let head = varint::take(&mut rest)?;
-        let key = if head & 1 == 0 {
-            (*KEYS.get(usize::try_from(head >> 1).ok()?)?).to_owned()
-        } else {
-            let len = usize::try_from(head >> 1).ok()?;
-            let key = std::str::from_utf8(rest.get(..len)?).ok()?.to_owned();
-            rest = rest.get(len..)?;
-            key
+    for entry in entries(bytes)? {
+        let (key, value) = entry?;
+        let value = match value {
+            Value::Null => Json::Null,
+            Value::Bool(b) => Json::Bool(b),
+            Value::Str(text) => Json::String(text.to_owned()),
+            Value::Int(int) => Json::from(int),
+            Value::Double(double) => Number::from_f64(double).map_or(Json::Null, Json::Number),
+            Value::Json(text) => serde_json::from_str(text).ok()?,
         };
-        let (&kind, tail) = rest.split_first()?;
-        rest = tail;
-        let value = match kind {
-            tag::NULL => Json::Null,
-            tag::FALSE => Json::Bool(false),
-            tag::TRUE => Json::Bool(true),
-            tag::STRING => Json::String(take_str(&mut rest)?.to_owned()),
-            tag::INT => {
-                let zigzag = varint::take(&mut rest)?;
-                Json::from(((zigzag >> 1) as i64) ^ -((zigzag & 1) as i64))
-            }
-            tag::DOUBLE => {
-                let raw: [u8; 8] = rest.get(..8)?.try_into().ok()?;
-                rest = &rest[8..];
-                Number::from_f64(f64::from_le_bytes(raw)).map_or(Json::Null, Json::Number)
-            }
-            tag::JSON => serde_json::from_str(take_str(&mut rest)?).ok()?,
-            _ => return None,
-        };
-        map.insert(key, value);
+        map.insert(key.to_owned(), value);
     }
     Some(map)
 }
@@ -331,9 +364,49 @@ pub fn packed(packed: Option<Vec<u8>>, text: &str) -> Vec<u8> {
     })
 }
 
-/// Packed attributes as JSON text (`{}` for what does not unpack).
-pub fn json_text(packed: &[u8]) -> String {
-    unpack(packed).map_or_else(|| "{}".to_owned(), |map| Json::Object(map).to_string())
+/// The start of packed attributes' JSON text, at least its first `chars` characters
+/// (`{}` for what does not unpack): written straight from the bytes, with no map built,
+/// and stopped once that much is written (the live stream shows every stored span's
+/// first few hundred characters, on ingest's path).
+pub fn json_prefix(packed: &[u8], chars: usize) -> String {
+    let mut out = Vec::with_capacity(packed.len().saturating_mul(2).min(chars.saturating_mul(4)));
+    let whole = write_json(packed, &mut out, chars.saturating_mul(4)).is_some();
+    match String::from_utf8(out) {
+        Ok(text) if whole => text,
+        _ => "{}".to_owned(),
+    }
+}
+
+/// Writes the JSON text of packed attributes to `out`, stopping once it holds `limit`
+/// bytes; `None` when the bytes do not unpack (`out` then holds what was written).
+fn write_json(packed: &[u8], out: &mut Vec<u8>, limit: usize) -> Option<()> {
+    let write_str = |out: &mut Vec<u8>, text: &str| serde_json::to_writer(out, text).ok();
+    out.push(b'{');
+    for (n, entry) in entries(packed)?.enumerate() {
+        if out.len() >= limit {
+            return Some(());
+        }
+        let (key, value) = entry?;
+        if n > 0 {
+            out.push(b',');
+        }
+        write_str(out, key)?;
+        out.push(b':');
+        match value {
+            Value::Null => out.extend_from_slice(b"null"),
+            Value::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
+            Value::Str(text) => write_str(out, text)?,
+            Value::Int(int) => out.extend_from_slice(int.to_string().as_bytes()),
+            Value::Double(double) => match Number::from_f64(double) {
+                Some(number) => out.extend_from_slice(number.to_string().as_bytes()),
+                None => out.extend_from_slice(b"null"),
+            },
+            // Written by `pack` as serde_json's compact text of a parsed value.
+            Value::Json(text) => out.extend_from_slice(text.as_bytes()),
+        }
+    }
+    out.push(b'}');
+    Some(())
 }
 
 #[cfg(test)]
@@ -378,8 +451,14 @@ mod tests {
         })));
         let packed = pack(&attributes);
         assert_eq!(unpack(&packed), Some(attributes.clone()));
-        assert_eq!(json_text(&packed), Json::Object(attributes.clone()).to_string());
+        assert_eq!(json_prefix(&packed, usize::MAX), Json::Object(attributes.clone()).to_string());
         let text = Json::Object(attributes).to_string();
+        for chars in [0, 1, 10, 50, text.chars().count(), 10_000] {
+            let prefix = json_prefix(&packed, chars);
+            let shown: String = prefix.chars().take(chars).collect();
+            assert_eq!(shown, text.chars().take(chars).collect::<String>(), "the first {chars} characters");
+            assert!(text.starts_with(&prefix));
+        }
         assert!(packed.len() * 10 < text.len() * 7, "{} bytes packed against {} of JSON", packed.len(), text.len());
         assert_eq!(pack(&Map::new()), vec![FORMAT_V1]);
     }
@@ -391,6 +470,7 @@ mod tests {
             assert_ne!(unpack(&packed[..cut]), unpack(&packed), "cut at {cut}");
         }
         assert_eq!(unpack(b"{\"a\":1}"), None);
+        assert_eq!(json_prefix(&packed[..packed.len() - 1], usize::MAX), "{}", "what does not unpack");
         assert_eq!(unpack(&[FORMAT_V1, 0xfe, 0xff, 0x7f, tag::NULL]), None, "a key past the dictionary");
         assert_eq!(unpack(&[FORMAT_V1, 0, 9]), None, "an unknown tag");
         assert_eq!(unpack(&[FORMAT_V1, 3, 0xff, tag::NULL]), None, "a key that is not UTF-8");
