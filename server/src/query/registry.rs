@@ -153,6 +153,18 @@ pub(super) const TRACE_SPANS: &str = "trace_seq = (SELECT seq FROM traces WHERE 
 pub(super) const TRACE_ROWS: &str = "(trace_seq = (SELECT seq FROM traces WHERE trace_id = {arg}) \
      OR (trace_seq IS NULL AND trace_id IS NOT NULL AND trace_id = {arg}))";
 
+/// The spans of session `{arg}`: those of its traces (a span's session is its trace's,
+/// migration 0032), found through `traces_session` and each trace's number; spans have no
+/// index by session of their own (0036). The empty id is no session.
+pub(super) const SESSION_SPANS: &str =
+    "trace_seq IN (SELECT seq FROM traces WHERE session_id = {arg} AND session_id <> '')";
+
+/// The log records (or messages) of session `{arg}`: those of its traces, and those no
+/// trace reaches (sent without one, or before any span of theirs), which alone keep an
+/// index by session (migration 0036).
+pub(super) const SESSION_ROWS: &str = "(trace_seq IN (SELECT seq FROM traces WHERE session_id = {arg} AND session_id <> '') \
+     OR (trace_seq IS NULL AND session_id IS NOT NULL AND session_id = {arg}))";
+
 const SINCE: &str = "only rows at or after this time";
 const UNTIL: &str = "only rows at or before this time";
 
@@ -386,7 +398,7 @@ pub const SHAPES: &[Shape] = &[
             filters: &[
                 // Spans are keyed by their trace's number (migration 0028).
                 filter("trace_id", TRACE_SPANS, Holds),
-                filter("session_id", "session_id", Eq),
+                filter("session_id", SESSION_SPANS, Holds),
                 filter("service", "service", Eq),
                 filter("agent_id", "agent_id", Eq),
                 filter("errors_only", "status_code = 2", Flag),
@@ -534,7 +546,7 @@ pub const SHAPES: &[Shape] = &[
             from: "logs",
             filters: &[
                 filter("event_name", "event_name", Eq),
-                filter("session_id", "session_id", Eq),
+                filter("session_id", SESSION_ROWS, Holds),
                 filter("trace_id", TRACE_ROWS, Holds),
                 filter("service", "service", Eq),
                 filter("min_severity", "severity_number", AtLeastOrUnset("unset_severity")),

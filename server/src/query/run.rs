@@ -7,7 +7,9 @@ use sqlx::Row as _;
 
 use super::{
     args::Args,
-    registry::{Col, ColKind, FilterKind, MAX_SPAN_EVENTS, Plan, Shape, TRACE_ROWS, TRACE_SPANS},
+    registry::{
+        Col, ColKind, FilterKind, MAX_SPAN_EVENTS, Plan, SESSION_ROWS, SESSION_SPANS, Shape, TRACE_ROWS, TRACE_SPANS,
+    },
 };
 use crate::{
     Result,
@@ -281,9 +283,9 @@ async fn message_texts(store: &Store, fetched: &mut Fetched) -> Result<()> {
 
 /// A session's (or a trace's) messages, spans, events and logs, merged oldest first (at
 /// one time: events, logs, spans, the spans' messages in their order, then failed spans,
-/// so a failed call reads after what it was sent). Each
-/// part uses its table's (session_id, time) or (trace number, time) index. Log records whose
-/// content became messages are not listed again; custom-run events have no trace.
+/// so a failed call reads after what it was sent). Spans, messages and log records are
+/// read by trace number, a session's through its traces; custom-run events, which have no
+/// trace, by session. Log records whose content became messages are not listed again.
 fn transcript(args: &Args) -> Sql {
     let mut sql = Sql::default();
     let (column, key) = match args.string("session_id") {
@@ -294,7 +296,7 @@ fn transcript(args: &Args) -> Sql {
     // Spans are keyed by their trace's number (migration 0028), messages and log records
     // too once their trace has one (0029).
     let (spans_of, rows_of) = if column == "session_id" {
-        (format!("session_id = {key}"), format!("session_id = {key}"))
+        (SESSION_SPANS.replace("{arg}", &key), SESSION_ROWS.replace("{arg}", &key))
     } else {
         (TRACE_SPANS.replace("{arg}", &key), TRACE_ROWS.replace("{arg}", &key))
     };

@@ -1,6 +1,8 @@
 //! Rows keyed by their trace's number (migrations 0028, 0029): a trace's log records and
 //! messages are found by its id whether they arrived before its spans (stored unnumbered)
-//! or after (numbered at once), and the first span numbers the ones that waited.
+//! or after (numbered at once), and the first span numbers the ones that waited. A
+//! session's rows are found the same way: through its traces, and (while they have no
+//! trace number) by the session they name (migration 0036).
 
 use roost_tests::{Backend, TestServer, each_backend};
 use serde_json::{Value, json};
@@ -10,7 +12,7 @@ use super::{otlp::traces_request, post_otlp, q1};
 each_backend!(a_traces_logs_and_messages_are_found_before_and_after_its_spans);
 
 /// A logs request: for each `(trace byte, event name, body)`, one record in that trace,
-/// `at` ns after the traces' spans start, a nanosecond apart.
+/// `at` ns after the traces' spans start, a nanosecond apart, each naming session `waiting`.
 fn logs_request(at: u64, records: &[(u8, &str, &str)]) -> Value {
     let records: Vec<Value> = records
         .iter()
@@ -23,6 +25,7 @@ fn logs_request(at: u64, records: &[(u8, &str, &str)]) -> Value {
                 "severityNumber": 9,
                 "eventName": event,
                 "body": {"stringValue": body},
+                "attributes": [{"key": "session.id", "value": {"stringValue": "waiting"}}],
             })
         })
         .collect();
@@ -56,10 +59,20 @@ async fn transcript(api: &roost_tests::Api, trace: u8) -> Vec<(String, String)> 
         .collect()
 }
 
+/// The transcript of session `session`: (source, text) of each item.
+async fn session_transcript(api: &roost_tests::Api, session: &str) -> Vec<(String, String)> {
+    q1(api, "transcript", json!({"session_id": session}))
+        .await
+        .iter()
+        .map(|r| (r["source"].as_str().unwrap().to_owned(), r["text"].as_str().unwrap_or_default().to_owned()))
+        .collect()
+}
+
 async fn a_traces_logs_and_messages_are_found_before_and_after_its_spans(backend: Backend) {
     let server = TestServer::start(backend).await;
     let api = server.api(None);
     let logs_of = |trace: u8| q1(&api, "logs", json!({"trace_id": hex::encode([trace; 16])}));
+    let session_logs = |session: &'static str| q1(&api, "logs", json!({"session_id": session}));
 
     // Trace 7's records come first: a question (a message) and a plain record. Trace 8's
     // record never gets a span.
@@ -74,6 +87,12 @@ async fn a_traces_logs_and_messages_are_found_before_and_after_its_spans(backend
     let before = transcript(&api, 7).await;
     assert!(before.contains(&("message".into(), "where to?".into())), "{before:?}");
     assert!(before.contains(&("log".into(), "planning".into())), "{before:?}");
+    // No trace reaches them yet: found by the session they name.
+    assert_eq!(session_logs("waiting").await.len(), 3);
+    let waiting = session_transcript(&api, "waiting").await;
+    for item in [("message", "where to?"), ("log", "planning"), ("log", "alone")] {
+        assert!(waiting.contains(&(item.0.into(), item.1.into())), "{item:?} in {waiting:?}");
+    }
 
     // Its spans arrive: the waiting rows get the trace's number and are found as before.
     let spans = prost::Message::encode_to_vec(&traces_request(7, 2, "early"));
@@ -86,6 +105,19 @@ async fn a_traces_logs_and_messages_are_found_before_and_after_its_spans(backend
     for item in &before {
         assert!(after.contains(item), "{item:?} kept: {after:?}");
     }
+    // The spans' root names session `early`: the trace and its waiting rows move there,
+    // found through the trace; trace 8's record stays in `waiting`.
+    assert_eq!(session_logs("early").await.len(), 2);
+    let early = session_transcript(&api, "early").await;
+    assert_eq!(early.iter().filter(|(source, _)| source == "span").count(), 2, "{early:?}");
+    for item in &before {
+        assert!(early.contains(item), "{item:?} in the trace's session: {early:?}");
+    }
+    assert_eq!(q1(&api, "spans", json!({"session_id": "early"})).await.len(), 2);
+    let left = session_logs("waiting").await;
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left[0]["body"], "alone");
+    assert!(q1(&api, "spans", json!({"session_id": ""})).await.is_empty(), "an empty id names no session");
 
     // A record after the spans is numbered at once; the trace without spans is found by id.
     post_logs(&server, 200_000, &[(7, "planner.step", "done")]).await;
