@@ -8,12 +8,13 @@ use sqlx::Row as _;
 use super::{
     args::Args,
     registry::{
-        Col, ColKind, FilterKind, MAX_SPAN_EVENTS, Plan, SESSION_ROWS, SESSION_SPANS, Shape, TRACE_ROWS, TRACE_SPANS,
+        Col, ColKind, FilterKind, MAX_SPAN_EVENTS, Plan, SESSION_ROWS, SESSION_SPANS, SESSION_TRACES_POSTGRES,
+        SESSION_TRACES_SQLITE, Shape, TRACE_ROWS, TRACE_SPANS,
     },
 };
 use crate::{
     Result,
-    store::{Store, on_reader},
+    store::{BackendKind, Store, on_reader},
     telemetry::{packed_attributes, runs::nanocents_to_usd},
     time::{rfc3339_ns, utc_day, utc_hour},
 };
@@ -66,9 +67,9 @@ pub async fn run(store: &Store, shape: &Shape, args: &Args, now_ns: i64) -> Resu
         Plan::Table { from, filters, order, orders } => {
             let order =
                 args.string("order").and_then(|o| orders.iter().find(|(name, _)| *name == o)).map_or(order, |o| o.1);
-            table(shape, from, filters, order, args, now_ns)
+            table(shape, from, filters, order, args, now_ns, store.kind())
         }
-        Plan::Transcript => transcript(args),
+        Plan::Transcript => transcript(args, store.kind()),
         Plan::Span => span(shape, args),
         Plan::Search => return super::search::run(store, args).await,
     };
@@ -93,7 +94,25 @@ pub(super) fn select_list(columns: &[Col]) -> String {
     columns.iter().map(|c| format!("{} AS c_{}", c.sql, c.name.trim_start_matches('_'))).collect::<Vec<_>>().join(", ")
 }
 
-fn table(shape: &Shape, from: &str, filters: &[super::registry::Filter], order: &str, args: &Args, now_ns: i64) -> Sql {
+/// `sql` with `{session_traces}` written for `kind` ([`SESSION_TRACES_SQLITE`],
+/// [`SESSION_TRACES_POSTGRES`]): the backends' planners want different forms of one test.
+fn for_backend(sql: &str, kind: BackendKind) -> String {
+    let traces = match kind {
+        BackendKind::Sqlite => SESSION_TRACES_SQLITE,
+        BackendKind::Postgres => SESSION_TRACES_POSTGRES,
+    };
+    sql.replace("{session_traces}", traces)
+}
+
+fn table(
+    shape: &Shape,
+    from: &str,
+    filters: &[super::registry::Filter],
+    order: &str,
+    args: &Args,
+    now_ns: i64,
+    kind: BackendKind,
+) -> Sql {
     let mut sql = Sql::default();
     let mut conditions = Vec::new();
     for filter in filters {
@@ -129,9 +148,9 @@ fn table(shape: &Shape, from: &str, filters: &[super::registry::Filter], order: 
                 let pattern = sql.bind(Bind::Text(format!("%{}%", like_escaped(v))));
                 filter.sql.replace("{arg}", &pattern)
             }),
-            FilterKind::Holds => {
-                args.string(filter.arg).map(|v| filter.sql.replace("{arg}", &sql.bind(Bind::Text(v.to_owned()))))
-            }
+            FilterKind::Holds => args
+                .string(filter.arg)
+                .map(|v| for_backend(filter.sql, kind).replace("{arg}", &sql.bind(Bind::Text(v.to_owned())))),
             FilterKind::DaysBack => {
                 let days = args.integer(filter.arg).max(1);
                 let first = utc_day(now_ns - (days - 1) * 86_400_000_000_000);
@@ -286,7 +305,7 @@ async fn message_texts(store: &Store, fetched: &mut Fetched) -> Result<()> {
 /// so a failed call reads after what it was sent). Spans, messages and log records are
 /// read by trace number, a session's through its traces; custom-run events, which have no
 /// trace, by session. Log records whose content became messages are not listed again.
-fn transcript(args: &Args) -> Sql {
+fn transcript(args: &Args, kind: BackendKind) -> Sql {
     let mut sql = Sql::default();
     let (column, key) = match args.string("session_id") {
         Some(session) => ("session_id", session),
@@ -296,7 +315,7 @@ fn transcript(args: &Args) -> Sql {
     // Spans are keyed by their trace's number (migration 0028), messages and log records
     // too once their trace has one (0029).
     let (spans_of, rows_of) = if column == "session_id" {
-        (SESSION_SPANS.replace("{arg}", &key), SESSION_ROWS.replace("{arg}", &key))
+        (SESSION_SPANS.replace("{arg}", &key), for_backend(SESSION_ROWS, kind).replace("{arg}", &key))
     } else {
         (TRACE_SPANS.replace("{arg}", &key), TRACE_ROWS.replace("{arg}", &key))
     };
@@ -474,7 +493,7 @@ mod tests {
         let args = Args::check(name, shape.args, args.as_object().unwrap()).unwrap();
         let Plan::Table { from, filters, order, orders } = shape.plan else { panic!("{name} is not a table") };
         let order = args.string("order").and_then(|o| orders.iter().find(|(n, _)| *n == o)).map_or(order, |o| o.1);
-        let sql = table(shape, from, filters, order, &args, 0);
+        let sql = table(shape, from, filters, order, &args, 0, BackendKind::Sqlite);
         let binds = sql
             .binds
             .iter()
