@@ -18,7 +18,9 @@
 //!
 //! Knobs (environment): ROOST_BENCH_SPANS (1000000), ROOST_BENCH_SPANS_PER_REQUEST (500),
 //! ROOST_BENCH_CONCURRENCY (8), ROOST_BENCH_QUERIES (200), ROOST_BENCH_BACKEND
-//! (sqlite|postgres), ROOST_BENCH_CONTENT (1; 0 sends no conversations).
+//! (sqlite|postgres), ROOST_BENCH_CONTENT (1; 0 sends no conversations),
+//! ROOST_BENCH_KEEP_BACKUP (a path: the SQLite store's backup is copied there, to look
+//! into with `sqlite3` after the run).
 
 // Benchmark code: a failed unwrap is a broken run.
 #![allow(clippy::unwrap_used)]

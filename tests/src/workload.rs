@@ -459,6 +459,9 @@ pub async fn time_backup(server: &TestServer) {
     let folder = tempfile::tempdir().expect("tempdir");
     let file = folder.path().join("backup.db");
     let report = backup_sqlite(&db, data_dir, &file, false).await.expect("backup");
+    if let Ok(keep) = std::env::var("ROOST_BENCH_KEEP_BACKUP") {
+        std::fs::copy(&file, keep).expect("keep backup");
+    }
     println!(
         "backup: store {:.0} MiB (+{wal:.0} MiB WAL) → {:.0} MiB file in {:.1} s",
         mib(&db),
