@@ -36,6 +36,20 @@ pub fn usd(value: f64) -> String {
     format!("{sign}${}.{:02}", count(cents / 100), cents % 100)
 }
 
+/// Money kept in nanocents (10⁻⁹ cent) as exact dollars, for balances and charges: at
+/// least the cents, then every digit that is not zero (`$12.50`, `$0.00023`,
+/// `$1,000.0001`, `-$0.35`). Unlike [`usd`] it never rounds: a ledger shown this way
+/// adds up to the balance shown.
+pub fn usd_exact(nanocents: i64) -> String {
+    const PER_DOLLAR: u64 = 100_000_000_000;
+    let sign = if nanocents < 0 { "-" } else { "" };
+    let abs = nanocents.unsigned_abs();
+    let fraction = format!("{:011}", abs % PER_DOLLAR);
+    let fraction = fraction.trim_end_matches('0');
+    let whole = count(i64::try_from(abs / PER_DOLLAR).unwrap_or(i64::MAX));
+    format!("{sign}${whole}.{fraction:0<2}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,5 +68,16 @@ mod tests {
         assert_eq!(usd(1e-11), "$0.00000000001");
         assert_eq!(usd(1234.567), "$1,234.57");
         assert_eq!(usd(-0.35), "-$0.35");
+    }
+
+    #[test]
+    fn exact_dollars_show_the_digits_that_matter() {
+        assert_eq!(usd_exact(23_000_000), "$0.00023");
+        assert_eq!(usd_exact(1_250_000_000_000), "$12.50");
+        assert_eq!(usd_exact(0), "$0.00");
+        assert_eq!(usd_exact(-35_000_000_000), "-$0.35");
+        assert_eq!(usd_exact(1), "$0.00000000001");
+        assert_eq!(usd_exact(100_000_010_000_000), "$1,000.0001");
+        assert_eq!(usd_exact(i64::MIN), "-$92,233,720.36854775808");
     }
 }

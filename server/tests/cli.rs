@@ -109,7 +109,10 @@ async fn accounts_keys_and_credits_work_beside_a_running_server(backend: Backend
     assert_eq!(api.get("/api/account").await.ok()["balance_cents"], 700);
 
     let topped = json_of(&roost(&server, &["credits", "add", "--account", &account, "300", "--json"]));
-    assert_eq!(topped, json!({"account_id": account, "balance_cents": 1000}));
+    assert_eq!(
+        topped,
+        json!({"account_id": account, "balance_cents": 1000, "balance_nanocents": 1_000_000_000_000_i64})
+    );
     assert_eq!(api.get("/api/account").await.ok()["balance_cents"], 1000);
 
     let second = json_of(&roost(&server, &["keys", "create", "--account", &account, "--name", "ci", "--json"]));

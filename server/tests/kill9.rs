@@ -642,16 +642,16 @@ async fn money_and_agents_survive_a_kill_during_provisions(backend: Backend) {
     let roost = install.serve(&[]);
     let db = install.db().await;
     for (account, key) in &accounts {
-        let balance = db.counts_for("SELECT id, balance_cents FROM accounts WHERE id = $1", account).await;
+        let balance = db.counts_for("SELECT id, balance_nanocents FROM accounts WHERE id = $1", account).await;
         let ledger = db
             .counts_for(
-                "SELECT account_id, CAST(SUM(amount_cents) AS BIGINT) FROM ledger WHERE account_id = $1 GROUP BY account_id",
+                "SELECT account_id, CAST(SUM(amount_nanocents) AS BIGINT) FROM ledger WHERE account_id = $1 GROUP BY account_id",
                 account,
             )
             .await;
         assert_eq!(balance[0].1, ledger[0].1, "account {account}: balance against the sum of its ledger");
         let shown = roost.api(key).get("/api/account").await.ok();
-        assert_eq!(shown["balance_cents"], balance[0].1);
+        assert_eq!(shown["balance_nanocents"], balance[0].1);
     }
     let twice = db
         .counts(

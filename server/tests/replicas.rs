@@ -359,7 +359,7 @@ async fn a_paused_replicas_late_writes_are_refused() {
     late.err(503, "unavailable");
     let db = cluster.db().await;
     let recorded: Vec<(String, i64)> =
-        sqlx::query_as("SELECT status, charged_cents FROM turns WHERE text = 'sleep:1500 late reply'")
+        sqlx::query_as("SELECT status, charged_nanocents FROM turns WHERE text = 'sleep:1500 late reply'")
             .fetch_all(&db)
             .await
             .unwrap();
@@ -410,7 +410,7 @@ async fn paid_provisions_racing_through_two_replicas_never_overdraw() {
     assert!(statuses.iter().all(|s| *s == 201 || *s == 402), "{statuses:?}");
     let db = cluster.db().await;
     let rows: Vec<(String, i64, i64)> = sqlx::query_as(
-        "SELECT a.id, a.balance_cents, COALESCE((SELECT SUM(amount_cents) FROM ledger l WHERE l.account_id = a.id), 0)::BIGINT \
+        "SELECT a.id, a.balance_nanocents, COALESCE((SELECT SUM(amount_nanocents) FROM ledger l WHERE l.account_id = a.id), 0)::BIGINT \
          FROM accounts a",
     )
     .fetch_all(&db)

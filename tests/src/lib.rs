@@ -22,7 +22,7 @@ pub mod pages;
 mod postgres;
 pub mod process;
 mod server;
-mod sql;
+pub mod sql;
 mod sse;
 pub mod stripe;
 pub mod tools;

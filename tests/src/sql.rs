@@ -47,3 +47,50 @@ impl TestServer {
         }
     }
 }
+
+/// A store as an earlier binary left it: a database migrated through `last_migration` (the
+/// migrations after it not run), holding the rows `inserts` write. Start a server on its
+/// URL to test the upgrade. The directory (SQLite) and database (PostgreSQL) live as long
+/// as the returned guard.
+pub async fn store_made_before(
+    backend: crate::Backend,
+    last_migration: i64,
+    inserts: &[String],
+) -> (DatabaseUrl, (tempfile::TempDir, Option<crate::TestDatabase>)) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let (url, db) = match backend {
+        crate::Backend::Sqlite => (DatabaseUrl::Sqlite(dir.path().join("before.db")), None),
+        crate::Backend::Postgres => {
+            let db = crate::TestDatabase::create().await;
+            (db.url().parse::<DatabaseUrl>().expect("database url"), Some(db))
+        }
+    };
+    let folder = match backend {
+        crate::Backend::Sqlite => "sqlite",
+        crate::Backend::Postgres => "postgres",
+    };
+    let path = format!("{}/../server/migrations/{folder}", env!("CARGO_MANIFEST_DIR"));
+    let mut migrator = sqlx::migrate::Migrator::new(std::path::Path::new(&path)).await.expect("migrations");
+    migrator.migrations =
+        std::borrow::Cow::Owned(migrator.migrations.iter().filter(|m| m.version <= last_migration).cloned().collect());
+    match &url {
+        DatabaseUrl::Sqlite(path) => {
+            let options = SqliteConnectOptions::new().filename(path).create_if_missing(true);
+            let mut conn = SqliteConnection::connect_with(&options).await.expect("sqlite");
+            migrator.run(&mut conn).await.expect("earlier migrations");
+            for insert in inserts {
+                sqlx::query(AssertSqlSafe(insert.clone())).execute(&mut conn).await.expect(insert);
+            }
+            conn.close().await.expect("close");
+        }
+        DatabaseUrl::Postgres(pg) => {
+            let mut conn = PgConnection::connect(pg).await.expect("postgres");
+            migrator.run(&mut conn).await.expect("earlier migrations");
+            for insert in inserts {
+                sqlx::query(AssertSqlSafe(insert.clone())).execute(&mut conn).await.expect(insert);
+            }
+            conn.close().await.expect("close");
+        }
+    }
+    (url, (dir, db))
+}

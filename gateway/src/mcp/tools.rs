@@ -8,6 +8,7 @@
 use roost_proto::{
     ApiError, ErrorReason,
     describe::contract,
+    numbers::usd_exact,
     v1::{
         ConfigureRequest, DestroyRequest, GetActivityRequest, GetChannelRequest, GetInstanceRequest,
         ListInstancesRequest, ListRuntimesRequest, ListSessionsRequest, ListShapesRequest, ListShapesResponse,
@@ -294,27 +295,27 @@ fn answer<T: Serialize>(reply: Result<tonic::Response<T>, tonic::Status>) -> Res
 /// The readable text of a tool's answer: what a person (or a model) reads first.
 pub fn summary(name: &str, content: &Value) -> String {
     let text = |key: &str| content.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
-    let cents = |key: &str| content.get(key).and_then(Value::as_i64).unwrap_or_default();
+    let dollars = |key: &str| usd_exact(content.get(key).and_then(Value::as_i64).unwrap_or_default());
     let count = |key: &str| content.get(key).and_then(Value::as_array).map_or(0, Vec::len);
     match name {
         "send_message" => text("reply"),
         "create_agent" => format!(
-            "Created agent {} ({}), status {}; charged {} cents, balance {} cents. It boots in the background: call \
-             get_agent until its status is running.",
+            "Created agent {} ({}), status {}; charged {}, balance {}. It boots in the background: call get_agent \
+             until its status is running.",
             text("id"),
             text("runtime"),
             text("status"),
-            cents("charged_cents"),
-            cents("balance_cents"),
+            dollars("charged_nanocents"),
+            dollars("balance_nanocents"),
         ),
         "configure_agent" | "pause_agent" | "resume_agent" => {
             format!("Agent {} is now {}.", text("id"), text("status"))
         }
         "destroy_agent" => format!(
-            "Destroyed agent {}; refunded {} cents, balance {} cents.",
+            "Destroyed agent {}; refunded {}, balance {}.",
             text("id"),
-            cents("refunded_cents"),
-            cents("balance_cents")
+            dollars("refunded_nanocents"),
+            dollars("balance_nanocents")
         ),
         "get_agent" => {
             format!("Agent {} ({}) is {}. Brief: {}", text("id"), text("runtime"), text("status"), text("brief"))

@@ -5,7 +5,7 @@
 
 use roost_proto::ApiError;
 
-pub use roost_proto::numbers::{count, usd};
+pub use roost_proto::numbers::{count, usd, usd_exact};
 
 /// Tokens, shortened past ten thousand: `12.3k`, `4.56M`, `1.2B`.
 pub fn tokens(n: i64) -> String {

@@ -14,6 +14,7 @@ use crate::{
     billing::{
         ChargeKind, LedgerEntry, MoneyTx,
         ledger::{LEDGER_COLUMNS, LedgerRow},
+        money::{cents_to_nanocents, nanocents_to_cents},
     },
     ids::new_id,
     store::{BeginWrite, Store, on_reader, on_writer},
@@ -30,8 +31,8 @@ pub struct AccountRow {
     pub id: String,
     /// Display name.
     pub name: String,
-    /// Credits in cents.
-    pub balance_cents: i64,
+    /// Credits, exactly, in nanocents (`billing::money`).
+    pub balance_nanocents: i64,
     /// Plan name.
     pub plan: String,
     /// When its first-ever agent was provisioned.
@@ -45,7 +46,8 @@ impl From<AccountRow> for Account {
         Account {
             id: row.id,
             name: row.name,
-            balance_cents: row.balance_cents,
+            balance_cents: nanocents_to_cents(row.balance_nanocents),
+            balance_nanocents: row.balance_nanocents,
             plan: row.plan,
             first_agent_free: row.first_agent_at.is_none(),
             created_at: Some(timestamp_ms(row.created_at)),
@@ -73,14 +75,12 @@ impl Store {
         if credits_cents < 0 {
             return Err(ApiError::invalid_argument("credits cannot be negative").into());
         }
-        if credits_cents > crate::billing::money::MAX_BALANCE_CENTS {
-            return Err(crate::billing::money::out_of_bounds(credits_cents).into());
-        }
+        let credits = cents_to_nanocents(credits_cents)?;
         let now = now_ms();
         let account = AccountRow {
             id: new_id("acct"),
             name: name.to_owned(),
-            balance_cents: credits_cents,
+            balance_nanocents: credits,
             plan: "free".to_owned(),
             first_agent_at: None,
             created_at: now,
@@ -89,26 +89,19 @@ impl Store {
         on_writer!(self, |pool| {
             let mut tx = pool.begin_write().await?;
             sqlx::query(
-                "INSERT INTO accounts (id, name, balance_cents, plan, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5)",
+                "INSERT INTO accounts (id, name, balance_nanocents, plan, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5)",
             )
             .bind(&account.id)
             .bind(&account.name)
-            .bind(credits_cents)
+            .bind(credits)
             .bind(&account.plan)
             .bind(now)
             .execute(&mut *tx)
             .await?;
             tx.insert_key(&key, now).await?;
             if credits_cents > 0 {
-                let entry = LedgerEntry::new(
-                    &account.id,
-                    None,
-                    ChargeKind::Credit,
-                    credits_cents,
-                    credits_cents,
-                    "initial credits",
-                    now,
-                );
+                let entry =
+                    LedgerEntry::new(&account.id, None, ChargeKind::Credit, credits, credits, "initial credits", now);
                 tx.insert_ledger(&entry).await?;
             }
             tx.commit().await?;
@@ -120,7 +113,7 @@ impl Store {
     pub async fn account(&self, account_id: &str) -> Result<Option<AccountRow>> {
         Ok(on_reader!(self, |pool| {
             sqlx::query_as(
-                "SELECT id, name, balance_cents, plan, first_agent_at, created_at FROM accounts WHERE id = $1",
+                "SELECT id, name, balance_nanocents, plan, first_agent_at, created_at FROM accounts WHERE id = $1",
             )
             .bind(account_id)
             .fetch_optional(pool)
@@ -131,13 +124,15 @@ impl Store {
     /// Every account, oldest first (for the operator CLI).
     pub async fn list_accounts(&self) -> Result<Vec<AccountRow>> {
         Ok(on_reader!(self, |pool| {
-            sqlx::query_as("SELECT id, name, balance_cents, plan, first_agent_at, created_at FROM accounts ORDER BY created_at, id")
+            sqlx::query_as(
+                "SELECT id, name, balance_nanocents, plan, first_agent_at, created_at FROM accounts ORDER BY created_at, id",
+            )
                 .fetch_all(pool)
                 .await
         })?)
     }
 
-    /// Adds credits (an operator top-up); returns the new balance.
+    /// Adds credits (an operator top-up, whole cents); returns the new balance in nanocents.
     pub async fn add_credits(&self, account_id: &str, cents: i64) -> Result<i64> {
         if cents <= 0 {
             return Err(ApiError::invalid_argument("credits to add must be a positive number of cents").into());
@@ -145,15 +140,16 @@ impl Store {
         let now = now_ms();
         let balance = on_writer!(self, |pool| {
             let mut tx = pool.begin_write().await?;
-            let Some(account) = tx.lock_account(account_id, now).await? else {
+            if tx.lock_account(account_id, now).await?.is_none() {
                 return Err(ApiError::not_found(format!("no account {account_id}")).into());
-            };
-            let balance = tx.adjust(account_id, cents, account.usage_carry_nanocents).await?;
+            }
+            let amount = cents_to_nanocents(cents)?;
+            let balance = tx.adjust(account_id, amount).await?;
             tx.insert_ledger(&LedgerEntry::new(
                 account_id,
                 None,
                 ChargeKind::Credit,
-                cents,
+                amount,
                 balance,
                 "credits added",
                 now,

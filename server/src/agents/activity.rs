@@ -10,7 +10,10 @@ use super::{
 use crate::{
     Result,
     accounts::service::clamp_limit,
-    billing::ledger::{LEDGER_COLUMNS, LedgerRow},
+    billing::{
+        ledger::{LEDGER_COLUMNS, LedgerRow},
+        money::nanocents_to_cents,
+    },
     store::on_reader,
     time::timestamp_ms,
 };
@@ -30,7 +33,7 @@ struct TurnRow {
     input_tokens: i64,
     output_tokens: i64,
     model: String,
-    charged_cents: i64,
+    charged_nanocents: i64,
     chat_id: Option<i64>,
 }
 
@@ -56,7 +59,8 @@ impl From<TurnRow> for Turn {
             duration_ms: row.duration_ms,
             usage: Some(Usage { input_tokens: row.input_tokens, output_tokens: row.output_tokens }),
             model: row.model,
-            charged_cents: row.charged_cents,
+            charged_cents: nanocents_to_cents(row.charged_nanocents),
+            charged_nanocents: row.charged_nanocents,
             seq: row.seq,
             chat_id: row.chat_id.unwrap_or_default(),
         }
@@ -108,7 +112,7 @@ impl Hosting {
         let turns: Vec<TurnRow> = on_reader!(self.store, |pool| {
             sqlx::query_as(
                 "SELECT id, seq, status, source, text, reply, error, queued_at, started_at, duration_ms, input_tokens, \
-                 output_tokens, model, charged_cents, chat_id FROM turns WHERE instance_id = $1 \
+                 output_tokens, model, charged_nanocents, chat_id FROM turns WHERE instance_id = $1 \
                  ORDER BY queued_at DESC, seq DESC LIMIT $2",
             )
             .bind(id)

@@ -148,7 +148,7 @@ impl_for_connections! {
         async fn interrupt_in_flight(&mut self, id: &str, epoch: i64, now: i64) -> Result<u64> {
             let interrupted = sqlx::query(
                 "INSERT INTO turns (id, instance_id, account_id, seq, status, source, text, reply, error, queued_at, \
-                 started_at, duration_ms, input_tokens, output_tokens, model, charged_cents, chat_id) \
+                 started_at, duration_ms, input_tokens, output_tokens, model, charged_nanocents, chat_id) \
                  SELECT id, instance_id, account_id, seq, 'interrupted', source, text, '', $3, queued_at, started_at, \
                  CASE WHEN $4 > started_at THEN $4 - started_at ELSE 0 END, 0, 0, model, 0, chat_id \
                  FROM turns_in_flight f WHERE instance_id = $1 AND lease_epoch < $2 \

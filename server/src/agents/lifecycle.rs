@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use roost_proto::{
     ApiError, ErrorReason,
+    numbers::usd_exact,
     v1::{
         ConfigureRequest, ConfigureResponse, DestroyRequest, DestroyResponse, InstanceStatus, PauseRequest,
         PauseResponse, ProvisionRequest, ProvisionResponse, ResumeRequest, ResumeResponse,
@@ -37,7 +38,11 @@ use super::{
 };
 use crate::{
     Error, Result,
-    billing::{ChargeKind, LedgerEntry, LockedAccount, MoneyTx, pro_rata_refund},
+    billing::{
+        ChargeKind, LedgerEntry, LockedAccount, MoneyTx,
+        money::{cents_to_nanocents, nanocents_to_cents},
+        pro_rata_refund,
+    },
     ids::new_id,
     runtimes::{DriverSpec, Machine, RuntimeSpec},
     secrets::{SecretKey, Slot},
@@ -60,10 +65,15 @@ fn settling() -> ApiError {
     )
 }
 
-fn short_of(cents: i64, balance: i64) -> ApiError {
+/// 402: `needed` and `balance` are nanocents.
+fn short_of(needed: i64, balance: i64) -> ApiError {
     ApiError::new(
         ErrorReason::InsufficientCredits,
-        format!("this needs {cents} cents of credit and the balance is {balance}; top up and try again"),
+        format!(
+            "this needs {} of credit and the balance is {}; top up and try again",
+            usd_exact(needed),
+            usd_exact(balance)
+        ),
     )
 }
 
@@ -144,28 +154,35 @@ impl Hosting {
         let (charged, balance) = on_writer!(self.store, |pool| {
             let mut tx = pool.begin_write().await?;
             let account = tx.lock_for_deploy(account_id, now).await?;
-            let first = account.first_agent_at.is_none();
+            // The free first period is the account's first *priced* agent's: an agent of a
+            // free runtime (echo) costs nothing and leaves it for the next one.
+            let priced = row.price_cents_month > 0;
+            let first = priced && account.first_agent_at.is_none();
             let charge = if first { 0 } else { row.price_cents_month };
-            let balance = if charge > 0 {
-                tx.debit(account_id, charge).await?.ok_or_else(|| short_of(charge, account.balance_cents))?
+            let amount = cents_to_nanocents(charge)?;
+            let balance = if amount > 0 {
+                tx.debit(account_id, amount).await?.ok_or_else(|| short_of(amount, account.balance_nanocents))?
             } else {
-                account.balance_cents
+                account.balance_nanocents
             };
             row.period_price_cents = charge;
             tx.insert_instance(&row).await?;
             // The agent runs where it was provisioned.
             tx.insert_agent_lease(&row.id, &self.replica.id, self.replica.ttl_ms()).await?;
+            let who = if row.name.is_empty() { row.id.clone() } else { format!("{} ({})", row.name, row.id) };
             let what = if first {
                 tx.mark_first_agent(account_id, now).await?;
-                format!("first period of {} free: the account's first agent", runtime.id)
+                format!("first period of {} free: {who} is the account's first priced agent", runtime.id)
+            } else if priced {
+                format!("first period of {} for {who}", runtime.id)
             } else {
-                format!("first period of {}", runtime.id)
+                format!("{} is free: nothing to pay for {who}", runtime.id)
             };
-            let entry = LedgerEntry::new(account_id, Some(&row.id), ChargeKind::Provision, -charge, balance, what, now)
+            let entry = LedgerEntry::new(account_id, Some(&row.id), ChargeKind::Provision, -amount, balance, what, now)
                 .for_period(now);
             tx.insert_ledger(&entry).await?;
             tx.commit().await?;
-            (charge, balance)
+            (amount, balance)
         });
 
         let agent = Arc::new(Agent::new(&row, runtime, Status::Provisioning, self.config.queue_depth, 1));
@@ -173,7 +190,13 @@ impl Hosting {
         let (generation, _) = agent.begin_generation(Status::Provisioning);
         self.boot(agent, generation, None);
         info!(instance = %row.id, account = account_id, runtime = %row.runtime, charged, "agent provisioned");
-        Ok(ProvisionResponse { instance: Some(row.to_proto()), charged_cents: charged, balance_cents: balance })
+        Ok(ProvisionResponse {
+            instance: Some(row.to_proto()),
+            charged_cents: nanocents_to_cents(charged),
+            balance_cents: nanocents_to_cents(balance),
+            charged_nanocents: charged,
+            balance_nanocents: balance,
+        })
     }
 
     /// Boots the agent's machine for `generation` in the background (after stopping the
@@ -437,17 +460,20 @@ impl Hosting {
             self.fence(&mut *tx, &agent).await?;
             let account = tx.lock_for_deploy(account_id, now).await?;
             let mut charged = 0;
-            let mut balance = account.balance_cents;
+            let mut balance = account.balance_nanocents;
             if status == Status::Suspended {
                 let price = agent.runtime.price_cents_month;
-                if price > 0 {
-                    balance =
-                        tx.debit(account_id, price).await?.ok_or_else(|| short_of(price, account.balance_cents))?;
+                let amount = cents_to_nanocents(price)?;
+                if amount > 0 {
+                    balance = tx
+                        .debit(account_id, amount)
+                        .await?
+                        .ok_or_else(|| short_of(amount, account.balance_nanocents))?;
                     let entry = LedgerEntry::new(
                         account_id,
                         Some(&agent.id),
                         ChargeKind::Renewal,
-                        -price,
+                        -amount,
                         balance,
                         "renewal paid on resume",
                         now,
@@ -456,7 +482,7 @@ impl Hosting {
                     tx.insert_ledger(&entry).await?;
                 }
                 tx.set_period(&agent.id, now, now + period, price, now).await?;
-                charged = price;
+                charged = amount;
             }
             tx.update_status(&agent.id, Status::Provisioning, "", now).await?;
             tx.commit().await?;
@@ -468,8 +494,10 @@ impl Hosting {
             ok: true,
             id: agent.id.clone(),
             status: InstanceStatus::Provisioning as i32,
-            charged_cents: charged,
-            balance_cents: balance,
+            charged_cents: nanocents_to_cents(charged),
+            balance_cents: nanocents_to_cents(balance),
+            charged_nanocents: charged,
+            balance_nanocents: balance,
         })
     }
 
@@ -501,11 +529,12 @@ impl Hosting {
                 .await?
                 .filter(|row| row.destroyed_at.is_none())
                 .ok_or_else(|| no_such_instance(&agent.id))?;
-            let refund = pro_rata_refund(row.period_price_cents, row.period_start, row.paid_through, now);
-            let mut balance = account.balance_cents;
+            let paid = cents_to_nanocents(row.period_price_cents)?;
+            let refund = pro_rata_refund(paid, row.period_start, row.paid_through, now);
+            let mut balance = account.balance_nanocents;
             // The refund row is written even when it is 0, so activity shows the outcome.
             let what = if refund > 0 {
-                balance = tx.adjust(account_id, refund, account.usage_carry_nanocents).await?;
+                balance = tx.adjust(account_id, refund).await?;
                 let days = (row.paid_through - now) as f64 / 86_400_000.0;
                 format!("refund of the unused {days:.1} days of {}", row.runtime)
             } else if row.period_price_cents == 0 {
@@ -562,8 +591,10 @@ impl Hosting {
             ok: true,
             id: agent.id.clone(),
             status: InstanceStatus::Destroyed as i32,
-            refunded_cents: refund,
-            balance_cents: balance,
+            refunded_cents: nanocents_to_cents(refund),
+            balance_cents: nanocents_to_cents(balance),
+            refunded_nanocents: refund,
+            balance_nanocents: balance,
         })
     }
 
@@ -586,7 +617,9 @@ impl Hosting {
                 row.filter(|r| r.destroyed_at.is_none() && r.status() != Status::Suspended && r.paid_through <= now);
             let Some(row) = due else { return Ok(Renewal::NotDue) };
             let price = row.price_cents_month;
-            let paid = if price == 0 { Some(account.balance_cents) } else { tx.debit(&row.account_id, price).await? };
+            let amount = cents_to_nanocents(price)?;
+            let paid =
+                if amount == 0 { Some(account.balance_nanocents) } else { tx.debit(&row.account_id, amount).await? };
             let renewal = match paid {
                 Some(balance) => {
                     tx.set_period(&row.id, row.paid_through, row.paid_through + period, price, now).await?;
@@ -595,7 +628,7 @@ impl Hosting {
                             &row.account_id,
                             Some(&row.id),
                             ChargeKind::Renewal,
-                            -price,
+                            -amount,
                             balance,
                             format!("renewal of {}", row.runtime),
                             now,
@@ -607,8 +640,9 @@ impl Hosting {
                 }
                 None => {
                     let why = format!(
-                        "renewal of {price} cents could not be paid (balance {}); top up and resume",
-                        account.balance_cents
+                        "renewal of {} could not be paid (balance {}); top up and resume",
+                        usd_exact(amount),
+                        usd_exact(account.balance_nanocents)
                     );
                     tx.update_status(&row.id, Status::Suspended, &why, now).await?;
                     Renewal::Suspended

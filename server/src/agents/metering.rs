@@ -20,7 +20,7 @@ use super::{Hosting, live::Agent};
 use crate::{
     Result,
     billing::{
-        holds::{MeteredCall, estimate_cents},
+        holds::{MeteredCall, estimate_nanocents},
         metering::ModelPrice,
     },
     runtimes::{DriverSpec, Machine, ModelMode, RuntimeSpec, TurnInput, TurnOutput},
@@ -87,7 +87,7 @@ impl Hosting {
                 account_id: &agent.account_id,
                 instance_id: &agent.id,
                 turn_id: &input.turn_id,
-                estimate_cents: estimate_cents(price, bounds.prompt_bytes, bounds.max_output_tokens),
+                estimate_nanocents: estimate_nanocents(price, bounds.prompt_bytes, bounds.max_output_tokens),
                 expires_at: now_ms().saturating_add(timeout_ms).saturating_add(HOLD_SLACK_MS),
             })
             .await

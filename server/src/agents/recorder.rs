@@ -7,7 +7,7 @@
 //!
 //! - Every turn waits for its commit before its caller gets the reply: a turn that was
 //!   answered is stored, with its charge (a metered turn is charged in that same
-//!   transaction and its reply reports `charged_cents`) and its observed event
+//!   transaction and its reply reports `charged_nanocents`) and its observed event
 //!   ([`crate::telemetry::turns`]). Callers arriving while a commit
 //!   runs are batched into the next one, so waiting costs latency, not throughput.
 //! - A batch that fails is never lost as a whole: after the retries a failing store gets,
@@ -77,7 +77,7 @@ pub struct TurnRecord {
     pub cost_nanocents: i64,
     /// What the model gateway charged for the turn's calls, each already on the ledger
     /// (`crate::llm`): the turn reports it, and is not charged again.
-    pub calls_charged_cents: i64,
+    pub calls_charged_nanocents: i64,
     /// The Telegram chat it came from, for source "telegram".
     pub chat_id: Option<i64>,
     /// The agent lease's epoch the turn ran under: the record goes in only while this
@@ -327,7 +327,7 @@ async fn write_batch(
             charged.push(if record.cost_nanocents > 0 {
                 tx.charge_turn(record).await?
             } else {
-                record.calls_charged_cents
+                record.calls_charged_nanocents
             });
         }
         for (rows, cents) in records.chunks(ROWS_PER_INSERT).zip(charged.chunks(ROWS_PER_INSERT)) {
@@ -363,10 +363,10 @@ async fn write_batch(
 
 /// Turn statements inside a write transaction.
 trait TurnTx {
-    /// Charges a metered turn (whole cents now, the fraction carried); the cents charged.
+    /// Charges a metered turn its exact cost; the nanocents charged.
     async fn charge_turn(&mut self, record: &TurnRecord) -> Result<i64>;
     /// Stores turn rows, in one statement.
-    async fn insert_turns(&mut self, records: &[&TurnRecord], charged_cents: &[i64]) -> Result<()>;
+    async fn insert_turns(&mut self, records: &[&TurnRecord], charged_nanocents: &[i64]) -> Result<()>;
 }
 
 impl_for_connections! {
@@ -389,12 +389,12 @@ impl_for_connections! {
             self.charge_usage(record.cost_nanocents, entry).await
         }
 
-        async fn insert_turns(&mut self, records: &[&TurnRecord], charged_cents: &[i64]) -> Result<()> {
+        async fn insert_turns(&mut self, records: &[&TurnRecord], charged_nanocents: &[i64]) -> Result<()> {
             let mut insert = sqlx::QueryBuilder::new(
                 "INSERT INTO turns (id, instance_id, account_id, seq, status, source, text, reply, error, queued_at, \
-                 started_at, duration_ms, input_tokens, output_tokens, model, charged_cents, chat_id) ",
+                 started_at, duration_ms, input_tokens, output_tokens, model, charged_nanocents, chat_id) ",
             );
-            insert.push_values(records.iter().zip(charged_cents), |mut row, (r, cents)| {
+            insert.push_values(records.iter().zip(charged_nanocents), |mut row, (r, cents)| {
                 row.push_bind(&r.id)
                     .push_bind(&r.instance_id)
                     .push_bind(&r.account_id)

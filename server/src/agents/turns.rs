@@ -18,6 +18,7 @@ use roost_proto::{
 use super::{Hosting, limits, live::Agent, recorder::TurnRecord, routing::Route};
 use crate::{
     Result,
+    billing::money::nanocents_to_cents,
     ids::new_sortable_id,
     llm::TurnTotals,
     runtimes::{TurnInput, TurnOutput},
@@ -204,7 +205,7 @@ impl Hosting {
             output_tokens: 0,
             model: model.clone(),
             cost_nanocents: 0,
-            calls_charged_cents: 0,
+            calls_charged_nanocents: 0,
             chat_id: origin.chat_id,
             lease_epoch: agent.epoch,
             marked_in_flight: false,
@@ -276,7 +277,7 @@ impl Hosting {
             record.error = err.message().to_owned();
         }
         if calls.calls > 0 {
-            record.calls_charged_cents = calls.charged_cents;
+            record.calls_charged_nanocents = calls.charged_nanocents;
             self.trace_turn(&record, agent, failure.as_ref().map(|(_, err)| err.message()));
         }
         record.make_storable();
@@ -292,7 +293,8 @@ impl Hosting {
             started_at: Some(timestamp_ms(started_at)),
             duration_ms,
             usage: Some(Usage { input_tokens: record.input_tokens, output_tokens: record.output_tokens }),
-            charged_cents: charged,
+            charged_cents: nanocents_to_cents(charged),
+            charged_nanocents: charged,
         })
     }
 }

@@ -2,6 +2,7 @@
 
 use roost_proto::v1::{Charge, ChargeKind as ProtoKind};
 
+use super::money::nanocents_to_cents;
 use crate::{ids::new_id, time::timestamp_ms};
 
 /// Why credits moved. Stored as text; the API shows the same names.
@@ -58,10 +59,10 @@ pub struct LedgerEntry {
     pub instance_id: Option<String>,
     /// Why.
     pub kind: ChargeKind,
-    /// Signed: negative debits.
-    pub amount_cents: i64,
-    /// Balance right after.
-    pub balance_after_cents: i64,
+    /// Signed, in nanocents: negative debits.
+    pub amount_nanocents: i64,
+    /// Balance right after, in nanocents.
+    pub balance_after_nanocents: i64,
     /// For humans.
     pub description: String,
     /// When (Unix ms).
@@ -84,8 +85,8 @@ impl LedgerEntry {
         account_id: &str,
         instance_id: Option<&str>,
         kind: ChargeKind,
-        amount_cents: i64,
-        balance_after_cents: i64,
+        amount_nanocents: i64,
+        balance_after_nanocents: i64,
         description: impl Into<String>,
         now: i64,
     ) -> Self {
@@ -94,8 +95,8 @@ impl LedgerEntry {
             account_id: account_id.to_owned(),
             instance_id: instance_id.map(str::to_owned),
             kind,
-            amount_cents,
-            balance_after_cents,
+            amount_nanocents,
+            balance_after_nanocents,
             description: description.into(),
             created_at: now,
             period_start: None,
@@ -139,10 +140,10 @@ pub struct LedgerRow {
     pub instance_id: Option<String>,
     /// Stored kind name.
     pub kind: String,
-    /// Signed amount.
-    pub amount_cents: i64,
-    /// Balance right after.
-    pub balance_after_cents: i64,
+    /// Signed amount, in nanocents.
+    pub amount_nanocents: i64,
+    /// Balance right after, in nanocents.
+    pub balance_after_nanocents: i64,
     /// For humans.
     pub description: String,
     /// When (Unix ms).
@@ -154,8 +155,10 @@ impl From<LedgerRow> for Charge {
         Charge {
             id: row.id,
             kind: ChargeKind::to_proto(&row.kind) as i32,
-            amount_cents: row.amount_cents,
-            balance_after_cents: row.balance_after_cents,
+            amount_cents: nanocents_to_cents(row.amount_nanocents),
+            balance_after_cents: nanocents_to_cents(row.balance_after_nanocents),
+            amount_nanocents: row.amount_nanocents,
+            balance_after_nanocents: row.balance_after_nanocents,
             description: row.description,
             instance_id: row.instance_id.unwrap_or_default(),
             created_at: Some(timestamp_ms(row.created_at)),
@@ -164,4 +167,5 @@ impl From<LedgerRow> for Charge {
 }
 
 /// Columns of [`LedgerRow`], for SELECTs.
-pub const LEDGER_COLUMNS: &str = "id, instance_id, kind, amount_cents, balance_after_cents, description, created_at";
+pub const LEDGER_COLUMNS: &str =
+    "id, instance_id, kind, amount_nanocents, balance_after_nanocents, description, created_at";

@@ -1,6 +1,6 @@
-//! Metered model use: tokens priced by a price book, charged in whole cents per turn with
-//! the fraction carried to the next one, so many small turns cost exactly what their
-//! tokens add up to.
+//! Metered model use: tokens priced by a price book, each call charged exactly what its
+//! tokens cost, to the nanocent (balances and the ledger are kept in nanocents:
+//! [`super::money`]), so many small calls cost exactly what their tokens add up to.
 //!
 //! Prices are USD per million tokens, as providers publish them, and are kept as integer
 //! nanocents (10⁻⁹ cent) per token: $0.075/Mtok is exactly 7,500 nanocents per token.
@@ -157,13 +157,6 @@ impl PriceBook {
     }
 }
 
-/// Splits carried-over usage plus a new cost into whole cents to charge now and the
-/// nanocents to carry on.
-pub fn settle(carry_nanocents: i64, cost_nanocents: i64) -> (i64, i64) {
-    let total = carry_nanocents.saturating_add(cost_nanocents);
-    (total / NANOCENTS_PER_CENT, total % NANOCENTS_PER_CENT)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,20 +186,12 @@ mod tests {
     }
 
     #[test]
-    fn fractions_of_cents_carry_over_exactly() {
+    fn cheap_calls_are_priced_below_a_cent_exactly() {
         let book = PriceBook::from_toml("[default]\ninput_usd_per_mtok = 0.075\noutput_usd_per_mtok = 0.3\n").unwrap();
         // 1000 input + 1000 output tokens: 7.5e6 + 3e7 nanocents = 0.0375 cents.
         let cost = book.metered_price("m").unwrap().cost(1000, 1000, 0, 0);
         assert_eq!(cost, 37_500_000);
-        let mut carry = 0;
-        let mut charged = 0;
-        for _ in 0..80 {
-            let (cents, rest) = settle(carry, cost);
-            charged += cents;
-            carry = rest;
-        }
-        assert_eq!(charged, 3, "80 × 0.0375 = 3 cents");
-        assert_eq!(carry, 0);
+        assert_eq!(80 * cost, 3 * NANOCENTS_PER_CENT, "80 × 0.0375 = 3 cents");
     }
 
     #[test]

@@ -44,15 +44,16 @@ impl BillingConfig {
     }
 }
 
-/// The unused part of a paid period, in whole cents (rounded down, so roost never refunds
-/// more than was paid): `paid × (paid_through − now) / (paid_through − period_start)`.
-pub fn pro_rata_refund(paid_cents: i64, period_start: i64, paid_through: i64, now: i64) -> i64 {
+/// The unused part of a paid period, in the unit `paid` is in (nanocents: rounded down to
+/// the nanocent, so roost never refunds more than was paid):
+/// `paid × (paid_through − now) / (paid_through − period_start)`.
+pub fn pro_rata_refund(paid: i64, period_start: i64, paid_through: i64, now: i64) -> i64 {
     let length = paid_through - period_start;
-    if paid_cents <= 0 || length <= 0 || now >= paid_through {
+    if paid <= 0 || length <= 0 || now >= paid_through {
         return 0;
     }
     let unused = (paid_through - now.max(period_start)) as i128;
-    ((paid_cents as i128 * unused) / length as i128) as i64
+    ((paid as i128 * unused) / length as i128) as i64
 }
 
 #[cfg(test)]

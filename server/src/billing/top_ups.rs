@@ -10,7 +10,7 @@ use roost_proto::ApiError;
 
 use crate::{
     Result,
-    billing::{ChargeKind, LedgerEntry, MoneyTx},
+    billing::{ChargeKind, LedgerEntry, MoneyTx, money::cents_to_nanocents},
     ids::new_id,
     store::{BeginWrite, Store, on_writer},
     time::now_ms,
@@ -86,8 +86,8 @@ pub struct Credited {
     pub account_id: String,
     /// Cents added.
     pub cents: i64,
-    /// Balance after.
-    pub balance_cents: i64,
+    /// Balance after, in nanocents.
+    pub balance_nanocents: i64,
 }
 
 #[derive(sqlx::FromRow)]
@@ -215,15 +215,16 @@ impl Store {
                 tx.commit().await?;
                 return Ok(None);
             }
-            let Some(account) = tx.lock_account(&top_up.account_id, now).await? else {
+            if tx.lock_account(&top_up.account_id, now).await?.is_none() {
                 return Err(ApiError::not_found(format!("no account {}", top_up.account_id)).into());
-            };
-            let balance = tx.adjust(&top_up.account_id, cents, account.usage_carry_nanocents).await?;
+            }
+            let amount = cents_to_nanocents(cents)?;
+            let balance = tx.adjust(&top_up.account_id, amount).await?;
             let entry = LedgerEntry::new(
                 &top_up.account_id,
                 None,
                 ChargeKind::TopUp,
-                cents,
+                amount,
                 balance,
                 "top-up through Stripe Checkout",
                 now,
@@ -231,7 +232,7 @@ impl Store {
             .for_top_up(&top_up.id);
             tx.insert_ledger(&entry).await?;
             tx.commit().await?;
-            Ok(Some(Credited { account_id: top_up.account_id, cents, balance_cents: balance }))
+            Ok(Some(Credited { account_id: top_up.account_id, cents, balance_nanocents: balance }))
         })
     }
 }

@@ -10,7 +10,7 @@
 //!
 //! - a call is admitted while the window's slack (its hold, less the estimates of calls
 //!   in flight, less what settled calls have been charged since it was sized) is above 0,
-//!   and then counts its estimate ([`super::holds::estimate_cents`]) as in flight;
+//!   and then counts its estimate ([`super::holds::estimate_nanocents`]) as in flight;
 //! - a window without slack is re-sized in one transaction under the account's row lock,
 //!   as a turn's hold is: 402 unless the balance, less every other hold, less the calls in
 //!   flight, is above 0; else the hold covers the calls in flight and this one, plus room
@@ -70,12 +70,12 @@ struct Window {
 
 #[derive(Default)]
 struct WindowState {
-    /// The cents the window may admit calls against: its calls in flight when it was last
+    /// The nanocents the window may admit calls against: its calls in flight when it was last
     /// sized, and what the balance left free then, up to [`WINDOW_CALLS`] more calls.
     limit: i64,
     /// Estimates of the calls admitted and not yet charged.
     in_flight: i64,
-    /// Cents charged for settled calls since the window was sized.
+    /// Nanocents charged for settled calls since the window was sized.
     spent: i64,
     /// Calls admitted and not yet charged.
     calls: usize,
@@ -130,7 +130,7 @@ impl CreditWindows {
             .clone()
     }
 
-    /// Admits a call of `account_id` that may cost `estimate` cents: at once while the
+    /// Admits a call of `account_id` that may cost `estimate` nanocents: at once while the
     /// window has slack, else after re-sizing it; 402 `insufficient_credits` when the
     /// account's credits are spent.
     pub async fn admit(&self, account_id: &str, estimate: i64) -> Result<Admitted> {
@@ -166,9 +166,9 @@ impl CreditWindows {
         on_writer!(self.inner.store, |pool| {
             let mut tx = pool.begin_write().await?;
             let account = tx.lock_account(account_id, now).await?;
-            let balance = account.map_or(0, |a| a.balance_cents);
-            let held = tx.held_cents(account_id, now).await?;
-            let own_row = tx.hold_cents(&own).await?;
+            let balance = account.map_or(0, |a| a.balance_nanocents);
+            let held = tx.held_nanocents(account_id, now).await?;
+            let own_row = tx.hold_nanocents(&own).await?;
             tx.commit().await?;
             super::holds::spendable(balance, held.saturating_sub(own_row))
         })
@@ -186,9 +186,9 @@ impl CreditWindows {
         let limit = on_writer!(self.inner.store, |pool| {
             let mut tx = pool.begin_write().await?;
             let account = tx.lock_account(&window.account_id, now).await?;
-            let balance = account.map_or(0, |a| a.balance_cents);
-            let all_holds = tx.held_cents(&window.account_id, now).await?;
-            let others = all_holds.saturating_sub(tx.hold_cents(&window.key).await?);
+            let balance = account.map_or(0, |a| a.balance_nanocents);
+            let all_holds = tx.held_nanocents(&window.account_id, now).await?;
+            let others = all_holds.saturating_sub(tx.hold_nanocents(&window.key).await?);
             super::holds::spendable(balance.saturating_sub(in_flight), others)?;
             // What the balance leaves free (above 0, or the call is refused above), up to
             // room for this call and WINDOW_CALLS more like it.
@@ -199,7 +199,7 @@ impl CreditWindows {
             let held = in_flight.saturating_add(grant.max(estimate));
             tx.release_holds(&[window.key.as_str()]).await?;
             sqlx::query(
-                "INSERT INTO credit_holds (turn_id, account_id, instance_id, cents, created_at, expires_at) \
+                "INSERT INTO credit_holds (turn_id, account_id, instance_id, nanocents, created_at, expires_at) \
                  VALUES ($1, $2, '', $3, $4, $5)",
             )
             .bind(&window.key)
@@ -333,20 +333,20 @@ impl Window {
 }
 
 impl Admitted {
-    /// The call is charged `cents` (written to the store): its estimate stops counting and
+    /// The call is charged `nanocents` (written to the store): its estimate stops counting and
     /// the charge is drawn from the window.
-    pub fn settle(mut self, cents: i64) {
-        self.finish(cents);
+    pub fn settle(mut self, nanocents: i64) {
+        self.finish(nanocents);
     }
 
-    fn finish(&mut self, cents: i64) {
+    fn finish(&mut self, nanocents: i64) {
         if std::mem::replace(&mut self.settled, true) {
             return;
         }
         let mut state = self.window.state();
         state.in_flight = state.in_flight.saturating_sub(self.estimate).max(0);
         state.released = state.released.saturating_add(self.estimate);
-        state.spent = state.spent.saturating_add(cents.max(0));
+        state.spent = state.spent.saturating_add(nanocents.max(0));
         state.calls = state.calls.saturating_sub(1);
         state.touched = Some(Instant::now());
     }

@@ -7,6 +7,7 @@
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
+use roost_proto::numbers::usd_exact;
 use serde_json::{Value, json};
 
 use super::GlobalArgs;
@@ -14,6 +15,7 @@ use crate::{
     Error,
     accounts::{NewAccount, PLANS},
     auth,
+    billing::money::nanocents_to_cents,
     store::{Store, StoreOptions},
     webapp::users::{NewInvite, normalize_email},
 };
@@ -220,11 +222,15 @@ pub async fn accounts(global: &GlobalArgs, command: AccountsCommand) -> ExitCode
                     "api_key": new.api_key.secret,
                     "key_id": new.api_key.id,
                     "name": new.account.name,
-                    "balance_cents": new.account.balance_cents,
+                    "balance_cents": nanocents_to_cents(new.account.balance_nanocents),
+                    "balance_nanocents": new.account.balance_nanocents,
                 });
                 let mut text = format!(
-                    "created account {} ({}) with {} cents\nAPI key (shown once, keep it safe): {}",
-                    new.account.id, new.account.name, new.account.balance_cents, new.api_key.secret
+                    "created account {} ({}) with {}\nAPI key (shown once, keep it safe): {}",
+                    new.account.id,
+                    new.account.name,
+                    usd_exact(new.account.balance_nanocents),
+                    new.api_key.secret
                 );
                 if let Some(invite) = invite {
                     let url = invite_url(&base, &invite.token);
@@ -239,12 +245,15 @@ pub async fn accounts(global: &GlobalArgs, command: AccountsCommand) -> ExitCode
         AccountsCommand::List { output } => store.list_accounts().await.map(|accounts| {
             let value: Vec<Value> = accounts
                 .iter()
-                .map(|a| json!({"account_id": a.id, "name": a.name, "balance_cents": a.balance_cents, "plan": a.plan}))
+                .map(|a| {
+                    json!({"account_id": a.id, "name": a.name, "balance_cents": nanocents_to_cents(a.balance_nanocents),
+                           "balance_nanocents": a.balance_nanocents, "plan": a.plan})
+                })
                 .collect();
             output.print(&Value::Array(value), || {
                 let lines: Vec<String> = accounts
                     .iter()
-                    .map(|a| format!("{}  {:>10} cents  {:<10}  {}", a.id, a.balance_cents, a.plan, a.name))
+                    .map(|a| format!("{}  {:>16}  {:<10}  {}", a.id, usd_exact(a.balance_nanocents), a.plan, a.name))
                     .collect();
                 if lines.is_empty() { "no accounts".to_owned() } else { lines.join("\n") }
             });
@@ -377,8 +386,9 @@ pub async fn credits(global: &GlobalArgs, command: CreditsCommand) -> ExitCode {
     };
     let result = match command {
         CreditsCommand::Add { account, cents, output } => store.add_credits(&account, cents).await.map(|balance| {
-            let value = json!({"account_id": account, "balance_cents": balance});
-            output.print(&value, || format!("{account}: balance {balance} cents"));
+            let value = json!({"account_id": account, "balance_cents": nanocents_to_cents(balance),
+                               "balance_nanocents": balance});
+            output.print(&value, || format!("{account}: balance {}", usd_exact(balance)));
         }),
     };
     store.close().await;

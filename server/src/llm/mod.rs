@@ -71,7 +71,7 @@ pub use turn_meter::{TurnCall, TurnLimits, TurnMeter, TurnSlot, TurnTotals, turn
 
 use crate::{
     billing::{
-        holds::estimate_cents,
+        holds::estimate_nanocents,
         metering::{ModelPrice, PriceBook},
         windows::{Admitted, CreditWindows},
     },
@@ -379,7 +379,7 @@ impl ModelGateway {
         }
     }
 
-    /// Admits a managed call that may cost `estimate` cents against its account's credits.
+    /// Admits a managed call that may cost `estimate` nanocents against its account's credits.
     /// Calls answered but not yet written still count: before answering 402 the gateway
     /// waits for them to be charged (a few milliseconds) and asks again, so an agent
     /// calling one call after another is never refused for its own last call.
@@ -531,7 +531,7 @@ impl ModelGateway {
         let id = new_sortable_id("call");
         let admitted = match price {
             Some(price) if charged && price.is_paid() => {
-                Some(self.admit(&agent.account_id, estimate_cents(price, forwarded.len(), max_output)).await?)
+                Some(self.admit(&agent.account_id, estimate_nanocents(price, forwarded.len(), max_output)).await?)
             }
             _ => None,
         };
@@ -809,7 +809,7 @@ fn settle(state: Pending, turn: Option<TurnCall>, outcome: Outcome) {
             input_tokens: record.input_tokens,
             output_tokens: record.output_tokens,
             cost_nanocents: record.cost_nanocents,
-            charged_cents: 0,
+            charged_nanocents: 0,
         });
     }
     gateway.writer.write(writer::Finished {

@@ -1,7 +1,6 @@
 //! Model calls' rows and their charges: one transaction stores a batch of finished calls
-//! and charges each managed call's cost (whole cents now, the fraction carried, as for
-//! turns: see [`crate::billing::metering::settle`]) with a usage ledger row naming the
-//! call. The credits admitted for them are windows in memory
+//! and charges each managed call's exact cost (nanocents, `crate::billing::money`) with a
+//! usage ledger row naming the call. The credits admitted for them are windows in memory
 //! ([`crate::billing::windows`]), settled by the writer once this commits.
 
 use crate::{
@@ -60,13 +59,13 @@ pub struct CallRecord {
 
 impl Store {
     /// Stores finished calls in one transaction, charging each one that is paid for; the
-    /// cents charged for each.
+    /// nanocents charged for each.
     pub async fn record_model_calls(&self, calls: &[&CallRecord]) -> Result<Vec<i64>> {
         on_writer!(self, |pool| {
             let mut tx = pool.begin_write().await?;
             let mut charged = Vec::with_capacity(calls.len());
             for call in calls {
-                let cents = if call.charged && call.cost_nanocents > 0 {
+                let charged_now = if call.charged && call.cost_nanocents > 0 {
                     let model = if call.response_model.is_empty() { &call.request_model } else { &call.response_model };
                     let turn =
                         if call.turn_id.is_empty() { String::new() } else { format!(" (turn {})", call.turn_id) };
@@ -91,7 +90,7 @@ impl Store {
                 sqlx::query(
                 "INSERT INTO model_calls (id, account_id, instance_id, turn_id, api, model_mode, request_model, \
                  response_model, status, http_status, streamed, input_tokens, output_tokens, cache_read_tokens, \
-                 cache_write_tokens, cost_nanocents, charged_cents, started_at, duration_ms, first_chunk_ms, error) \
+                 cache_write_tokens, cost_nanocents, charged_nanocents, started_at, duration_ms, first_chunk_ms, error) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)",
             )
             .bind(&call.id)
@@ -110,14 +109,14 @@ impl Store {
             .bind(call.cache_read_tokens)
             .bind(call.cache_write_tokens)
             .bind(call.cost_nanocents)
-            .bind(cents)
+            .bind(charged_now)
             .bind(call.started_at)
             .bind(call.duration_ms)
             .bind(call.first_chunk_ms)
             .bind(&call.error)
             .execute(&mut *tx)
             .await?;
-                charged.push(cents);
+                charged.push(charged_now);
             }
             tx.commit().await?;
             Ok(charged)

@@ -68,7 +68,7 @@ pub fn call_span(
     api: Api,
     request_body: &Value,
     answer: &Answer,
-    charged_cents: i64,
+    charged_nanocents: i64,
 ) -> ExportTraceServiceRequest {
     let model = if call.response_model.is_empty() { &call.request_model } else { &call.response_model };
     let mut attributes = vec![
@@ -78,7 +78,7 @@ pub fn call_span(
         text("session.id", &call.instance_id),
         text("roost.call.id", &call.id),
         text("roost.model_mode", call.model_mode),
-        int("roost.charged_cents", charged_cents),
+        int("roost.charged_nanocents", charged_nanocents),
         kv("gen_ai.request.stream", Any::BoolValue(call.streamed)),
     ];
     if !call.response_model.is_empty() {

@@ -60,8 +60,8 @@ pub struct TurnTotals {
     pub output_tokens: i64,
     /// Their cost at the price book (nanocents); byok calls included.
     pub cost_nanocents: i64,
-    /// Cents charged to the account for them (managed calls only).
-    pub charged_cents: i64,
+    /// Nanocents charged to the account for them (managed calls only).
+    pub charged_nanocents: i64,
 }
 
 /// The most one turn may ask of models.
@@ -187,12 +187,12 @@ impl TurnCall {
         totals.input_tokens = totals.input_tokens.saturating_add(add.input_tokens);
         totals.output_tokens = totals.output_tokens.saturating_add(add.output_tokens);
         totals.cost_nanocents = totals.cost_nanocents.saturating_add(add.cost_nanocents);
-        totals.charged_cents = totals.charged_cents.saturating_add(add.charged_cents);
+        totals.charged_nanocents = totals.charged_nanocents.saturating_add(add.charged_nanocents);
     }
 
-    /// The call is stored and charged `charged_cents`: it settles.
-    pub fn settle(self, charged_cents: i64) {
-        self.count(TurnTotals { charged_cents, ..TurnTotals::default() });
+    /// The call is stored and charged `charged_nanocents`: it settles.
+    pub fn settle(self, charged_nanocents: i64) {
+        self.count(TurnTotals { charged_nanocents, ..TurnTotals::default() });
         // Dropping `self` below counts the call out.
     }
 }
@@ -231,10 +231,16 @@ mod tests {
             async move { meter.settled(Duration::from_secs(5)).await }
         });
         tokio::time::sleep(Duration::from_millis(20)).await;
-        call.count(TurnTotals { calls: 1, input_tokens: 3, output_tokens: 2, cost_nanocents: 10, charged_cents: 0 });
+        call.count(TurnTotals {
+            calls: 1,
+            input_tokens: 3,
+            output_tokens: 2,
+            cost_nanocents: 10,
+            charged_nanocents: 0,
+        });
         call.settle(1);
         let totals = waiting.await.unwrap();
-        assert_eq!((totals.calls, totals.input_tokens, totals.charged_cents), (1, 3, 1));
+        assert_eq!((totals.calls, totals.input_tokens, totals.charged_nanocents), (1, 3, 1));
         // A dropped call counts out without adding anything.
         drop(meter.call().unwrap());
         assert_eq!(meter.settled(Duration::from_millis(10)).await.calls, 1);

@@ -116,20 +116,20 @@ async fn write(store: &Store, telemetry: &std::sync::Arc<Telemetry>, batch: Vec<
         Err(err) => vec![lost(records[0], &err)],
     };
     drop(records);
-    for (call, cents) in batch.into_iter().zip(charged) {
+    for (call, charged_now) in batch.into_iter().zip(charged) {
         let Finished { record, admitted, turn, runtime_id, api, request, answer } = call;
         if let Some(admitted) = admitted {
-            admitted.settle(cents);
+            admitted.settle(charged_now);
         }
         let place = match &turn {
             Some(turn) => spans::Placement { trace_id: turn.meter().trace_id, parent: Some(turn.meter().span_id) },
             None => spans::Placement { trace_id: spans::random_trace_id(), parent: None },
         };
         if let Some(turn) = turn {
-            turn.settle(cents);
+            turn.settle(charged_now);
         }
         let span: ExportTraceServiceRequest =
-            spans::call_span(&record, &runtime_id, &place, api, &request, &answer, cents);
+            spans::call_span(&record, &runtime_id, &place, api, &request, &answer, charged_now);
         let telemetry = telemetry.clone();
         // The ingest path batches spans itself; the writer does not wait for them.
         tokio::spawn(async move {

@@ -102,7 +102,7 @@ impl Store {
         let account = AccountRow {
             id: new_id("acct"),
             name,
-            balance_cents: 0,
+            balance_nanocents: 0,
             plan: "free".to_owned(),
             first_agent_at: None,
             created_at: now,
@@ -117,7 +117,7 @@ impl Store {
         on_writer!(self, |pool| {
             let mut tx = pool.begin_write().await?;
             sqlx::query(
-                "INSERT INTO accounts (id, name, balance_cents, plan, created_at, updated_at) VALUES ($1, $2, 0, $3, $4, $4)",
+                "INSERT INTO accounts (id, name, balance_nanocents, plan, created_at, updated_at) VALUES ($1, $2, 0, $3, $4, $4)",
             )
             .bind(&account.id)
             .bind(&account.name)

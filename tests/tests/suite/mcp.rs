@@ -275,6 +275,9 @@ async fn keys_and_errors_answer_as_rest_does(backend: Backend) {
     // 409 while the first deploy settles, 402 once it has and the account cannot pay.
     fails(&mine, "create_agent", json!({"runtime": "echo", "brief": "Second."}), 409, "deploy_settling").await;
     server.api(Some(&owner)).wait_status(&id, "running").await;
+    // The free month goes to the first priced agent ("slow" is free); the next one pays.
+    let free_month = server.api(Some(&owner)).provision("echo-paid", "Free month.").await;
+    server.api(Some(&owner)).wait_status(free_month["id"].as_str().unwrap(), "running").await;
     fails(&mine, "create_agent", json!({"runtime": "echo-paid", "brief": "Paid."}), 402, "insufficient_credits").await;
     server
         .api(Some(&owner))

@@ -21,6 +21,7 @@ use crate::pages::{
     Failure, cents,
     forms::{Posted, csrf_field, failed},
     layout::{CSP, Chrome, PageCall},
+    usd_exact,
 };
 use crate::{Core, cookies};
 
@@ -72,7 +73,7 @@ async fn show(State(core): State<Core>, page: PageCall, Query(query): Query<Show
     let view = Billing {
         chrome: user.chrome(&page, "Billing", "/billing"),
         account_id: user.account.id.clone(),
-        balance: cents(user.account.balance_cents),
+        balance: usd_exact(user.account.balance_nanocents),
         returned: match query.topup.as_str() {
             "success" => "success",
             "cancelled" => "cancelled",

@@ -30,6 +30,7 @@ use crate::{
         Failure, When, cents,
         forms::{Posted, csrf_field, submit_to},
         layout::{Chrome, PageCall},
+        usd_exact,
     },
 };
 
@@ -111,9 +112,9 @@ impl From<roost_proto::v1::Charge> for ChargeRow {
         Self {
             when: When::timestamp(c.created_at.as_ref()),
             kind: roost_proto::v1::ChargeKind::json_name(c.kind).unwrap_or("unknown"),
-            amount: cents(c.amount_cents),
-            credit: c.amount_cents > 0,
-            balance: cents(c.balance_after_cents),
+            amount: usd_exact(c.amount_nanocents),
+            credit: c.amount_nanocents > 0,
+            balance: usd_exact(c.balance_after_nanocents),
             description: c.description,
             instance_id: c.instance_id,
         }
@@ -160,7 +161,7 @@ async fn render_home(core: &Core, page: &PageCall, user: &Signed) -> Response {
     let settling = agents.as_ref().is_ok_and(|rows| rows.iter().any(|a| settling(a.status)));
     let view = Home {
         chrome: user.chrome(page, "Your agents", "/"),
-        balance: cents(user.account.balance_cents),
+        balance: usd_exact(user.account.balance_nanocents),
         first_agent_free: user.account.first_agent_free,
         agents,
         runtimes: runtimes
@@ -196,8 +197,11 @@ async fn provision(State(core): State<Core>, Posted(page, form): Posted<NewAgent
     let req = ProvisionRequest { runtime: form.runtime, brief: form.brief, model_mode, name: form.name };
     submit_to(&page, "POST /api/provision", core.agents.provision(page.request(req)), |done| {
         let id = done.instance.map(|i| i.id).unwrap_or_default();
-        let notice =
-            format!("Created {id}; charged {}, balance {}.", cents(done.charged_cents), cents(done.balance_cents));
+        let notice = format!(
+            "Created {id}; charged {}, balance {}.",
+            usd_exact(done.charged_nanocents),
+            usd_exact(done.balance_nanocents)
+        );
         (format!("/instances/{id}"), notice)
     })
     .await

@@ -38,9 +38,10 @@ use super::{
 use crate::{
     Core,
     pages::{
-        Failure, When, cents, count, duration_ms,
+        Failure, When, count, duration_ms,
         forms::{Posted, csrf_field, failed, submit, submit_to},
         layout::{Chrome, PageCall},
+        usd_exact,
     },
 };
 
@@ -199,7 +200,7 @@ impl From<&Turn> for TurnRow {
             source: if t.chat_id != 0 { sender(t) } else { t.source.clone() },
             duration: duration_ms(t.duration_ms as f64),
             tokens: format!("{} / {}", count(usage.input_tokens), count(usage.output_tokens)),
-            charged: cents(t.charged_cents),
+            charged: usd_exact(t.charged_nanocents),
             error: t.error.clone(),
         }
     }
@@ -391,7 +392,7 @@ async fn resume(State(core): State<Core>, Path(id): Path<String>, Posted(page, _
         format!("POST /api/instances/{id}/resume"),
         core.agents.resume(page.request(req)),
         &format!("/instances/{id}"),
-        |done| format!("Resumed; status {}, charged {}.", status_name(done.status), cents(done.charged_cents)),
+        |done| format!("Resumed; status {}, charged {}.", status_name(done.status), usd_exact(done.charged_nanocents)),
     )
     .await
 }
@@ -404,7 +405,11 @@ async fn destroy(State(core): State<Core>, Path(id): Path<String>, Posted(page, 
     submit_to(&page, format!("POST /api/instances/{id}/destroy"), core.agents.destroy(page.request(req)), |done| {
         (
             "/".to_owned(),
-            format!("Destroyed {id}; refunded {}, balance {}.", cents(done.refunded_cents), cents(done.balance_cents)),
+            format!(
+                "Destroyed {id}; refunded {}, balance {}.",
+                usd_exact(done.refunded_nanocents),
+                usd_exact(done.balance_nanocents)
+            ),
         )
     })
     .await
@@ -436,7 +441,7 @@ async fn message(State(core): State<Core>, Path(id): Path<String>, Posted(page, 
     match sent {
         Ok(reply) => crate::pages::forms::done(
             &format!("/instances/{id}?turn={}#chat", reply.turn_id),
-            &format!("{}; charged {}.", replied_in(reply.duration_ms), cents(reply.charged_cents)),
+            &format!("{}; charged {}.", replied_in(reply.duration_ms), usd_exact(reply.charged_nanocents)),
         ),
         Err(err) => failed(&page, &err),
     }

@@ -24,9 +24,10 @@ each_backend!(
 
 async fn renewals_charge_each_period_and_suspend_when_unpaid(backend: Backend) {
     let server = start(backend, |config| config.hosting.billing.period = Duration::from_millis(1500)).await;
-    // First agent free; the paid one costs 100 per period: provision + 1 renewal = 200.
+    // The free month used up; the paid one costs 100 per period: provision + 1 renewal = 200.
     let account = server.account(250).await;
     let api = server.api(Some(&account));
+    super::money::use_up_free_month(&api).await;
     let free = api.provision("echo", "free").await;
     api.wait_status(free["id"].as_str().unwrap(), "running").await;
     let paid = api.provision("echo-paid", "paid").await;
@@ -122,13 +123,25 @@ async fn metered_turns_are_charged_by_the_price_book(backend: Backend) {
     let first = api.message(&id, "one").await.ok();
     assert_eq!(first["reply"], "you said one");
     assert_eq!(first["usage"], json!({"input_tokens": 1000, "output_tokens": 500}));
-    assert_eq!(first["charged_cents"], 0, "0.75 cents: carried, not rounded");
+    // Each turn is charged exactly what it cost, below a cent; `*_cents` fields round it.
+    assert_eq!((first["charged_nanocents"].as_i64(), first["charged_cents"].as_i64()), (Some(750_000_000), Some(1)));
+    let account_now = || async { api.get("/api/account").await.ok() };
+    assert_eq!(account_now().await["balance_nanocents"], 1_250_000_000_i64);
     let second = api.message(&id, "two").await.ok();
-    assert_eq!(second["charged_cents"], 1, "1.5 cents so far: one whole cent charged");
-    assert_eq!(api.get("/api/account").await.ok()["balance_cents"], 1);
+    assert_eq!(second["charged_nanocents"], 750_000_000);
+    let after_two = account_now().await;
+    assert_eq!(
+        (after_two["balance_nanocents"].as_i64(), after_two["balance_cents"].as_i64()),
+        (Some(500_000_000), Some(1))
+    );
     let third = api.message(&id, "three").await.ok();
-    assert_eq!(third["charged_cents"], 1, "2.25 cents so far");
-    assert_eq!(api.get("/api/account").await.ok()["balance_cents"], 0);
+    assert_eq!(third["charged_nanocents"], 750_000_000);
+    let after_three = account_now().await;
+    assert_eq!(
+        (after_three["balance_nanocents"].as_i64(), after_three["balance_cents"].as_i64()),
+        (Some(-250_000_000), Some(0)),
+        "a metered turn may take the balance below zero; -0.25 cents rounds to 0"
+    );
 
     // At or below zero, managed turns are refused before they run.
     api.message(&id, "four").await.err(402, "insufficient_credits");
@@ -150,10 +163,10 @@ async fn metered_turns_are_charged_by_the_price_book(backend: Backend) {
         .unwrap()
         .iter()
         .filter(|c| c["kind"] == "usage")
-        .map(|c| c["amount_cents"].as_i64().unwrap())
+        .map(|c| c["amount_nanocents"].as_i64().unwrap())
         .collect();
-    assert_eq!(usage, [-1, -1]);
-    assert_eq!(activity["turns"][0]["charged_cents"], 1);
+    assert_eq!(usage, [-750_000_000; 3]);
+    assert_eq!(activity["turns"][0]["charged_nanocents"], 750_000_000);
 
     // The assistant calls its model through the model gateway, like any runtime: each turn
     // is one recorded call, charged per call (the ledger rows name it), and its span sits
@@ -168,7 +181,7 @@ async fn metered_turns_are_charged_by_the_price_book(backend: Backend) {
     assert_eq!(calls, [3], "one call per turn, in its turn");
     let per_call =
         server.sql("SELECT COUNT(*) FROM ledger WHERE kind = 'usage' AND call_id LIKE 'call_%'").await.unwrap();
-    assert_eq!(per_call, [2], "the two whole cents, each charged to the call that reached it");
+    assert_eq!(per_call, [3], "each call charged exactly, on a row naming it");
     let dashboard = server.api(None);
     let mut spans = Vec::new();
     for _ in 0..100 {

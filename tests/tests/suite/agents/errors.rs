@@ -85,7 +85,7 @@ async fn short_of_credits_is_402_and_creates_nothing(backend: Backend) {
     let server = start(backend, |_| {}).await;
     let account = server.account(499).await;
     let api = server.api(Some(&account));
-    let first = api.provision("echo", "first is free").await;
+    let first = api.provision("echo-paid", "first is free").await;
     api.wait_status(first["id"].as_str().unwrap(), "running").await;
 
     let reply = api.post("/api/provision", json!({"runtime": "example", "brief": "costs 500"})).await;

@@ -95,8 +95,19 @@ async fn paid_agent_pays_and_is_refunded_pro_rata(backend: Backend) {
     let server = start(backend, |_| {}).await;
     let account = server.account(1_000).await;
     let api = server.api(Some(&account));
-    let first = api.provision("echo", "free one").await;
-    api.wait_status(first["id"].as_str().unwrap(), "running").await;
+    // An agent of a free runtime does not use the free month up: the first priced one gets
+    // it, and the ledger names it.
+    let echo = api.provision("echo", "free runtime").await;
+    assert_eq!(echo["charged_cents"], 0);
+    api.wait_status(echo["id"].as_str().unwrap(), "running").await;
+    assert_eq!(api.get("/api/account").await.ok()["first_agent_free"], true, "echo leaves it");
+    let first = api.provision("echo-paid", "first priced").await;
+    assert_eq!((first["charged_cents"].as_i64(), first["balance_cents"].as_i64()), (Some(0), Some(1_000)));
+    let first_id = first["id"].as_str().unwrap();
+    api.wait_status(first_id, "running").await;
+    let given = api.get(&format!("/api/instances/{first_id}/activity")).await.ok();
+    let given = given["charges"][0]["description"].as_str().unwrap().to_owned();
+    assert!(given.contains("free") && given.contains(first_id), "{given}");
 
     let paid = api.provision("example", "paid one").await;
     assert_eq!((paid["charged_cents"].as_i64(), paid["balance_cents"].as_i64()), (Some(500), Some(500)));
@@ -117,7 +128,7 @@ async fn paid_agent_pays_and_is_refunded_pro_rata(backend: Backend) {
     assert_eq!(refund_row["balance_after_cents"], 500 + refund);
     let ledger = api.get("/api/account/ledger").await.ok();
     let kinds: Vec<&str> = ledger["charges"].as_array().unwrap().iter().map(|c| c["kind"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["refund", "provision", "provision", "credit"]);
+    assert_eq!(kinds, ["refund", "provision", "provision", "provision", "credit"]);
 }
 
 async fn seed_flow_over_grpc(backend: Backend) {

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use super::{
     TEST_CATALOGUE,
-    money::{assert_books_balance, assert_holds_released},
+    money::{NC, assert_books_balance, assert_holds_released},
     start,
 };
 
@@ -192,7 +192,7 @@ async fn sdk_calls_are_routed_metered_and_traced_under_their_turn(backend: Backe
     // turns report the sum of their calls.
     let cost_hundredths = openai_calls as i64 * OPENAI_CALL + anthropic_calls as i64 * ANTHROPIC_CALL;
     let balance = assert_books_balance(&server, &account).await;
-    assert_eq!(balance, 10_000 - cost_hundredths / 100, "whole cents charged, the fraction carried");
+    assert_eq!(balance, 10_000 * NC - cost_hundredths * (NC / 100), "each call charged exactly, below a cent");
     let ledger = api.get("/api/account/ledger?limit=100").await.ok();
     let usage_rows = ledger["charges"].as_array().unwrap().iter().filter(|c| c["kind"] == "usage").count();
     assert_eq!(usage_rows, openai_calls + anthropic_calls, "{ledger}");
@@ -201,7 +201,7 @@ async fn sdk_calls_are_routed_metered_and_traced_under_their_turn(backend: Backe
         .await
         .unwrap();
     assert_eq!(calls, [(openai_calls + anthropic_calls) as i64]);
-    assert_eq!(plain["charged_cents"], OPENAI_CALL / 100, "{plain}");
+    assert_eq!(plain["charged_nanocents"], OPENAI_CALL * (NC / 100), "{plain}");
 
     // Every call is a span in the agent's session, in its turn's trace, under the turn.
     // (A call's span is written just after its charge: wait for the last ones.)
@@ -271,10 +271,10 @@ async fn byok_calls_carry_the_agents_own_key_and_are_not_charged(backend: Backen
     assert_eq!(received[1].api_key.as_deref(), Some(key));
 
     // Recorded and costed, not charged.
-    assert_eq!(assert_books_balance(&server, &account).await, 1_000);
+    assert_eq!(assert_books_balance(&server, &account).await, 1_000 * NC);
     let costed = server
         .sql(&format!(
-            "SELECT COUNT(*) FROM model_calls WHERE instance_id = '{id}' AND cost_nanocents > 0 AND charged_cents = 0"
+            "SELECT COUNT(*) FROM model_calls WHERE instance_id = '{id}' AND cost_nanocents > 0 AND charged_nanocents = 0"
         ))
         .await
         .unwrap();
@@ -373,7 +373,7 @@ async fn concurrent_calls_across_agents_never_overdraw_past_one_call(backend: Ba
     assert!(statuses.iter().all(|s| *s == 200 || *s == 402), "{statuses:?}");
     assert!((1..20).contains(&served), "{statuses:?}");
     let balance = assert_books_balance(&server, &account).await;
-    assert!(balance > -(OPENAI_CALL / 100) - 1, "overdrawn past one call: {balance} after {statuses:?}");
+    assert!(balance > -OPENAI_CALL * (NC / 100), "overdrawn past one call: {balance} after {statuses:?}");
     assert_holds_released(&server).await;
 }
 
@@ -447,7 +447,7 @@ async fn an_unreachable_upstream_fails_the_call_without_charging_or_naming_it(ba
     let failed = format!("SELECT COUNT(*) FROM model_calls WHERE instance_id = '{id}' AND status = 'failed'");
     assert_eq!(eventually(&server, &failed, 1).await, 1);
     assert_holds_released(&server).await;
-    assert_eq!(assert_books_balance(&server, &account).await, 1_000, "nothing charged");
+    assert_eq!(assert_books_balance(&server, &account).await, 1_000 * NC, "nothing charged");
 }
 
 /// A runtime in a loop is stopped: past the turn's limit on model calls, or once its calls
@@ -485,7 +485,7 @@ async fn a_turn_in_a_loop_stops_at_its_limit_on_calls_or_on_spend(backend: Backe
     let failed = &activity["turns"][0];
     assert_eq!(failed["status"], "failed", "{failed}");
     assert!(failed["error"].as_str().unwrap().contains("limit of 3 model calls"), "{failed}");
-    assert_eq!(failed["charged_cents"], 97, "what the three calls cost is still charged: {failed}");
+    assert_eq!(failed["charged_nanocents"], 97_500_000_000_i64, "what the three calls cost is still charged: {failed}");
 
     // The frugal runtime's turns may spend 30 cents. A tool round is two calls in a row:
     // the first spends 32.5 cents, so the second is refused.
@@ -646,15 +646,15 @@ async fn a_calls_hold_counts_every_choice_it_asks_for(backend: Backend) {
             20 * fake_models::OPENAI_COMPLETION_TOKENS
         )
     };
-    // 16 uncached and 5 cached prompt tokens, 140 output tokens: 298.5 cents, and the half
-    // cent the first call carried.
+    // 16 uncached and 5 cached prompt tokens, 140 output tokens: 298.5 cents, exactly.
     let cost_hundredths = 16 * 100 + 5 * 50 + 140 * 200;
-    assert_eq!(eventually(&server, &answered("charged_cents"), 299).await, 299);
-    assert!(i64::try_from(hold).unwrap() < 299, "the call cost more than its hold of {hold} cents");
+    let cost = cost_hundredths * (NC / 100);
+    assert_eq!(eventually(&server, &answered("charged_nanocents"), cost).await, cost);
+    assert!(i64::try_from(hold).unwrap() * 100 < cost_hundredths, "the call cost more than its hold of {hold} cents");
     let input = server.sql(&answered("input_tokens")).await.unwrap();
     assert_eq!(input, [fake_models::OPENAI_PROMPT_TOKENS], "the prompt is counted once");
     let balance = assert_books_balance(&server, &account).await;
-    assert_eq!(balance, 5_000 - (OPENAI_CALL + cost_hundredths) / 100, "every call charged as reported");
+    assert_eq!(balance, 5_000 * NC - (OPENAI_CALL + cost_hundredths) * (NC / 100), "every call charged as reported");
 
     // Counts the API does not take: 400 `invalid_argument`, saying so, and nothing upstream.
     let sent = fake.requests().len();

@@ -22,7 +22,9 @@ each_backend!(
     renewals_racing_lifecycle_calls_charge_each_period_once,
     racing_metered_turns_charge_each_turn_once,
     twenty_agents_messaged_at_once_overdraw_by_at_most_one_turn,
-    credits_past_the_balance_ceiling_are_refused
+    credits_past_the_balance_ceiling_are_refused,
+    a_thousand_turns_below_a_cent_move_the_balance_exactly,
+    ledgers_kept_in_cents_migrate_exactly
 );
 
 const AGENTS: usize = 10;
@@ -38,6 +40,16 @@ async fn running_agents(api: &Api, runtime: &str, n: usize) -> Vec<String> {
         ids.push(id);
     }
     ids
+}
+
+/// Spends the account's free first month on a priced agent that is destroyed at once (a
+/// free period refunds nothing), so the agents a test makes next all pay.
+pub(super) async fn use_up_free_month(api: &Api) {
+    let free = api.provision("echo-paid", "takes the free month").await;
+    assert_eq!(free["charged_cents"], 0, "{free}");
+    let id = free["id"].as_str().unwrap();
+    api.wait_status(id, "running").await;
+    api.post(&format!("/api/instances/{id}/destroy"), json!({})).await.ok();
 }
 
 /// Runs `RACERS` copies of `call` on every agent at once; the answers per agent.
@@ -63,7 +75,7 @@ where
 async fn grpc_destroy(server: &TestServer, key: &str, id: String) -> Reply {
     let mut client = server.agents(key).await;
     match client.destroy(DestroyRequest { instance_id: id }).await {
-        Ok(done) => Reply { status: 200, body: json!({"refunded_cents": done.get_ref().refunded_cents}) },
+        Ok(done) => Reply { status: 200, body: json!({"refunded_nanocents": done.get_ref().refunded_nanocents}) },
         Err(status) => {
             let err = roost_proto::ApiError::from_status(&status);
             Reply {
@@ -93,22 +105,33 @@ pub(super) async fn assert_holds_released(server: &TestServer) {
 /// Asserts the account's ledger adds up to its balance and no movement is there twice; the
 /// balance. A model call's charge is written just after its answer (the gateway's writer),
 /// so it reads until the books stand still.
+/// Nanocents in a cent: money is kept exactly, in nanocents, and the `*_cents` fields round it.
+pub(super) const NC: i64 = 1_000_000_000;
+
+/// Waits until the account's ledger adds up to its balance, exactly (in nanocents), and no
+/// movement was made twice for one reason; the balance, in nanocents.
 pub(super) async fn assert_books_balance(server: &TestServer, account: &TestAccount) -> i64 {
     let api = server.api(Some(account));
-    let read_balance = || async { api.get("/api/account").await.ok()["balance_cents"].as_i64().unwrap() };
-    let (mut balance, mut sum, mut ledger) = (0, 0, Value::Null);
+    let read_balance = || async { api.get("/api/account").await.ok()["balance_nanocents"].as_i64().unwrap() };
+    let stored_sum = format!(
+        "SELECT CAST(COALESCE(SUM(amount_nanocents), 0) AS BIGINT) FROM ledger WHERE account_id = '{}'",
+        account.id
+    );
+    let (mut balance, mut sum, mut shown, mut ledger): (i64, i64, Option<i64>, Value) = (0, 0, None, Value::Null);
     for _ in 0..40 {
         balance = read_balance().await;
+        sum = server.sql(&stored_sum).await.unwrap()[0];
+        // The rows the API lists add up too, when it lists them all (up to 500).
         ledger = api.get("/api/account/ledger?limit=500").await.ok();
         let charges = ledger["charges"].as_array().unwrap();
-        assert!(charges.len() < 500, "the whole ledger was read");
-        sum = charges.iter().map(|c| c["amount_cents"].as_i64().unwrap()).sum();
-        if sum == balance && read_balance().await == balance {
+        shown = (charges.len() < 500).then(|| charges.iter().map(|c| c["amount_nanocents"].as_i64().unwrap()).sum());
+        if sum == balance && shown.is_none_or(|s| s == balance) && read_balance().await == balance {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(sum, balance, "the ledger adds up to the balance: {ledger}");
+    assert_eq!(sum, balance, "the ledger adds up to the balance exactly");
+    assert!(shown.is_none_or(|s| s == balance), "the ledger shown adds up to the balance: {ledger}");
     let twice = server
         .sql(&format!(
             "SELECT COUNT(*) FROM (SELECT instance_id, kind, period_start, turn_id, call_id FROM ledger \
@@ -130,10 +153,10 @@ async fn racing_destroys_refund_each_agent_once(backend: Backend) {
     let server = start(backend, |_| {}).await;
     let account = server.account(10_000).await;
     let api = server.api(Some(&account));
-    // The first agent is free; the ten racing ones cost 100 cents each.
-    running_agents(&api, "echo", 1).await;
+    // The free month goes first; the ten racing ones cost 100 cents each.
+    use_up_free_month(&api).await;
     let ids = running_agents(&api, "echo-paid", AGENTS).await;
-    assert_eq!(assert_books_balance(&server, &account).await, 9_000);
+    assert_eq!(assert_books_balance(&server, &account).await, 9_000 * NC);
 
     // Three REST and two gRPC destroys of each agent, all fifty at once.
     let server = std::sync::Arc::new(server);
@@ -154,20 +177,20 @@ async fn racing_destroys_refund_each_agent_once(backend: Backend) {
         for reply in replies.iter().filter(|r| r.status != 200) {
             assert!(matches!(reply.status, 404 | 409), "a losing destroy is 404 or 409: {reply:?}");
         }
-        refunded += replies.iter().find(|r| r.status == 200).unwrap().body["refunded_cents"].as_i64().unwrap();
+        refunded += replies.iter().find(|r| r.status == 200).unwrap().body["refunded_nanocents"].as_i64().unwrap();
         api.get(&format!("/api/instances/{id}")).await.err(404, "not_found");
         let activity = api.get(&format!("/api/instances/{id}/activity")).await.ok();
         let refunds = activity["charges"].as_array().unwrap().iter().filter(|c| c["kind"] == "refund").count();
         assert_eq!(refunds, 1, "one refund row for {id}: {activity}");
     }
     // Each refund is at most what was paid, and together they are what the books show.
-    assert!((0..=1_000).contains(&refunded), "refunded {refunded}");
-    assert_eq!(assert_books_balance(&server, &account).await, 9_000 + refunded);
+    assert!((0..=1_000 * NC).contains(&refunded), "refunded {refunded}");
+    assert_eq!(assert_books_balance(&server, &account).await, 9_000 * NC + refunded);
 
     // The store refuses a second refund of an instance by itself.
     let second = server
         .sql(&format!(
-            "INSERT INTO ledger (id, account_id, instance_id, kind, amount_cents, balance_after_cents, description, \
+            "INSERT INTO ledger (id, account_id, instance_id, kind, amount_nanocents, balance_after_nanocents, description, \
              created_at) VALUES ('chg_again', '{}', '{}', 'refund', 100, 0, 'again', 0)",
             account.id, ids[0]
         ))
@@ -239,10 +262,10 @@ async fn racing_pauses_resumes_and_configs_move_no_money(backend: Backend) {
 
 async fn racing_resumes_of_suspended_agents_pay_one_renewal_each(backend: Backend) {
     let server = start(backend, |config| config.hosting.billing.period = Duration::from_secs(2)).await;
-    // The free first agent, then ten at 100: nothing is left for their renewals.
+    // The free month, then ten at 100: nothing is left for their renewals.
     let account = server.account(1_000).await;
     let api = server.api(Some(&account));
-    running_agents(&api, "echo", 1).await;
+    use_up_free_month(&api).await;
     let ids = running_agents(&api, "echo-paid", AGENTS).await;
     for id in &ids {
         api.wait_status(id, "suspended").await;
@@ -293,7 +316,7 @@ async fn renewals_racing_lifecycle_calls_charge_each_period_once(backend: Backen
     let server = start(backend, |config| config.hosting.billing.period = Duration::from_millis(700)).await;
     let account = server.account(20_000).await;
     let api = server.api(Some(&account));
-    running_agents(&api, "echo", 1).await;
+    use_up_free_month(&api).await;
     let ids = running_agents(&api, "echo-paid", AGENTS).await;
 
     // While the renewal worker charges period after period, race pauses, resumes and
@@ -345,7 +368,7 @@ async fn racing_metered_turns_charge_each_turn_once(backend: Backend) {
             match reply.status {
                 200 => {
                     answered += 1;
-                    charged += reply.body["charged_cents"].as_i64().unwrap();
+                    charged += reply.body["charged_nanocents"].as_i64().unwrap();
                 }
                 _ => reply.err(402, "insufficient_credits"),
             }
@@ -353,9 +376,9 @@ async fn racing_metered_turns_charge_each_turn_once(backend: Backend) {
     }
     assert!(answered > 0 && charged > 0, "turns ran and were charged");
     let balance = assert_books_balance(&server, &account).await;
-    assert_eq!(balance, 120 - charged, "the balance moved by what the replies said");
+    assert_eq!(balance, 120 * NC - charged, "the balance moved by what the replies said");
     // Metering may go below zero by less than one round of turns in flight, never more.
-    assert!(balance > -(5 * (AGENTS * RACERS) as i64), "balance {balance}");
+    assert!(balance > -(5 * (AGENTS * RACERS) as i64) * NC, "balance {balance}");
 
     // Every answered turn is stored, with the charge its reply reported.
     let mut stored = 0;
@@ -364,7 +387,7 @@ async fn racing_metered_turns_charge_each_turn_once(backend: Backend) {
         let activity: Value = api.get(&format!("/api/instances/{id}/activity?limit=500")).await.ok();
         for turn in activity["turns"].as_array().unwrap().iter().filter(|t| t["status"] == "completed") {
             stored += 1;
-            stored_charges += turn["charged_cents"].as_i64().unwrap();
+            stored_charges += turn["charged_nanocents"].as_i64().unwrap();
         }
     }
     assert_eq!((stored, stored_charges), (answered, charged));
@@ -419,8 +442,8 @@ async fn twenty_agents_messaged_at_once_overdraw_by_at_most_one_turn(backend: Ba
         served += answered;
         let balance = assert_books_balance(&server, &account).await;
         assert!(answered >= 1, "round {round}: the balance was {before}, above zero");
-        assert_eq!(balance, before - 35 * answered, "round {round}");
-        assert!(balance >= -35, "round {round}: overdrawn by more than one turn: {balance}");
+        assert_eq!(balance, before - 35 * NC * answered, "round {round}");
+        assert!(balance >= -35 * NC, "round {round}: overdrawn by more than one turn: {balance}");
     }
     assert_eq!(seen.lock().unwrap().requests.len() as i64, served, "refused turns never reached the upstream");
     assert_holds_released(&server).await;
@@ -447,5 +470,106 @@ async fn credits_past_the_balance_ceiling_are_refused(backend: Backend) {
     let err = store.add_credits(&account.id, 1).await.unwrap_err().to_api();
     assert_eq!(err.reason(), roost_proto::ErrorReason::InvalidArgument);
     assert!(store.create_account("rich", i64::MAX).await.is_err());
-    assert_eq!(assert_books_balance(&server, &account).await, MAX_BALANCE_CENTS);
+    assert_eq!(assert_books_balance(&server, &account).await, MAX_BALANCE_CENTS * NC);
+}
+
+/// Issue 49: money is exact below a cent. A thousand turns at $0.00023 each, five agents
+/// messaged at once, move the balance by exactly 23 cents; each turn and its ledger row say
+/// $0.00023 exactly (its `*_cents` fields round to 0); the owner's pages show `$0.00023`.
+async fn a_thousand_turns_below_a_cent_move_the_balance_exactly(backend: Backend) {
+    // echo's model at $230 per million prompt tokens: a one-word message costs $0.00023.
+    let prices = "[default]\ninput_usd_per_mtok = 0\noutput_usd_per_mtok = 0\n\
+                  [models.echo]\ninput_usd_per_mtok = 230\noutput_usd_per_mtok = 0\n";
+    let server = start(backend, |config| {
+        config.hosting.prices = PriceBook::from_toml(prices).expect("price book");
+        config.webapp.signup_open = true;
+    })
+    .await;
+    let mut ada = crate::webapp::signed_up(&server, "ada@example.com").await;
+    let account_id = crate::webapp::account_id(&mut ada).await;
+    let store = server.store().await;
+    store.add_credits(&account_id, 100).await.unwrap();
+    let key = store.create_key(&account_id, "test").await.unwrap().secret;
+    let account = TestAccount { id: account_id, key };
+    let api = server.api(Some(&account));
+    let ids = running_agents(&api, "echo", 5).await;
+    let before = assert_books_balance(&server, &account).await;
+    assert_eq!(before, 100 * NC);
+
+    let sends = ids.iter().map(|id| {
+        let (api, id) = (api.clone(), id.clone());
+        async move {
+            let mut charges = Vec::new();
+            for _ in 0..200 {
+                let turn = api.message(&id, "hi").await.ok();
+                charges.push((turn["charged_nanocents"].as_i64(), turn["charged_cents"].as_i64()));
+            }
+            charges
+        }
+    });
+    let charges: Vec<_> = futures::future::join_all(sends).await.into_iter().flatten().collect();
+    assert_eq!(charges.len(), 1_000);
+    assert!(charges.iter().all(|c| *c == (Some(23_000_000), Some(0))), "each turn costs $0.00023 exactly");
+    let after = assert_books_balance(&server, &account).await;
+    assert_eq!(before - after, 23 * NC, "a thousand turns at $0.00023 are exactly 23 cents");
+    let shown = api.get("/api/account").await.ok();
+    assert_eq!((shown["balance_cents"].as_i64(), shown["balance_nanocents"].as_i64()), (Some(77), Some(77 * NC)));
+    let usage = server
+        .sql(&format!(
+            "SELECT COUNT(*) FROM ledger WHERE account_id = '{}' AND kind = 'usage' AND amount_nanocents = -23000000",
+            account.id
+        ))
+        .await
+        .unwrap();
+    assert_eq!(usage, [1_000], "one exact usage row a turn");
+
+    // The owner's pages: the agent's turns and the home page's ledger say $0.00023.
+    let page = ada.get(&format!("/instances/{}", ids[0])).await;
+    assert!(page.body.contains("$0.00023"), "the chat shows each turn's exact cost: {}", page.body);
+    let home = ada.get("/").await;
+    assert!(home.body.contains("-$0.00023"), "the ledger shows each charge exactly: {}", home.body);
+    assert!(home.body.contains("$0.77"), "{}", home.body);
+}
+
+/// A store from before money was exact (migrations through 0036): whole cents, and a
+/// fraction of a cent of metered usage carried on the account. After the upgrade the
+/// balance is exact, the carry is charged on a ledger row of its own, and the ledger still
+/// adds up to the balance; turns and holds keep their amounts.
+async fn ledgers_kept_in_cents_migrate_exactly(backend: Backend) {
+    let inserts = [
+        "INSERT INTO accounts (id, name, balance_cents, usage_carry_nanocents, plan, created_at, updated_at) \
+         VALUES ('acct_old', 'old', 1000, 750000000, 'free', 1, 1)"
+            .to_owned(),
+        "INSERT INTO ledger (id, account_id, instance_id, kind, amount_cents, balance_after_cents, description, created_at) \
+         VALUES ('chg_a', 'acct_old', NULL, 'credit', 1200, 1200, 'credits added', 1), \
+                ('chg_b', 'acct_old', 'ins_old', 'usage', -200, 1000, 'model use', 2)"
+            .to_owned(),
+        "INSERT INTO turns (id, instance_id, account_id, seq, status, source, text, reply, error, queued_at, started_at, \
+         duration_ms, input_tokens, output_tokens, model, charged_cents) \
+         VALUES ('turn_old', 'ins_old', 'acct_old', 1, 'completed', 'api', 'hi', 'hello', '', 1, 1, 1, 1, 1, 'm', 2)"
+            .to_owned(),
+        "INSERT INTO credit_holds (turn_id, account_id, instance_id, cents, created_at, expires_at) \
+         VALUES ('turn_held', 'acct_old', 'ins_old', 3, 1, 9000000000000)"
+            .to_owned(),
+    ];
+    let (url, _store) = roost_tests::sql::store_made_before(backend, 36, &inserts).await;
+    let server = TestServer::start_with(backend, |config| config.database_url = url.clone()).await;
+    let key = server.store().await.create_key("acct_old", "test").await.unwrap().secret;
+    let account = TestAccount { id: "acct_old".into(), key };
+    // 10 dollars less the 0.75 cents carried.
+    assert_eq!(assert_books_balance(&server, &account).await, 1_000 * NC - 750_000_000);
+    let carried = server
+        .sql("SELECT amount_nanocents FROM ledger WHERE id = 'chg_carry_acct_old' AND kind = 'usage'")
+        .await
+        .unwrap();
+    assert_eq!(carried, [-750_000_000], "the carry is charged on a row of its own");
+    let moved = server.sql("SELECT amount_nanocents FROM ledger WHERE id IN ('chg_a', 'chg_b') ORDER BY id").await;
+    assert_eq!(moved.unwrap(), [1_200 * NC, -200 * NC]);
+    assert_eq!(server.sql("SELECT charged_nanocents FROM turns").await.unwrap(), [2 * NC]);
+    assert_eq!(server.sql("SELECT nanocents FROM credit_holds").await.unwrap(), [3 * NC]);
+    let shown = server.api(Some(&account)).get("/api/account").await.ok();
+    assert_eq!(
+        (shown["balance_cents"].as_i64(), shown["balance_nanocents"].as_i64()),
+        (Some(999), Some(999_250_000_000))
+    );
 }

@@ -176,12 +176,14 @@ async fn hosted_end_to_end(backend: Backend, package: Package) {
     // The account paid exactly what the gateway metered, turn by turn.
     let metered = server
         .sql(&format!(
-            "SELECT CAST(COALESCE(SUM(charged_cents), 0) AS BIGINT) FROM model_calls WHERE instance_id = '{id}'"
+            "SELECT CAST(COALESCE(SUM(charged_nanocents), 0) AS BIGINT) FROM model_calls WHERE instance_id = '{id}'"
         ))
         .await
         .unwrap()[0];
     let turns = server
-        .sql(&format!("SELECT CAST(COALESCE(SUM(charged_cents), 0) AS BIGINT) FROM turns WHERE instance_id = '{id}'"))
+        .sql(&format!(
+            "SELECT CAST(COALESCE(SUM(charged_nanocents), 0) AS BIGINT) FROM turns WHERE instance_id = '{id}'"
+        ))
         .await
         .unwrap()[0];
     assert!(metered > 0, "the calls were charged");
@@ -192,7 +194,7 @@ async fn hosted_end_to_end(backend: Backend, package: Package) {
         .unwrap()
         .iter()
         .filter(|c| c["kind"] == "usage")
-        .map(|c| c["amount_cents"].as_i64().unwrap())
+        .map(|c| c["amount_nanocents"].as_i64().unwrap())
         .sum();
     assert_eq!(-usage, metered, "{ledger}");
     assert_books_balance(&server, &account).await;

@@ -3,13 +3,8 @@
 //! each distinct message once, shows the conversation whole past the attribute size
 //! limit, gives each call's whole input on its span, and finds a word said once once.
 
-use std::borrow::Cow;
-
-use roost_server::{
-    store::DatabaseUrl,
-    telemetry::retention::{RetentionConfig, sweep},
-};
-use roost_tests::{Backend, TestDatabase, TestServer, each_backend};
+use roost_server::telemetry::retention::{RetentionConfig, sweep};
+use roost_tests::{Backend, TestServer, each_backend};
 use serde_json::{Value, json};
 
 use super::{post_otlp, q1};
@@ -196,18 +191,6 @@ async fn retention_deletes_texts_nothing_recent_refers_to(backend: Backend) {
     assert!(q1(&api, "transcript", json!({"session_id": "old-talk"})).await.is_empty());
 }
 
-/// The migrations of the binary before messages were stored once (0001 to 0032).
-async fn migrations_before(backend: Backend) -> sqlx::migrate::Migrator {
-    let dir = match backend {
-        Backend::Sqlite => "sqlite",
-        Backend::Postgres => "postgres",
-    };
-    let path = format!("{}/../server/migrations/{dir}", env!("CARGO_MANIFEST_DIR"));
-    let mut migrator = sqlx::migrate::Migrator::new(std::path::Path::new(&path)).await.unwrap();
-    migrator.migrations = Cow::Owned(migrator.migrations.iter().filter(|m| m.version <= 32).cloned().collect());
-    migrator
-}
-
 const OLD_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
 const OLD_SPAN: &str = "b7ad6b7169203331";
 
@@ -215,14 +198,6 @@ const OLD_SPAN: &str = "b7ad6b7169203331";
 /// row) and their search documents: after the upgrade the transcript and search answer
 /// the same.
 async fn messages_stored_before_keep_their_texts_and_search_hits(backend: Backend) {
-    let dir = tempfile::tempdir().unwrap();
-    let (url, _db) = match backend {
-        Backend::Sqlite => (DatabaseUrl::Sqlite(dir.path().join("before.db")), None),
-        Backend::Postgres => {
-            let db = TestDatabase::create().await;
-            (db.url().parse::<DatabaseUrl>().unwrap(), Some(db))
-        }
-    };
     let at = now_ns() as i64 - 60_000_000_000;
     let inserts = [
         format!(
@@ -251,25 +226,8 @@ async fn messages_stored_before_keep_their_texts_and_search_hits(backend: Backen
              '{{\"depth\":3,\"session.id\":\"before\",\"tool.name\":\"dig\"}}', '', 1000000)"
         ),
     ];
-    match &url {
-        DatabaseUrl::Sqlite(path) => {
-            let options = sqlx::sqlite::SqliteConnectOptions::new().filename(path).create_if_missing(true);
-            let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
-            migrations_before(backend).await.run(&pool).await.unwrap();
-            for insert in &inserts {
-                sqlx::query(sqlx::AssertSqlSafe(insert.clone())).execute(&pool).await.unwrap();
-            }
-            pool.close().await;
-        }
-        DatabaseUrl::Postgres(pg) => {
-            let pool = sqlx::PgPool::connect(pg).await.unwrap();
-            migrations_before(backend).await.run(&pool).await.unwrap();
-            for insert in &inserts {
-                sqlx::query(sqlx::AssertSqlSafe(insert.clone())).execute(&pool).await.unwrap();
-            }
-            pool.close().await;
-        }
-    }
+    // The binary before messages were stored once ran migrations 0001 to 0032.
+    let (url, _store) = roost_tests::sql::store_made_before(backend, 32, &inserts).await;
 
     let server = TestServer::start_with(backend, |config| config.database_url = url.clone()).await;
     assert_eq!(server.sql("SELECT COUNT(*) FROM message_texts").await.unwrap()[0], 2);

@@ -28,14 +28,17 @@ async fn signed(server: &TestServer, body: &[u8]) -> (StatusCode, Value) {
 }
 
 async fn balance(server: &TestServer, account: &str) -> i64 {
-    let rows = server.sql(&format!("SELECT balance_cents FROM accounts WHERE id = '{account}'")).await.unwrap();
+    let rows = server
+        .sql(&format!("SELECT balance_nanocents / 1000000000 FROM accounts WHERE id = '{account}'"))
+        .await
+        .unwrap();
     rows[0]
 }
 
 async fn ledger_sum(server: &TestServer, account: &str) -> i64 {
     let rows = server
         .sql(&format!(
-            "SELECT CAST(COALESCE(SUM(amount_cents), 0) AS BIGINT) FROM ledger WHERE account_id = '{account}'"
+            "SELECT CAST(COALESCE(SUM(amount_nanocents), 0) / 1000000000 AS BIGINT) FROM ledger WHERE account_id = '{account}'"
         ))
         .await
         .unwrap();
@@ -121,7 +124,7 @@ async fn top_ups_are_credited_once_by_signed_webhooks(backend: Backend) {
     assert_eq!(top_up, [2]);
     let twice = server
         .sql(&format!(
-            "INSERT INTO ledger (id, account_id, kind, amount_cents, balance_after_cents, description, created_at, top_up_id) \
+            "INSERT INTO ledger (id, account_id, kind, amount_nanocents, balance_after_nanocents, description, created_at, top_up_id) \
              SELECT 'chg_dup', account_id, 'top_up', 1, 0, 'dup', 0, top_up_id FROM ledger WHERE account_id = '{account}' AND kind = 'top_up' LIMIT 1"
         ))
         .await;

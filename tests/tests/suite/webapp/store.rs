@@ -11,7 +11,7 @@ async fn users_invites_and_sessions(backend: Backend) {
     let store = server.store().await;
     let (user, account) = store.sign_up("Ada@Example.com", "$argon2id$fake", "").await.unwrap();
     assert_eq!(user.email, "ada@example.com");
-    assert_eq!((account.name.as_str(), account.balance_cents), ("ada@example.com", 0));
+    assert_eq!((account.name.as_str(), account.balance_nanocents), ("ada@example.com", 0));
     let taken = store.sign_up("ADA@example.com", "$argon2id$fake", "").await.unwrap_err().to_api();
     assert_eq!(taken.reason(), ErrorReason::WrongState);
     assert_eq!(server.sql("SELECT COUNT(*) FROM accounts").await.unwrap(), [1], "the refused sign-up made no account");
@@ -84,9 +84,9 @@ async fn a_paid_session_is_credited_once_under_concurrency(backend: Backend) {
     let credited: Vec<_> = tasks.join_all().await.into_iter().flatten().collect();
     assert_eq!(credited.len(), 1, "{credited:?}");
     assert_eq!(credited[0].cents, 2500);
-    let balance = store.account(&account.id).await.unwrap().unwrap().balance_cents;
-    let ledger: i64 = store.account_ledger(&account.id, 100).await.unwrap().iter().map(|e| e.amount_cents).sum();
-    assert_eq!((balance, ledger), (2500, 2500));
+    let balance = store.account(&account.id).await.unwrap().unwrap().balance_nanocents;
+    let ledger: i64 = store.account_ledger(&account.id, 100).await.unwrap().iter().map(|e| e.amount_nanocents).sum();
+    assert_eq!((balance, ledger), (2_500_000_000_000, 2_500_000_000_000));
     // Another currency, or a session roost never made, credits nothing.
     let other = store.create_top_up(&account.id, 500).await.unwrap();
     store.set_top_up_session(&other, Some("cs_2")).await.unwrap();
@@ -101,7 +101,7 @@ async fn a_paid_session_is_credited_once_under_concurrency(backend: Backend) {
     let stranger =
         StripeEvent { id: "evt_x".into(), session_id: "cs_9".into(), top_up_id: String::new(), ..event("x") };
     assert!(store.apply_stripe_event(&stranger, "usd").await.unwrap().is_none());
-    assert_eq!(store.account(&account.id).await.unwrap().unwrap().balance_cents, 2500);
+    assert_eq!(store.account(&account.id).await.unwrap().unwrap().balance_nanocents, 2_500_000_000_000);
 }
 
 each_backend!(users_invites_and_sessions, a_paid_session_is_credited_once_under_concurrency);
