@@ -76,13 +76,14 @@ impl ServeConfig {
     /// Defaults for a data directory: the SQLite store inside it.
     pub fn with_data_dir(data_dir: PathBuf) -> Self {
         // The built-in runtimes, and the packaged ones installed in this data directory.
-        let catalogue = crate::runtimes::Catalogue::builtin_with_installed(&data_dir.join("runtimes"));
+        let runtimes_dir = data_dir.join("runtimes");
+        let catalogue = crate::runtimes::Catalogue::builtin_with_installed(&runtimes_dir);
         Self {
             database_url: DatabaseUrl::sqlite_in(&data_dir),
             data_dir,
             store: StoreOptions::default(),
             gateway: GatewayOptions::default(),
-            hosting: HostingConfig { catalogue, ..HostingConfig::default() },
+            hosting: HostingConfig { catalogue, installed_runtimes: Some(runtimes_dir), ..HostingConfig::default() },
             shutdown_grace: Duration::from_secs(30),
             connections: ConnectionLimits::default(),
             retention: RetentionConfig::default(),

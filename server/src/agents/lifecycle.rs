@@ -65,6 +65,20 @@ fn settling() -> ApiError {
     )
 }
 
+/// 400 for a runtime the catalogue does not offer; for a packaged one that could be
+/// installed, how.
+fn unknown_runtime(id: &str) -> ApiError {
+    let installable = crate::runtimes::packaged::Package::ALL.into_iter().any(|p| p.name() == id);
+    ApiError::invalid_argument(if installable {
+        format!(
+            "runtime {id:?} is not installed on this server: the operator installs it with `roost runtimes install \
+             {id}`, and it is offered at once, without a restart (see GET /api/runtimes)"
+        )
+    } else {
+        format!("unknown runtime {id:?} (see GET /api/runtimes)")
+    })
+}
+
 /// 402: `needed` and `balance` are nanocents.
 fn short_of(needed: i64, balance: i64) -> ApiError {
     ApiError::new(
@@ -121,9 +135,7 @@ impl Hosting {
         if runtime_id.is_empty() {
             return Err(ApiError::invalid_argument("runtime is required (see GET /api/runtimes)").into());
         }
-        let runtime = self.catalogue().get(runtime_id).cloned().ok_or_else(|| {
-            ApiError::invalid_argument(format!("unknown runtime {runtime_id:?} (see GET /api/runtimes)"))
-        })?;
+        let runtime = self.catalogue().get(runtime_id).cloned().ok_or_else(|| unknown_runtime(runtime_id))?;
         limits::brief("brief", &req.brief)?;
         limits::name(&req.name)?;
         let mode = limits::model_mode(req.model_mode)?;

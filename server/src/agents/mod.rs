@@ -47,6 +47,11 @@ use recorder::Recorder;
 pub struct HostingConfig {
     /// The runtime catalogue.
     pub catalogue: Catalogue,
+    /// Where `roost runtimes install` puts packaged runtimes, when the catalogue is the
+    /// built-in one: installs there are offered while roost serves
+    /// ([`crate::runtimes::catalogue::LiveCatalogue`]). None with an operator's
+    /// `--runtimes` file.
+    pub installed_runtimes: Option<std::path::PathBuf>,
     /// Model prices for metering.
     pub prices: PriceBook,
     /// Billing periods.
@@ -72,6 +77,7 @@ impl Default for HostingConfig {
     fn default() -> Self {
         Self {
             catalogue: Catalogue::builtin(),
+            installed_runtimes: None,
             prices: PriceBook::builtin(),
             billing: BillingConfig::default(),
             turn_timeout: Duration::from_secs(900),
@@ -89,6 +95,8 @@ impl Default for HostingConfig {
 pub struct Hosting {
     store: Store,
     config: HostingConfig,
+    /// The runtimes offered: the configured catalogue and what is installed since.
+    catalogue: crate::runtimes::catalogue::LiveCatalogue,
     /// Whether turns are recorded as observed activity too (a recorder with turn events).
     observes_turns: bool,
     /// Where a turn's span goes when its runtime called the model (the parent of those
@@ -168,6 +176,10 @@ impl Hosting {
             telegram: crate::telegram::TelegramClient::new(&config.telegram_api_base),
             channel_wakers: channel::ChannelWakers::default(),
             turn_metrics: crate::metrics::turns::TurnMetrics::default(),
+            catalogue: crate::runtimes::catalogue::LiveCatalogue::new(
+                config.catalogue.clone(),
+                config.installed_runtimes.clone(),
+            ),
             config,
             replica,
             peers,
@@ -180,9 +192,9 @@ impl Hosting {
         self.drivers.process.sandbox()
     }
 
-    /// The catalogue.
-    pub fn catalogue(&self) -> &Catalogue {
-        &self.config.catalogue
+    /// The catalogue now (with runtimes installed since the start).
+    pub fn catalogue(&self) -> Arc<Catalogue> {
+        self.catalogue.get()
     }
 
     /// The settings it runs with.

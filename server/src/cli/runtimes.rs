@@ -58,7 +58,9 @@ pub async fn runtimes(global: &GlobalArgs, command: RuntimesCommand) -> ExitCode
                     ExitCode::SUCCESS
                 }
                 Ok(Ok(Installed::Now(_))) => {
-                    println!("restart `roost serve` to offer it: the catalogue lists installed runtimes at start");
+                    println!(
+                        "a running `roost serve` on this data directory offers it within a second; no restart needed"
+                    );
                     ExitCode::SUCCESS
                 }
                 Ok(Err(err)) => {

@@ -313,6 +313,7 @@ impl ServeArgs {
         let hosting = &mut config.hosting;
         if let Some(path) = &self.runtimes {
             hosting.catalogue = Catalogue::load(path)?;
+            hosting.installed_runtimes = None;
         }
         if let Some(path) = &self.price_book {
             hosting.prices = PriceBook::load(path)?;

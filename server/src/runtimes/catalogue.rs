@@ -1,7 +1,14 @@
 //! The runtime catalogue: which runtimes agents can be created from, what they cost and
-//! how roost runs them. Loaded once at start-up from `--runtimes` or the built-in file.
+//! how roost runs them. Loaded at start-up from `--runtimes` or the built-in file; with the
+//! built-in one, packaged runtimes installed while roost serves are offered at once
+//! ([`LiveCatalogue`]).
 
-use std::{collections::BTreeMap, path::Path, sync::Arc};
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    sync::{Arc, RwLock},
+    time::{Duration, Instant},
+};
 
 use roost_proto::v1::Runtime;
 use serde::Deserialize;
@@ -181,13 +188,23 @@ impl Catalogue {
     /// The built-in catalogue, with the packaged runtimes installed under `runtimes_dir`
     /// (`<data-dir>/runtimes`) after its own: a runtime is offered once it is installed.
     pub fn builtin_with_installed(runtimes_dir: &Path) -> Self {
-        use super::packaged::{Installation, Package};
-        let mut text = BUILTIN.to_owned();
-        for installed in Package::ALL.into_iter().filter_map(|p| Installation::current(p, runtimes_dir)) {
-            text.push('\n');
-            text.push_str(&installed.package.catalogue_toml(&installed.dir));
+        Self::builtin().with_installations(&installations(runtimes_dir))
+    }
+
+    /// This catalogue and, after its own, an entry for each installed package it does not
+    /// list already (the operator's entry for an id wins).
+    pub fn with_installations(&self, installed: &[super::packaged::Installation]) -> Self {
+        let mut runtimes = self.runtimes.clone();
+        for installation in installed {
+            let entry = installation.package.catalogue_toml(&installation.dir);
+            let Ok(parsed) = Self::from_toml(&entry) else { continue };
+            for spec in parsed.runtimes {
+                if !runtimes.iter().any(|r| r.id == spec.id) {
+                    runtimes.push(spec);
+                }
+            }
         }
-        Self::from_toml(&text).unwrap_or_else(|_| Self::builtin())
+        Self { runtimes }
     }
 
     /// Reads a catalogue file.
@@ -221,6 +238,75 @@ impl Catalogue {
     /// The runtime with this id.
     pub fn get(&self, id: &str) -> Option<&Arc<RuntimeSpec>> {
         self.runtimes.iter().find(|r| r.id == id)
+    }
+}
+
+/// The packaged runtimes installed under `runtimes_dir`, in catalogue order.
+fn installations(runtimes_dir: &Path) -> Vec<super::packaged::Installation> {
+    use super::packaged::{Installation, Package};
+    Package::ALL.into_iter().filter_map(|p| Installation::current(p, runtimes_dir)).collect()
+}
+
+/// How often a running server looks for runtimes installed since it started.
+const INSTALLS_CHECKED_EVERY: Duration = Duration::from_secs(1);
+
+/// The catalogue a running server offers: the one it started with, plus the packaged
+/// runtimes `roost runtimes install` puts into its runtimes directory while it serves, so
+/// an install is offered without a restart. The directory is looked at when a caller asks,
+/// at most once a second (a few file reads); a runtime once offered stays offered until
+/// the server restarts.
+#[derive(Debug)]
+pub struct LiveCatalogue {
+    base: Catalogue,
+    /// Where installs are looked for; none with an operator's `--runtimes` file, which is
+    /// the whole list.
+    installs: Option<PathBuf>,
+    current: RwLock<Current>,
+}
+
+#[derive(Debug)]
+struct Current {
+    catalogue: Arc<Catalogue>,
+    /// The install directories it was made with.
+    seen: Vec<PathBuf>,
+    checked: Option<Instant>,
+}
+
+impl LiveCatalogue {
+    /// `base`, and the installs under `installs` as they come.
+    pub fn new(base: Catalogue, installs: Option<PathBuf>) -> Self {
+        let current = Current { catalogue: Arc::new(base.clone()), seen: Vec::new(), checked: None };
+        Self { base, installs, current: RwLock::new(current) }
+    }
+
+    /// The catalogue now.
+    pub fn get(&self) -> Arc<Catalogue> {
+        let Some(dir) = &self.installs else {
+            return self.current.read().unwrap_or_else(|p| p.into_inner()).catalogue.clone();
+        };
+        {
+            let current = self.current.read().unwrap_or_else(|p| p.into_inner());
+            if current.checked.is_some_and(|at| at.elapsed() < INSTALLS_CHECKED_EVERY) {
+                return current.catalogue.clone();
+            }
+        }
+        let found = installations(dir);
+        let dirs: Vec<PathBuf> = found.iter().map(|i| i.dir.clone()).collect();
+        let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
+        current.checked = Some(Instant::now());
+        if dirs != current.seen {
+            // Offered ones stay: a runtime agents use must not vanish from under them.
+            let previous = current.catalogue.runtimes.clone();
+            let mut next = self.base.with_installations(&found);
+            for spec in previous {
+                if next.get(&spec.id).is_none() {
+                    next.runtimes.push(spec);
+                }
+            }
+            current.catalogue = Arc::new(next);
+            current.seen = dirs;
+        }
+        current.catalogue.clone()
     }
 }
 
@@ -310,6 +396,25 @@ impl RuntimeEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_running_server_offers_a_runtime_installed_after_it_started() {
+        use super::super::packaged::{Package, STAMP};
+        let dir = tempfile::tempdir().unwrap();
+        let live = LiveCatalogue::new(Catalogue::builtin(), Some(dir.path().to_owned()));
+        assert!(live.get().get("hermes").is_none());
+        let pinned = Package::Hermes.default_version();
+        let at = Package::Hermes.dir(dir.path(), pinned.version);
+        std::fs::create_dir_all(&at).unwrap();
+        std::fs::write(at.join(STAMP), pinned.lock_hash()).unwrap();
+        std::thread::sleep(INSTALLS_CHECKED_EVERY + Duration::from_millis(100));
+        assert!(live.get().get("hermes").is_some(), "offered without a restart");
+        std::fs::remove_dir_all(&at).unwrap();
+        std::thread::sleep(INSTALLS_CHECKED_EVERY + Duration::from_millis(100));
+        assert!(live.get().get("hermes").is_some(), "a runtime once offered stays offered");
+        let fixed = LiveCatalogue::new(Catalogue::builtin(), None);
+        assert!(fixed.get().get("hermes").is_none(), "an operator's catalogue file is the whole list");
+    }
 
     #[test]
     fn the_builtin_catalogue_has_echo_a_process_runtime_and_a_paid_one() {

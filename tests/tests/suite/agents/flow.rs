@@ -219,3 +219,38 @@ async fn seed_flow_over_grpc(backend: Backend) {
     assert_eq!(agents.get_instance(get(&id)).await.unwrap_err().code(), Code::NotFound);
     assert!(agents.list_instances(ListInstancesRequest {}).await.unwrap().into_inner().instances.is_empty());
 }
+
+/// `roost runtimes install` while roost serves: the runtime is offered at once, no
+/// restart. Before, asking for it says how to install it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_installed_while_serving_is_offered_at_once() {
+    use roost_server::runtimes::packaged::{Package, STAMP};
+    let server = roost_tests::TestServer::start(Backend::Sqlite).await;
+    let account = server.account(0).await;
+    let api = server.api(Some(&account));
+    let offered = || async {
+        let runtimes = api.get("/api/runtimes").await.ok();
+        runtimes.as_array().unwrap().iter().any(|r| r["id"] == "hermes")
+    };
+    assert!(!offered().await);
+    let refused = api.post("/api/provision", json!({"runtime": "hermes", "brief": "b"})).await;
+    refused.err(400, "invalid_argument");
+    assert!(refused.body["error"].as_str().unwrap().contains("roost runtimes install hermes"), "{}", refused.body);
+    let unknown = api.post("/api/provision", json!({"runtime": "nonesuch", "brief": "b"})).await;
+    assert!(!unknown.body["error"].as_str().unwrap().contains("install"), "{}", unknown.body);
+
+    // What an install leaves in the data directory: the pinned version's directory, stamped.
+    let pinned = Package::Hermes.default_version();
+    let at = Package::Hermes.dir(&server.config.data_dir.join("runtimes"), pinned.version);
+    std::fs::create_dir_all(&at).unwrap();
+    std::fs::write(at.join(STAMP), pinned.lock_hash()).unwrap();
+    let mut seen = false;
+    for _ in 0..40 {
+        seen = offered().await;
+        if seen {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(seen, "the installed runtime is offered while roost serves");
+}
