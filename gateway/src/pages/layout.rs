@@ -118,9 +118,12 @@ impl Chrome {
         self
     }
 
-    /// The chrome of a signed-in user's page.
+    /// The chrome of a signed-in user's page. Account holders see no "Backed by" footer:
+    /// the API calls behind a page are for operators reading the dashboard, where they
+    /// say which call to make to get the same data; to an account holder they are noise.
     pub fn for_user(mut self, email: &str) -> Self {
         self.user = Some(email.to_owned());
+        self.backed_by.clear();
         self
     }
 

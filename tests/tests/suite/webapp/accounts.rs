@@ -30,7 +30,8 @@ async fn signing_up_in_and_out(backend: Backend) {
     assert_eq!(home.texts("h1"), ["Your agents"]);
     assert_eq!(home.texts("#balance"), ["$0.00"]);
     assert!(home.body.contains("ada@example.com"), "the header names the user");
-    assert!(home.backed_by().iter().any(|c| c == "GET /api/instances"), "{:?}", home.backed_by());
+    assert!(home.backed_by().is_empty(), "no API-call footer for account holders: {:?}", home.backed_by());
+    assert!(!home.body.contains("Backed by"), "{}", home.body);
 
     // The same email again, in another case: refused, nothing made.
     let mut again = Visitor::new(&server);
