@@ -35,7 +35,7 @@ use opentelemetry_proto::tonic::collector::{
     trace::v1::trace_service_server::TraceService,
 };
 use roost_proto::v1::{
-    account_service_server::AccountService, agent_service_server::AgentService, billing_service_server::BillingService,
+    account_service_server::AccountService, billing_service_server::BillingService,
     control_service_server::ControlService, feature_service_server::FeatureService,
     ingest_service_server::IngestService, query_service_server::QueryService, system_service_server::SystemService,
     update_service_server::UpdateService, web_app_service_server::WebAppService,
@@ -53,7 +53,7 @@ pub struct Core {
     /// Health and version.
     pub system: Arc<dyn SystemService>,
     /// Hosted agents.
-    pub agents: Arc<dyn AgentService>,
+    pub agents: Arc<streams::DynAgentService>,
     /// The caller's account.
     pub accounts: Arc<dyn AccountService>,
     /// OTLP traces.

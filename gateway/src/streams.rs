@@ -1,11 +1,12 @@
-//! The stream types the gateway and the core agree on: `StreamService` with boxed
-//! response streams, so the gateway can hold it as a trait object.
+//! The stream types the gateway and the core agree on: `StreamService` and `AgentService`
+//! with boxed response streams, so the gateway can hold them as trait objects.
 
 use std::pin::Pin;
 
 use futures::Stream;
 use roost_proto::v1::{
-    BrainStreamResponse, HealthStreamResponse, LogStreamResponse, stream_service_server::StreamService,
+    BrainStreamResponse, HealthStreamResponse, LogStreamResponse, StreamMessageResponse,
+    agent_service_server::AgentService, stream_service_server::StreamService,
 };
 
 /// A server-streaming rpc's response stream.
@@ -17,3 +18,6 @@ pub type DynStreamService = dyn StreamService<
         HealthStreamStream = RpcStream<HealthStreamResponse>,
         LogStreamStream = RpcStream<LogStreamResponse>,
     >;
+
+/// `AgentService` with its response stream (`StreamMessage`) boxed.
+pub type DynAgentService = dyn AgentService<StreamMessageStream = RpcStream<StreamMessageResponse>>;

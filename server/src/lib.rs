@@ -34,6 +34,7 @@ pub mod system;
 pub mod telegram;
 pub mod telemetry;
 pub mod time;
+pub mod turn_stream;
 pub mod update;
 pub mod webapp;
 

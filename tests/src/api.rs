@@ -61,6 +61,11 @@ impl Api {
         }
     }
 
+    /// A POST of `body` to `path`, to send as the test likes (an SSE client opens it).
+    pub fn post_request(&self, path: &str, body: Value) -> reqwest::RequestBuilder {
+        self.request(reqwest::Method::POST, path).json(&body)
+    }
+
     /// GET `path`.
     pub async fn get(&self, path: &str) -> Reply {
         reply(self.request(reqwest::Method::GET, path).send().await).await

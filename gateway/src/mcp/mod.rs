@@ -21,6 +21,7 @@ use axum::{
     extract::{Request, State},
     response::{IntoResponse, Response},
 };
+use futures::StreamExt as _;
 use http::{HeaderValue, header};
 use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
@@ -33,7 +34,10 @@ use rmcp::{
         StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
     },
 };
-use roost_proto::{ApiError, ErrorReason, v1::GetAccountRequest};
+use roost_proto::{
+    ApiError, ErrorReason,
+    v1::{GetAccountRequest, StreamMessageRequest},
+};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
@@ -47,7 +51,7 @@ use crate::{
 /// What turns from MCP are recorded as.
 const SOURCE: &str = "mcp";
 
-/// How often a waiting `send_message` reports progress.
+/// How often a `send_message` reports progress while nothing else happens.
 const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 
 /// The agent turn hard cap, as the progress total.
@@ -245,13 +249,19 @@ impl ServerHandler for RoostMcp {
         }
         let call = Call::from_parts(parts).with_header("x-roost-source", SOURCE);
         let args = request.arguments.clone().unwrap_or_default();
-        let run = tools::run(&self.core, call, &name, args);
         let progress_token =
             request.meta.as_ref().and_then(|m| m.get_progress_token()).or_else(|| context.meta.get_progress_token());
-        let outcome = tokio::select! {
-            outcome = run => outcome,
-            _ = context.ct.cancelled() => return Err(McpError::internal_error("the client cancelled the call", None)),
-            _ = report_progress(&context, progress_token), if name == "send_message" => unreachable_progress(),
+        // A `send_message` with a progress token streams: each step of the turn is a progress
+        // notification as it happens. Cancelling the call hangs up, which cancels the turn.
+        let outcome = match progress_token {
+            Some(token) if name == "send_message" => tokio::select! {
+                outcome = stream_turn(&self.core, call, args, &context, token) => outcome,
+                _ = context.ct.cancelled() => return Err(McpError::internal_error("the client cancelled the call", None)),
+            },
+            _ => tokio::select! {
+                outcome = tools::run(&self.core, call, &name, args) => outcome,
+                _ = context.ct.cancelled() => return Err(McpError::internal_error("the client cancelled the call", None)),
+            },
         };
         self.core.usage.record_tool(def.name, outcome.is_err());
         Ok(match outcome {
@@ -267,27 +277,67 @@ impl ServerHandler for RoostMcp {
     }
 }
 
-/// Reports the wait of a turn every [`PROGRESS_EVERY`] until dropped (never returns while
-/// there is a token to report to; without one it waits forever).
-async fn report_progress(context: &RequestContext<RoleServer>, token: Option<rmcp::model::ProgressToken>) {
-    let Some(token) = token else { return std::future::pending().await };
+/// Runs `send_message` as a streamed turn, telling the client each step in a progress
+/// notification as it happens: a `message` of `reply: <text>` for each delta of the reply,
+/// `tool <name> started` / `tool <name> finished in <n> ms` for tool steps, and every
+/// [`PROGRESS_EVERY`] while nothing happens (queued, or a long step), how long it has been.
+/// `progress` is the seconds since the call began, of a total of the 900 s turn cap. The result is what `send_message`
+/// answers without a token.
+async fn stream_turn(
+    core: &Core,
+    call: Call,
+    args: serde_json::Map<String, Value>,
+    context: &RequestContext<RoleServer>,
+    token: rmcp::model::ProgressToken,
+) -> Result<Value, ApiError> {
+    let req: StreamMessageRequest = tools::parse(args)?;
     let started = tokio::time::Instant::now();
-    loop {
-        let waited = started.elapsed().as_secs_f64().floor();
-        let message =
-            format!("waiting for the agent's reply, queued or running ({waited:.0} s of the {TURN_CAP_SECS:.0} s cap)");
-        let param =
-            ProgressNotificationParam::new(token.clone(), waited).with_total(TURN_CAP_SECS).with_message(message);
-        if context.peer.notify_progress(param).await.is_err() {
-            return std::future::pending().await;
+    let notify = |message: String| {
+        let param = ProgressNotificationParam::new(token.clone(), started.elapsed().as_secs_f64())
+            .with_total(TURN_CAP_SECS)
+            .with_message(message);
+        context.peer.notify_progress(param)
+    };
+    let waiting = || {
+        let waited = started.elapsed().as_secs();
+        format!("waiting for the agent's reply, queued or running ({waited} s of the {TURN_CAP_SECS:.0} s cap)")
+    };
+    let _ = notify(waiting()).await;
+    let opening = core.agents.stream_message(call.request(req));
+    let mut opening = std::pin::pin!(opening);
+    // Opening checks the request and the agent (a full queue is refused here); the wait in
+    // the queue is part of the stream.
+    let mut events = loop {
+        tokio::select! {
+            opened = &mut opening => break opened.map_err(|status| ApiError::from_status(&status))?.into_inner(),
+            () = tokio::time::sleep(PROGRESS_EVERY) => { let _ = notify(waiting()).await; }
         }
-        tokio::time::sleep(PROGRESS_EVERY).await;
+    };
+    loop {
+        let next = tokio::select! {
+            next = events.next() => next,
+            () = tokio::time::sleep(PROGRESS_EVERY) => {
+                let _ = notify(waiting()).await;
+                continue;
+            }
+        };
+        let event = match next {
+            None => return Err(ApiError::new(ErrorReason::Internal, "the turn's stream ended without its answer")),
+            Some(Err(status)) => return Err(ApiError::from_status(&status)),
+            Some(Ok(event)) => event,
+        };
+        let message = match (event.delta, event.tool, event.done) {
+            (_, _, Some(done)) => {
+                return serde_json::to_value(done)
+                    .map_err(|e| ApiError::new(ErrorReason::Internal, format!("unencodable answer: {e}")));
+            }
+            (Some(delta), _, _) => format!("reply: {}", delta.text),
+            (_, Some(step), _) if step.finished => format!("tool {} finished in {} ms", step.name, step.duration_ms),
+            (_, Some(step), _) => format!("tool {} started", step.name),
+            _ => continue,
+        };
+        let _ = notify(message).await;
     }
-}
-
-/// `report_progress` never completes; this is the type of its select arm.
-fn unreachable_progress() -> Result<Value, ApiError> {
-    Err(ApiError::new(ErrorReason::Internal, "progress reporting ended"))
 }
 
 /// A tool error: readable text and `{error, code, status}`.

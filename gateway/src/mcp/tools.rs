@@ -278,7 +278,7 @@ pub(crate) async fn registry(core: &Core) -> ListShapesResponse {
 
 /// Tool arguments as the rpc's request: the same strict serde as a REST body, so a
 /// misspelt or unknown argument, or text holding a NUL, is `invalid_argument` naming it.
-fn parse<T: DeserializeOwned + Serialize>(args: Map<String, Value>) -> Result<T, ApiError> {
+pub(crate) fn parse<T: DeserializeOwned + Serialize>(args: Map<String, Value>) -> Result<T, ApiError> {
     let args: T = serde_json::from_value(Value::Object(args))
         .map_err(|e| ApiError::invalid_argument(format!("invalid arguments: {e}")))?;
     match roost_proto::nul::nul_field(&args) {

@@ -3,21 +3,27 @@
 use axum::{
     Json,
     extract::{Request, State},
-    http::{HeaderMap, StatusCode, header},
-    response::{IntoResponse, Response},
+    http::{HeaderMap, HeaderValue, StatusCode, header},
+    response::{
+        IntoResponse, Response,
+        sse::{Event, KeepAlive, Sse},
+    },
 };
-use roost_proto::ErrorReason;
+use futures::StreamExt as _;
 use roost_proto::v1::{
     ConfigureRequest, ConfigureResponse, DeliverTelegramUpdateRequest, DeliverTelegramUpdateResponse, DestroyRequest,
     DestroyResponse, GetActivityRequest, GetActivityResponse, GetChannelRequest, GetInstanceRequest, Instance,
     ListInstancesRequest, ListRuntimesRequest, PairChannelRequest, PairChannelResponse, PauseRequest, PauseResponse,
-    ProvisionRequest, ProvisionResponse, ResumeRequest, ResumeResponse, Runtime, SendMessageRequest, TelegramChannel,
+    ProvisionRequest, ProvisionResponse, ResumeRequest, ResumeResponse, Runtime, SendMessageRequest,
+    StreamMessageRequest, StreamMessageResponse, TelegramChannel,
 };
+use roost_proto::{ApiError, ErrorReason};
 
 use crate::{
     Call, Core, HttpError, InstanceId, JsonBody, LimitQuery,
     api::{Answer, Body, Endpoint, Routes},
     codec::read_limited,
+    streams::RpcStream,
 };
 
 /// Tells the core a message came over REST (MCP says "mcp"; gRPC clients say nothing).
@@ -60,7 +66,9 @@ pub(crate) const MESSAGES: Endpoint = Endpoint::post(
     "/api/instances/{instance_id}/messages",
     "Sends one message and waits for the reply (a synchronous turn). Turns to one agent run one at a time in \
      arrival order; a turn is capped at 900 s, so use a client time-out of 910 s. With `Accept: text/plain` the \
-     answer is just the reply text.",
+     answer is just the reply text. With `Accept: text/event-stream` the turn streams as server-sent events: \
+     `delta` ({text}: the reply as it is written), `tool` (a ToolStep, when a tool starts and when it ends), then \
+     `done` (this SendMessageResponse) or `error` ({error, code}); hanging up cancels the turn.",
 )
 .body("SendMessageRequest")
 .answers("SendMessageResponse")
@@ -243,11 +251,40 @@ async fn send_message(
     JsonBody(mut req): JsonBody<SendMessageRequest>,
 ) -> Result<Response, HttpError> {
     req.instance_id = instance_id;
+    if prefers_event_stream(&headers) {
+        let req = StreamMessageRequest { instance_id: req.instance_id, text: req.text };
+        let events = core.agents.stream_message(call.with_header(SOURCE.0, SOURCE.1).request(req)).await?.into_inner();
+        return Ok(turn_events(&core, events));
+    }
     let turn = core.agents.send_message(call.with_header(SOURCE.0, SOURCE.1).request(req)).await?.into_inner();
     if prefers_text(&headers) {
         return Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], turn.reply).into_response());
     }
     Ok(Json(turn).into_response())
+}
+
+/// A streamed turn as server-sent events: `delta` (`{"text"}`), `tool` (a `ToolStep`),
+/// then `done` (the `SendMessageResponse`), or `error` (`{"error", "code"}`, as the
+/// synchronous call's error body) when the turn fails. Each event is sent as it happens;
+/// the client hanging up drops the stream, which cancels the turn.
+pub(crate) fn turn_events(core: &Core, events: RpcStream<StreamMessageResponse>) -> Response {
+    let items = events.map(|item| {
+        let event = match item {
+            Ok(StreamMessageResponse { delta: Some(delta), .. }) => Event::default().event("delta").json_data(delta),
+            Ok(StreamMessageResponse { tool: Some(step), .. }) => Event::default().event("tool").json_data(step),
+            Ok(StreamMessageResponse { done: Some(answer), .. }) => Event::default().event("done").json_data(answer),
+            Ok(_) => return Ok(Event::default().comment("empty")),
+            Err(status) => Event::default().event("error").json_data(ApiError::from_status(&status).to_json()),
+        };
+        Ok::<_, std::convert::Infallible>(event.unwrap_or_else(|_| Event::default().comment("unencodable")))
+    });
+    let mut response = Sse::new(items)
+        .keep_alive(KeepAlive::new().interval(core.options.sse_keepalive).text("keepalive"))
+        .into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
 }
 
 /// `POST /api/instances/{id}/config`: lifecycle answer; a running agent restarts.
@@ -295,6 +332,20 @@ async fn destroy(
 }
 
 /// True when the client asked for `text/plain` ahead of JSON.
+/// Whether the client asked for the turn as it happens (`Accept: text/event-stream`,
+/// before any JSON or text type).
+fn prefers_event_stream(headers: &HeaderMap) -> bool {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    for media in accept.split(',').map(|m| m.split(';').next().unwrap_or_default().trim().to_ascii_lowercase()) {
+        match media.as_str() {
+            "text/event-stream" => return true,
+            "application/json" | "application/*" | "text/plain" | "text/*" | "*/*" => return false,
+            _ => {}
+        }
+    }
+    false
+}
+
 fn prefers_text(headers: &HeaderMap) -> bool {
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default();
     for media in accept.split(',').map(|m| m.split(';').next().unwrap_or_default().trim().to_ascii_lowercase()) {
@@ -324,5 +375,14 @@ mod tests {
         assert!(!prefers_text(&accept("application/json, text/plain")));
         assert!(!prefers_text(&accept("*/*")));
         assert!(!prefers_text(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn events_only_when_asked_for_first() {
+        assert!(prefers_event_stream(&accept("text/event-stream")));
+        assert!(prefers_event_stream(&accept("text/event-stream, application/json")));
+        assert!(!prefers_event_stream(&accept("application/json, text/event-stream")));
+        assert!(!prefers_event_stream(&accept("*/*")));
+        assert!(!prefers_text(&accept("text/event-stream")));
     }
 }

@@ -495,8 +495,12 @@ impl Hosting {
             });
         }
         let _typing = typing.drop_guard();
-        let origin =
-            Origin { source: "telegram".to_owned(), chat_id: Some(row.chat_id), turn_id: Some(row.turn_id.clone()) };
+        let origin = Origin {
+            source: "telegram".to_owned(),
+            chat_id: Some(row.chat_id),
+            turn_id: Some(row.turn_id.clone()),
+            ..Origin::default()
+        };
         loop {
             let outcome = self.queue_turn(run.agent.clone(), text.clone(), origin.clone()).await;
             return match outcome {

@@ -2,13 +2,15 @@
 
 use std::sync::Arc;
 
+use futures::StreamExt as _;
+use roost_gateway::streams::RpcStream;
 use roost_proto::v1::{
     ConfigureRequest, ConfigureResponse, DeliverTelegramUpdateRequest, DeliverTelegramUpdateResponse, DestroyRequest,
     DestroyResponse, GetActivityRequest, GetActivityResponse, GetChannelRequest, GetChannelResponse,
     GetInstanceRequest, GetInstanceResponse, ListInstancesRequest, ListInstancesResponse, ListRuntimesRequest,
     ListRuntimesResponse, PairChannelRequest, PairChannelResponse, PauseRequest, PauseResponse, ProvisionRequest,
-    ProvisionResponse, ResumeRequest, ResumeResponse, SendMessageRequest, SendMessageResponse,
-    agent_service_server::AgentService,
+    ProvisionResponse, ResumeRequest, ResumeResponse, SendMessageRequest, SendMessageResponse, StreamMessageRequest,
+    StreamMessageResponse, agent_service_server::AgentService,
 };
 use tonic::{Request, Response, Status};
 
@@ -102,6 +104,19 @@ impl AgentService for AgentCore {
 
     async fn send_message(&self, req: Request<SendMessageRequest>) -> Result<Response<SendMessageResponse>, Status> {
         self.serve(req, |h, account, source, req| async move { h.send_message(&account, req, source).await }).await
+    }
+
+    type StreamMessageStream = RpcStream<StreamMessageResponse>;
+
+    async fn stream_message(
+        &self,
+        req: Request<StreamMessageRequest>,
+    ) -> Result<Response<Self::StreamMessageStream>, Status> {
+        let stream = self
+            .serve(req, |h, account, source, req| async move { h.stream_message(&account, req, source).await })
+            .await?
+            .into_inner();
+        Ok(Response::new(stream.map(|item| item.map_err(Status::from)).boxed()))
     }
 
     async fn configure(&self, req: Request<ConfigureRequest>) -> Result<Response<ConfigureResponse>, Status> {

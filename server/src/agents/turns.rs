@@ -10,23 +10,35 @@ use std::{
     time::{Duration, Instant},
 };
 
+use futures::StreamExt as _;
 use roost_proto::{
     ApiError, ErrorReason,
-    v1::{SendMessageRequest, SendMessageResponse, Usage},
+    v1::{
+        ReplyDelta, SendMessageRequest, SendMessageResponse, StreamMessageRequest, StreamMessageResponse, ToolStep,
+        Usage,
+    },
 };
+use tokio::sync::OwnedSemaphorePermit;
+use tokio_util::sync::CancellationToken;
 
 use super::{Hosting, limits, live::Agent, recorder::TurnRecord, routing::Route};
 use crate::{
     Result,
     billing::money::nanocents_to_cents,
+    cluster::peers::forwarded_error,
     ids::new_sortable_id,
     llm::TurnTotals,
     runtimes::{TurnInput, TurnOutput},
     telemetry::{rows::EventRow, turns::detail},
     time::{now_ms, timestamp_ms},
+    turn_stream::{TurnEvent, TurnStream},
 };
 
-/// Where a turn's message came from.
+/// A streamed turn: its events, then its answer as the last item (or its error). Dropping
+/// it before the end hangs up, which cancels the turn.
+pub type MessageStream = futures::stream::BoxStream<'static, Result<StreamMessageResponse>>;
+
+/// Where a turn's message came from, and who waits for it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Origin {
     /// "api", "grpc", "mcp", "web", "telegram".
@@ -36,6 +48,11 @@ pub(crate) struct Origin {
     /// The turn's id when the sender chose it beforehand (the channel stores it with the
     /// update, so a restart finds the turn instead of running it twice).
     pub turn_id: Option<String>,
+    /// Where the turn's events go, when its caller streams it.
+    pub events: TurnStream,
+    /// Cancelled when a streaming caller hangs up: the turn then leaves the queue, or
+    /// stops and is settled as cancelled. A synchronous caller's turn runs to its end.
+    pub hang_up: CancellationToken,
 }
 
 /// How long a finished turn waits for its model calls to be charged (a streamed call is
@@ -48,6 +65,82 @@ enum Outcome {
     Failed(ApiError),
     TimedOut,
     Cancelled,
+    /// Its streaming caller went away.
+    HungUp,
+}
+
+/// A delta or tool step as the API sends it.
+fn event_message(event: TurnEvent) -> StreamMessageResponse {
+    match event {
+        TurnEvent::Delta(text) => StreamMessageResponse { delta: Some(ReplyDelta { text }), ..Default::default() },
+        TurnEvent::Tool(step) => StreamMessageResponse {
+            tool: Some(ToolStep {
+                id: step.id,
+                name: step.name,
+                arguments: step.arguments,
+                finished: step.finished,
+                result: step.result,
+                duration_ms: step.duration_ms,
+            }),
+            ..Default::default()
+        },
+    }
+}
+
+/// The last event of a streamed turn.
+fn done_message(answer: SendMessageResponse) -> StreamMessageResponse {
+    StreamMessageResponse { done: Some(answer), ..Default::default() }
+}
+
+/// Where a streamed turn is.
+enum Step {
+    /// Its events, as they come.
+    Events,
+    /// Over: the events it wrote before it ended, then its answer.
+    Draining(Result<SendMessageResponse>),
+    Ended,
+}
+
+/// A streamed turn's events, as they come, then its answer. The answer does not wait for
+/// the event channel to close (a model call the runtime left running may hold it open):
+/// once the turn is over, what it wrote is drained and the answer follows. Dropping the
+/// stream drops `hang_up`, which cancels the turn.
+fn turn_stream(
+    events: tokio::sync::mpsc::UnboundedReceiver<TurnEvent>,
+    answer: tokio::sync::oneshot::Receiver<Result<SendMessageResponse>>,
+    hang_up: tokio_util::sync::DropGuard,
+) -> MessageStream {
+    type Receiver = tokio::sync::mpsc::UnboundedReceiver<TurnEvent>;
+    fn drained(
+        mut events: Receiver,
+        result: Result<SendMessageResponse>,
+    ) -> (Result<StreamMessageResponse>, Step, Receiver) {
+        match events.try_recv() {
+            Ok(event) => (Ok(event_message(event)), Step::Draining(result), events),
+            Err(_) => (result.map(done_message), Step::Ended, events),
+        }
+    }
+    // The guard is part of the state, so it lives exactly as long as the stream.
+    futures::stream::unfold((events, answer, Step::Events, hang_up), |(mut events, mut answer, step, hang_up)| async move {
+        let (item, step, events) = match step {
+            Step::Ended => return None,
+            Step::Draining(result) => drained(events, result),
+            Step::Events => {
+                let next = tokio::select! {
+                    biased;
+                    Some(event) = events.recv() => Ok(event),
+                    result = &mut answer => Err(result
+                        .unwrap_or_else(|_| Err(ApiError::internal("the turn task ended without an answer").into()))),
+                };
+                match next {
+                    Ok(event) => (Ok(event_message(event)), Step::Events, events),
+                    Err(result) => drained(events, result),
+                }
+            }
+        };
+        Some((item, (events, answer, step, hang_up)))
+    })
+    .boxed()
 }
 
 impl Hosting {
@@ -130,6 +223,43 @@ impl Hosting {
         self.queue_turn(agent, req.text, Origin { source: source.to_owned(), ..Origin::default() }).await
     }
 
+    /// Runs one turn for the caller's agent as [`Self::send_message`] does, streaming it.
+    /// What fails before the turn is queued (a bad request, an agent that is not the
+    /// caller's or not running, a full queue) is this call's error; everything after is
+    /// in the stream.
+    pub async fn stream_message(
+        self: &Arc<Self>,
+        account_id: &str,
+        req: StreamMessageRequest,
+        source: &str,
+    ) -> Result<MessageStream> {
+        let id = limits::instance_id(&req.instance_id)?;
+        limits::text(&req.text)?;
+        let agent = match self.route(id, account_id).await? {
+            Route::Local(agent) => agent,
+            Route::Remote(client) => {
+                let id = id.to_owned();
+                let stream =
+                    self.forward(client, &id, (account_id, source), req, |mut c, r| async move {
+                        c.stream_message(r).await
+                    })
+                    .await?;
+                return Ok(stream.map(move |item| item.map_err(|status| forwarded_error(&status, &id).into())).boxed());
+            }
+        };
+        let queued_at = now_ms();
+        let slot = self.enqueue(&agent)?;
+        let (events, rx) = TurnStream::channel();
+        let hang_up = CancellationToken::new();
+        let origin = Origin { source: source.to_owned(), events, hang_up: hang_up.clone(), ..Origin::default() };
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+        let this = self.clone();
+        tokio::spawn(async move {
+            let _ = done_tx.send(this.take_turn(agent, slot, queued_at, req.text, origin).await);
+        });
+        Ok(turn_stream(rx, done_rx, hang_up.drop_guard()))
+    }
+
     /// Queues a turn behind the agent's others and waits for it: the one path every
     /// message takes, whoever sent it (the API's callers, the Telegram channel).
     pub(crate) async fn queue_turn(
@@ -139,6 +269,13 @@ impl Hosting {
         origin: Origin,
     ) -> Result<SendMessageResponse> {
         let queued_at = now_ms();
+        let slot = self.enqueue(&agent)?;
+        self.take_turn(agent, slot, queued_at, text, origin).await
+    }
+
+    /// A place in the agent's queue, if it is running and its queue has room (else 409 or
+    /// 429).
+    fn enqueue(&self, agent: &Agent) -> Result<OwnedSemaphorePermit> {
         agent.running()?;
         let slot = agent.queue.clone().try_acquire_owned().map_err(|_| {
             ApiError::new(
@@ -146,11 +283,28 @@ impl Hosting {
                 format!("{} turns are already queued for this agent; try again later", self.config.queue_depth),
             )
         })?;
+        Ok(slot)
+    }
+
+    /// Waits for the agent's turn lock holding a place in its queue, then runs the turn.
+    async fn take_turn(
+        self: &Arc<Self>,
+        agent: Arc<Agent>,
+        slot: OwnedSemaphorePermit,
+        queued_at: i64,
+        text: String,
+        origin: Origin,
+    ) -> Result<SendMessageResponse> {
         // The turn lock is fair, so the order turns take it is the agent's queue. The
         // number is drawn under it: drawn before, two callers on different threads could
         // draw 2 and 3 and reach the lock as 3 and 2, and the record would misstate the
         // order the turns ran in.
-        let turn = agent.turns.clone().lock_owned().await;
+        let turn = tokio::select! {
+            turn = agent.turns.clone().lock_owned() => turn,
+            () = origin.hang_up.cancelled() => {
+                return Err(ApiError::new(ErrorReason::WrongState, "the caller hung up before the turn started").into());
+            }
+        };
         let seq = agent.next_seq();
         let this = self.clone();
         let job = tokio::spawn(async move {
@@ -176,7 +330,8 @@ impl Hosting {
             running.settings.model.clone()
         };
         let turn_id = origin.turn_id.unwrap_or_else(|| new_sortable_id("turn"));
-        let input = TurnInput { turn_id: turn_id.clone(), text: text.clone() };
+        let (events, hang_up) = (origin.events, origin.hang_up);
+        let input = TurnInput { turn_id: turn_id.clone(), text: text.clone(), events: events.clone() };
         // A metered turn is refused before it runs when its model is unpriced (400) or the
         // account's credits, less what its calls in flight hold, are spent (402).
         let metered = self.metered_price(&agent.runtime, running.settings.model_mode, &model)?;
@@ -214,10 +369,12 @@ impl Hosting {
         // A turn that outlives its replica is found by the next owner (`super::in_flight`).
         let mark = self.recorder.mark_in_flight(&record);
         // The runtime's model calls through the gateway from now on are this turn's.
-        let meter = agent.model_turn.begin(&turn_id, agent.runtime.turn_limits(self.config.models.turn_limits));
+        let limits = agent.runtime.turn_limits(self.config.models.turn_limits);
+        let meter = agent.model_turn.begin(&turn_id, limits, events.clone());
         let outcome = tokio::select! {
             biased;
             () = running.generation.cancelled() => Outcome::Cancelled,
+            () = hang_up.cancelled() => Outcome::HungUp,
             result = tokio::time::timeout(self.config.turn_timeout, running.machine.turn(input)) => match result {
                 Err(_) => Outcome::TimedOut,
                 Ok(Ok(output)) => Outcome::Completed(output),
@@ -228,7 +385,7 @@ impl Hosting {
         let calls = meter.settled(CALLS_SETTLE).await;
         // A turn stopped at its limits fails, whatever its runtime made of the refusals.
         let outcome = match meter.tripped() {
-            Some(why) if !matches!(outcome, Outcome::Cancelled) => {
+            Some(why) if !matches!(outcome, Outcome::Cancelled | Outcome::HungUp) => {
                 Outcome::Failed(ApiError::new(ErrorReason::TurnLimit, why))
             }
             _ => outcome,
@@ -239,6 +396,10 @@ impl Hosting {
         let failure = match &outcome {
             Outcome::Completed(out) => {
                 record.reply.clone_from(&out.reply);
+                // A runtime that did not stream: its whole reply is the one delta.
+                if !events.deltas_sent() {
+                    events.delta(&out.reply);
+                }
                 // A runtime calling models: its usage is what its calls through the gateway
                 // add up to, not what it says about itself.
                 let (input, output) = if agent.runtime.driver.calls_models() {
@@ -270,6 +431,10 @@ impl Hosting {
                     ErrorReason::WrongState,
                     format!("the agent was {} during the turn", agent.status().as_str()),
                 ),
+            )),
+            Outcome::HungUp => Some((
+                "cancelled",
+                ApiError::new(ErrorReason::WrongState, "the caller hung up during the turn, which was cancelled"),
             )),
         };
         if let Some((status, err)) = &failure {

@@ -39,7 +39,7 @@ mod anthropic;
 mod openai;
 mod record;
 pub(crate) mod spans;
-mod sse;
+pub(crate) mod sse;
 mod turn_meter;
 mod writer;
 
@@ -475,6 +475,20 @@ impl ModelGateway {
         Ok((status, body))
     }
 
+    /// A call roost makes itself for `agent` that may stream (`"stream": true`): the same
+    /// path as [`Self::complete`], answering the upstream's status and the body as it
+    /// comes. Dropping the body hangs up, which cancels the upstream call.
+    pub async fn open(
+        &self,
+        agent: Arc<AgentIdentity>,
+        api: Api,
+        request: &Value,
+    ) -> Result<(StatusCode, Body), ApiError> {
+        let raw = Bytes::from(serde_json::to_vec(request).map_err(|e| invalid(e.to_string()))?);
+        let response = self.forward(agent, api, &HeaderMap::new(), raw).await?;
+        Ok((response.status(), response.into_body()))
+    }
+
     /// One model call of `agent`, from its request body to its metered answer.
     async fn forward(
         &self,
@@ -517,6 +531,10 @@ impl ModelGateway {
             Some(meter) => Some(meter.call().map_err(|why| ApiError::new(ErrorReason::TurnLimit, why))?),
             None => None,
         };
+        // The tool results it carries end the turn's tool steps (for a streamed turn).
+        if let Some(turn) = &turn {
+            turn.meter().requesting(&request);
+        }
         let price = self.inner.prices.metered_price(&model);
         let charged = agent.model_mode == ModelMode::Managed;
         if charged && price.is_none() {
@@ -804,6 +822,10 @@ fn settle(state: Pending, turn: Option<TurnCall>, outcome: Outcome) {
         error,
     };
     if let Some(turn) = &turn {
+        if matches!(outcome, Outcome::Completed) {
+            let asked = answer.tool_calls.iter().map(|c| (c.id.clone(), c.name.clone(), c.arguments.clone()));
+            turn.meter().asked_for_tools(asked);
+        }
         turn.count(TurnTotals {
             calls: 1,
             input_tokens: record.input_tokens,

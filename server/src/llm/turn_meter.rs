@@ -23,17 +23,23 @@ use std::{
     time::Duration,
 };
 
+use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 use tokio::sync::Notify;
+
+use crate::turn_stream::{ToolSteps, TurnStream, tool_results};
 
 /// An agent's current turn, if any; shared by the agent and its gateway identity.
 #[derive(Clone, Default)]
 pub struct TurnSlot(Arc<Mutex<Option<Arc<TurnMeter>>>>);
 
 impl TurnSlot {
-    /// Starts metering turn `turn_id` within `limits`: calls from now on are its.
-    pub fn begin(&self, turn_id: &str, limits: TurnLimits) -> Arc<TurnMeter> {
-        let meter = Arc::new(TurnMeter::new(turn_id, limits));
+    /// Starts metering turn `turn_id` within `limits`: calls from now on are its, and the
+    /// tool steps they reveal go to `events`.
+    pub fn begin(&self, turn_id: &str, limits: TurnLimits, events: TurnStream) -> Arc<TurnMeter> {
+        let mut meter = TurnMeter::new(turn_id, limits);
+        meter.events = events;
+        let meter = Arc::new(meter);
         *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(meter.clone());
         meter
     }
@@ -103,6 +109,9 @@ pub struct TurnMeter {
     limits: TurnLimits,
     state: Mutex<Tally>,
     idle: Notify,
+    /// Where the turn's tool steps are reported, for a caller that streams it.
+    events: TurnStream,
+    steps: ToolSteps,
 }
 
 /// A call of a turn, counted in flight until it settles or is dropped.
@@ -120,6 +129,23 @@ impl TurnMeter {
             limits,
             state: Mutex::new(Tally::default()),
             idle: Notify::new(),
+            events: TurnStream::default(),
+            steps: ToolSteps::default(),
+        }
+    }
+
+    /// A call of the turn is about to go upstream with `request`: the tool results it
+    /// carries end the steps they answer.
+    pub fn requesting(&self, request: &Value) {
+        if self.events.streaming() {
+            self.steps.answered(&self.events, tool_results(request));
+        }
+    }
+
+    /// A call of the turn was answered asking for `calls` (id, name, arguments).
+    pub fn asked_for_tools(&self, calls: impl IntoIterator<Item = (String, String, String)>) {
+        if self.events.streaming() {
+            self.steps.asked(&self.events, calls);
         }
     }
 
@@ -224,7 +250,7 @@ mod tests {
     #[tokio::test]
     async fn a_turn_waits_for_its_calls_to_settle() {
         let slot = TurnSlot::default();
-        let meter = slot.begin("turn_1", TurnLimits::default());
+        let meter = slot.begin("turn_1", TurnLimits::default(), TurnStream::default());
         let call = slot.current().expect("a turn runs").call().unwrap();
         let waiting = tokio::spawn({
             let meter = meter.clone();

@@ -19,12 +19,17 @@ use roost_proto::{ApiError, ErrorReason};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{Machine, MachineSpec, TurnInput, TurnOutput, tokens::AgentIdentity};
+use super::{
+    Machine, MachineSpec, TurnInput, TurnOutput,
+    streaming::{MAX_STREAMED_REPLY, each_event, openai_chunk},
+    tokens::AgentIdentity,
+};
 use crate::{
     ids::new_id,
     llm::{Api, ModelGateway},
     store::{Store, on_reader, on_writer},
     time::now_ms,
+    turn_stream::TurnStream,
 };
 
 /// How many past exchanges each turn sends along.
@@ -103,35 +108,20 @@ impl Machine for AssistantMachine {
             messages.push(json!({ "role": "assistant", "content": exchange.reply }));
         }
         messages.push(json!({ "role": "user", "content": input.text }));
-        let request = json!({ "model": self.model, "messages": messages });
-
-        // The gateway's refusals (402 spent credits, 400 unpriced model, 409 a byok agent
-        // without its key, 429 its caps) are the turn's; a model that cannot be reached is
-        // the runtime failing.
-        let (status, body) = self
-            .models
-            .complete(self.agent.clone(), Api::OpenAi, &request)
-            .await
-            .map_err(|err| if err.reason() == ErrorReason::Unavailable { failed(err.message()) } else { err })?;
-        if status != StatusCode::OK {
-            let text = String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
-            return Err(failed(format!("the model upstream answered HTTP {status}: {text}")));
-        }
-        let completion: Completion =
-            serde_json::from_slice(&body).map_err(|e| failed(format!("the model upstream answered garbage: {e}")))?;
-        let reply = completion
-            .choices
-            .into_iter()
-            .next()
-            .and_then(|c| c.message.content)
-            .ok_or_else(|| failed("the model upstream returned no message"))?;
+        let (reply, model) = if input.events.streaming() {
+            let request = json!({ "model": self.model, "messages": messages, "stream": true });
+            self.streamed(&request, &input.events).await?
+        } else {
+            let request = json!({ "model": self.model, "messages": messages });
+            self.whole(&request).await?
+        };
         // The reply stands (and is charged) even if the store cannot keep the exchange
         // this once: the next turn then lacks it from its history.
         if let Err(err) = self.remember(&input.text, &reply).await {
             tracing::warn!(instance = %self.agent.instance_id, error = %err, "could not keep an exchange in the history");
         }
         // Tokens are the gateway's to count (the turn adds up its calls).
-        Ok(TurnOutput { reply, model: completion.model.unwrap_or_else(|| self.model.clone()), ..TurnOutput::default() })
+        Ok(TurnOutput { reply, model: model.unwrap_or_else(|| self.model.clone()), ..TurnOutput::default() })
     }
 
     async fn stop(&self) {}
@@ -141,7 +131,71 @@ impl Machine for AssistantMachine {
     }
 }
 
+/// The gateway's refusals (402 spent credits, 400 unpriced model, 409 a byok agent without
+/// its key, 429 its caps) are the turn's; a model that cannot be reached is the runtime
+/// failing.
+fn refused(err: ApiError) -> ApiError {
+    if err.reason() == ErrorReason::Unavailable { failed(err.message()) } else { err }
+}
+
+/// An upstream's error answer, as the turn's failure.
+fn upstream_said(status: StatusCode, body: &[u8]) -> ApiError {
+    let text = String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
+    failed(format!("the model upstream answered HTTP {status}: {text}"))
+}
+
 impl AssistantMachine {
+    /// One whole model call: the reply and the model that wrote it.
+    async fn whole(&self, request: &serde_json::Value) -> Result<(String, Option<String>), ApiError> {
+        let (status, body) = self.models.complete(self.agent.clone(), Api::OpenAi, request).await.map_err(refused)?;
+        if status != StatusCode::OK {
+            return Err(upstream_said(status, &body));
+        }
+        let completion: Completion =
+            serde_json::from_slice(&body).map_err(|e| failed(format!("the model upstream answered garbage: {e}")))?;
+        let model = completion.model;
+        let reply = completion
+            .choices
+            .into_iter()
+            .next()
+            .and_then(|c| c.message.content)
+            .ok_or_else(|| failed("the model upstream returned no message"))?;
+        Ok((reply, model))
+    }
+
+    /// One streamed model call: each chunk's text goes to `events` as it arrives.
+    async fn streamed(
+        &self,
+        request: &serde_json::Value,
+        events: &TurnStream,
+    ) -> Result<(String, Option<String>), ApiError> {
+        let (status, body) = self.models.open(self.agent.clone(), Api::OpenAi, request).await.map_err(refused)?;
+        if status != StatusCode::OK {
+            let body = axum::body::to_bytes(body, 64 * 1024).await.unwrap_or_default();
+            return Err(upstream_said(status, &body));
+        }
+        let (mut reply, mut model, mut error) = (String::new(), None, None);
+        let read = each_event(body.into_data_stream(), |_, data| {
+            let chunk = openai_chunk(data);
+            if let Some(said) = chunk.error {
+                error = Some(said);
+                return false;
+            }
+            if chunk.model.is_some() {
+                model = chunk.model;
+            }
+            events.delta(&chunk.text);
+            reply.push_str(&chunk.text);
+            !chunk.done && reply.len() <= MAX_STREAMED_REPLY
+        })
+        .await;
+        if let Some(said) = error {
+            return Err(failed(format!("the model upstream's stream reported an error: {said}")));
+        }
+        read.map_err(failed)?;
+        Ok((reply, model))
+    }
+
     /// The last exchanges, oldest first.
     async fn history(&self) -> crate::Result<Vec<Exchange>> {
         let mut rows: Vec<Exchange> = on_reader!(self.store, |pool| {

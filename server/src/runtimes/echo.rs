@@ -1,5 +1,6 @@
 //! `echo`: an in-process runtime that replies `[<brief>] <text>`, so the brief visibly takes
-//! effect. Boots instantly, never dies; for demos, tests and benchmarks.
+//! effect. Boots instantly, never dies, streams its reply word by word; for demos, tests
+//! and benchmarks.
 
 use roost_proto::ApiError;
 
@@ -27,6 +28,17 @@ impl Machine for EchoMachine {
 
     async fn turn(&self, input: TurnInput) -> Result<TurnOutput, ApiError> {
         let reply = format!("[{}] {}", self.brief, input.text);
+        // It streams word by word (each delta keeps the spaces before its word), so a
+        // streamed echo turn shows what a streaming runtime's does.
+        if input.events.streaming() {
+            let mut rest = reply.as_str();
+            while !rest.is_empty() {
+                let word = rest.trim_start();
+                let end = rest.len() - word.len() + word.find(char::is_whitespace).unwrap_or(word.len());
+                input.events.delta(&rest[..end]);
+                rest = &rest[end..];
+            }
+        }
         Ok(TurnOutput {
             input_tokens: word_count(&input.text),
             output_tokens: word_count(&reply),

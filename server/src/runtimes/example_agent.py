@@ -8,6 +8,10 @@ roost starts it with the agent's settings in the environment and talks to it ove
   POST /turn   {"turn_id": "...", "text": "..."}
                -> 200 {"reply": "...", "usage": {"input_tokens": N, "output_tokens": N},
                        "model": "..."}
+               or, when roost's Accept names text/event-stream (its caller streams the
+               turn), a text/event-stream: `delta` events {"text"} with the reply as it
+               is written, then one `done` {"usage", "model"} (its optional "reply"
+               defaults to the deltas joined), or `error` {"error"}
 
 Environment: PORT, AGENT_BRIEF, MODEL_MODE (managed|byok), MODEL, ROOST_INSTANCE_ID,
 ROOST_WORKSPACE (also HOME and the working directory: the agent's own files, kept until
@@ -218,12 +222,47 @@ class Agent(BaseHTTPRequestHandler):
             if text not in ("stats", "env"):
                 order.append(text)
         try:
+            if "text/event-stream" in self.headers.get("Accept", ""):
+                self.stream(text)
+                return
             reply = answer(text)
         finally:
             with lock:
                 active -= 1
         usage = {"input_tokens": len(text.split()), "output_tokens": len(reply.split())}
         self.send_json(200, {"reply": reply, "usage": usage, "model": MODEL})
+
+    def stream(self, text):
+        """The streamed answer roost asks for when its caller streams the turn: the reply
+        word by word as `delta` events, then `done`. `sleep:<ms> <text>` sends the first
+        words before it sleeps, so a caller sees text while the turn still runs."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
+        def event(name, body):
+            self.wfile.write(("event: %s\ndata: %s\n\n" % (name, json.dumps(body))).encode())
+            self.wfile.flush()
+
+        try:
+            if text.startswith("sleep:"):
+                delay, _, rest = text[len("sleep:"):].partition(" ")
+                event("delta", {"text": "[%s] " % BRIEF})
+                time.sleep(int(delay) / 1000)
+                reply = "[%s] %s" % (BRIEF, rest)
+                words = rest.split(" ")
+            else:
+                reply = answer(text)
+                words = reply.split(" ")
+            for i, word in enumerate(words):
+                event("delta", {"text": word if i == 0 else " " + word})
+            usage = {"input_tokens": len(text.split()), "output_tokens": len(reply.split())}
+            event("done", {"usage": usage, "model": MODEL})
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # roost hung up: the caller went away and the turn was cancelled
 
     def log_message(self, fmt, *args):
         pass

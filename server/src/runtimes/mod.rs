@@ -16,12 +16,15 @@ pub mod process;
 pub mod procfs;
 mod slots;
 mod spawner;
+pub(crate) mod streaming;
 pub mod tokens;
 pub mod workspace;
 
 use std::sync::Arc;
 
 use roost_proto::ApiError;
+
+use crate::turn_stream::TurnStream;
 
 pub use catalogue::{Catalogue, DriverSpec, RuntimeSpec};
 
@@ -90,12 +93,22 @@ impl std::fmt::Debug for MachineSpec {
 }
 
 /// One message for a machine.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct TurnInput {
     /// The turn's id, for the runtime's own logs.
     pub turn_id: String,
     /// The message.
     pub text: String,
+    /// Where the reply's text goes as the machine has it, when a caller streams the turn
+    /// ([`crate::turn_stream`]). A machine that cannot stream ignores it: the turn then
+    /// sends its whole reply as one delta.
+    pub events: TurnStream,
+}
+
+impl std::fmt::Debug for TurnInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnInput").field("turn_id", &self.turn_id).field("text", &self.text).finish_non_exhaustive()
+    }
 }
 
 /// A machine's answer to a turn.

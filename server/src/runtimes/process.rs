@@ -6,7 +6,9 @@
 //!   ready within the boot timeout, fails the boot with the reason (and its last stderr
 //!   lines).
 //! - Turns: `POST /turn {"turn_id", "text"}` → `{"reply", "usage"?, "model"?}`; anything
-//!   else is "garbage" and fails the turn.
+//!   else is "garbage" and fails the turn. When a caller streams the turn, roost asks for
+//!   `Accept: text/event-stream, application/json`, and a runtime may answer a stream of
+//!   `delta` events and one `done` ([`read_turn_stream`]); the JSON answer stays valid.
 //! - Stop: SIGTERM to the process group, SIGKILL after a grace period.
 //! - Death: a reaper task waits on the child, so an exit is noticed at once and reported
 //!   through [`Machine::died`]. Whatever the runtime started itself is killed with it
@@ -58,12 +60,14 @@ use super::{
     packaged::{self, ChatApi, Installation, Session},
     slots::{Slot, Slots},
     spawner,
+    streaming::{MAX_STREAMED_REPLY, each_event, openai_chunk},
     tokens::{AgentIdentity, AgentToken, AgentTokens},
     workspace::Workspaces,
 };
 use crate::{
     sandbox::{self, Confined, Limits, Sandbox},
     store::ChildRecord,
+    turn_stream::TurnStream,
 };
 
 /// roost's example runtime, written to `<data-dir>/runtimes/` at start-up.
@@ -568,16 +572,17 @@ impl ProcessMachine {
             return self.chat(api, input).await;
         }
         let body = serde_json::json!({ "turn_id": input.turn_id, "text": input.text });
-        let resp =
-            self.client.post(format!("{}/turn", self.base_url)).json(&body).send().await.map_err(|e| {
-                match self.died.borrow().clone() {
-                    Some(why) => why,
-                    None => format!("runtime unreachable: {e}"),
-                }
-            })?;
+        let mut request = self.client.post(format!("{}/turn", self.base_url)).json(&body);
+        if input.events.streaming() {
+            request = request.header(reqwest::header::ACCEPT, "text/event-stream, application/json");
+        }
+        let resp = request.send().await.map_err(|e| self.unreachable(e))?;
         let status = resp.status();
         if !status.is_success() {
             return Err(format!("runtime answered HTTP {status}"));
+        }
+        if is_event_stream(&resp) {
+            return read_turn_stream(resp, &input.events).await;
         }
         let bytes = resp.bytes().await.map_err(|e| format!("runtime reply cut short: {e}"))?;
         let reply: TurnReply = serde_json::from_slice(&bytes).map_err(|e| format!("runtime answered garbage: {e}"))?;
@@ -596,21 +601,22 @@ impl ProcessMachine {
     /// usage is not read here: the turn's model calls went through roost's gateway, which
     /// metered each.
     async fn chat(&self, api: &ChatApi, input: TurnInput) -> Result<TurnOutput, String> {
+        let streaming = input.events.streaming();
         let mut body = serde_json::json!({
             "model": api.model,
             "messages": [{ "role": "user", "content": input.text }],
-            "stream": false,
+            "stream": streaming,
         });
         let mut request = self.client.post(format!("{}/v1/chat/completions", self.base_url)).bearer_auth(&api.token);
         match &api.session {
             Session::UserField(user) => body["user"] = user.clone().into(),
             Session::Header(name, value) => request = request.header(*name, value),
         }
-        let resp = request.json(&body).send().await.map_err(|e| match self.died.borrow().clone() {
-            Some(why) => why,
-            None => format!("runtime unreachable: {e}"),
-        })?;
+        let resp = request.json(&body).send().await.map_err(|e| self.unreachable(e))?;
         let status = resp.status();
+        if status.is_success() && is_event_stream(&resp) {
+            return read_chat_stream(resp, &input.events).await;
+        }
         let bytes = resp.bytes().await.map_err(|e| format!("runtime reply cut short: {e}"))?;
         let answer: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
         if !status.is_success() {
@@ -631,6 +637,87 @@ impl ProcessMachine {
             _ => return Err("runtime answered garbage: no choices[0].message.content".to_owned()),
         };
         Ok(TurnOutput { reply, input_tokens: 0, output_tokens: 0, model: String::new() })
+    }
+}
+
+impl ProcessMachine {
+    /// Why a request to the runtime failed: its death if it died, else the error.
+    fn unreachable(&self, err: reqwest::Error) -> String {
+        match self.died.borrow().clone() {
+            Some(why) => why,
+            None => format!("runtime unreachable: {err}"),
+        }
+    }
+}
+
+/// Whether an answer is a `text/event-stream`.
+fn is_event_stream(resp: &reqwest::Response) -> bool {
+    resp.headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("text/event-stream"))
+}
+
+/// A `process` runtime's streamed turn (`docs/runtimes.md`): `delta` events
+/// (`{"text"}`), then one `done` (`{"reply"?, "usage"?, "model"?}`; without `reply`, the
+/// reply is the deltas joined), or an `error` (`{"error"}`) that fails the turn. A stream
+/// that ends without either is cut short.
+async fn read_turn_stream(resp: reqwest::Response, events: &TurnStream) -> Result<TurnOutput, String> {
+    let mut text = String::new();
+    let mut end: Option<Result<TurnOutput, String>> = None;
+    each_event(resp.bytes_stream(), |name, data| {
+        let value: serde_json::Value = serde_json::from_str(data).unwrap_or_default();
+        match name {
+            Some("delta") => {
+                let delta = value["text"].as_str().unwrap_or_default();
+                events.delta(delta);
+                text.push_str(delta);
+                if text.len() > MAX_STREAMED_REPLY {
+                    end = Some(Err(format!("the runtime's reply passed {} MiB", MAX_STREAMED_REPLY >> 20)));
+                    return false;
+                }
+            }
+            Some("done") => {
+                let usage = &value["usage"];
+                end = Some(Ok(TurnOutput {
+                    reply: value["reply"].as_str().map_or_else(|| std::mem::take(&mut text), str::to_owned),
+                    input_tokens: usage["input_tokens"].as_i64().unwrap_or(0).max(0),
+                    output_tokens: usage["output_tokens"].as_i64().unwrap_or(0).max(0),
+                    model: value["model"].as_str().unwrap_or_default().to_owned(),
+                }));
+                return false;
+            }
+            Some("error") => {
+                let said: String = value["error"].as_str().unwrap_or("no reason given").chars().take(300).collect();
+                end = Some(Err(format!("the runtime reported an error: {said}")));
+                return false;
+            }
+            _ => {}
+        }
+        true
+    })
+    .await?;
+    end.unwrap_or_else(|| Err("the runtime's stream ended without a done event".to_owned()))
+}
+
+/// A packaged runtime's streamed chat answer: OpenAI Chat Completions chunks. Usage is the
+/// gateway's, as for a whole answer.
+async fn read_chat_stream(resp: reqwest::Response, events: &TurnStream) -> Result<TurnOutput, String> {
+    let (mut reply, mut error) = (String::new(), None);
+    each_event(resp.bytes_stream(), |_, data| {
+        let chunk = openai_chunk(data);
+        if let Some(said) = chunk.error {
+            error = Some(said);
+            return false;
+        }
+        events.delta(&chunk.text);
+        reply.push_str(&chunk.text);
+        !chunk.done && reply.len() <= MAX_STREAMED_REPLY
+    })
+    .await?;
+    match error {
+        Some(said) => Err(format!("the runtime reported an error: {said}")),
+        None => Ok(TurnOutput { reply, ..TurnOutput::default() }),
     }
 }
 

@@ -338,6 +338,10 @@ async fn progress_is_reported_while_a_turn_runs(backend: Backend) {
     assert!(seen.iter().all(|n| n.progress_token == token && n.total == Some(900.0)));
     assert!(seen[0].message.as_deref().unwrap_or_default().contains("waiting for the agent"));
     assert!(seen.windows(2).all(|w| w[0].progress <= w[1].progress), "progress never goes back");
+    // The turn streams: the reply's text came as progress while the runtime worked.
+    let replied: String =
+        seen.iter().filter_map(|n| n.message.as_deref()?.strip_prefix("reply: ").map(str::to_owned)).collect();
+    assert_eq!(replied, "[Wait.] done", "each delta as it came: {seen:?}");
 }
 
 async fn query_tools_answer_dashboard_callers_only(backend: Backend) {

@@ -58,7 +58,7 @@ const OPENAI_CALL: i64 = 16 * 100 + 5 * 50 + 7 * 200;
 const ANTHROPIC_CALL: i64 = 13 * 100 + 4 * 50 + 3 * 125 + 9 * 200;
 
 /// Starts roost with the gateway agent in its catalogue and `fake` as its upstreams.
-async fn start_gateway(
+pub(super) async fn start_gateway(
     backend: Backend,
     fake: &FakeModels,
     configure: impl FnOnce(&mut roost_server::ServeConfig),
@@ -95,7 +95,7 @@ async fn start_gateway(
 }
 
 /// A running gateway agent of `api`'s account.
-async fn agent(api: &Api) -> String {
+pub(super) async fn agent(api: &Api) -> String {
     let id = api.provision("gateway", "You are terse.").await["id"].as_str().unwrap().to_owned();
     api.wait_status(&id, "running").await;
     id

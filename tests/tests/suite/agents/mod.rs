@@ -14,6 +14,7 @@ mod recording;
 mod restart;
 mod sandbox;
 mod secrets;
+pub(crate) mod streaming;
 mod telemetry;
 
 use std::time::Duration;

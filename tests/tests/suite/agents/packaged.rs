@@ -114,6 +114,21 @@ async fn hosted_end_to_end(backend: Backend, package: Package) {
     let tool_calls: Vec<String> = model.calls().iter().filter_map(|c| c.tool_call.clone()).collect();
     assert_eq!(tool_calls.len(), 2, "a write then a read: {tool_calls:?}");
 
+    // The same turn streamed: each tool step as it starts and ends, the reply's text, and
+    // the synchronous answer at the end.
+    let streamed = super::streaming::stream_turn(&api, &id, "Please write the file and read it back.").await;
+    println!("{name}: a streamed tool turn: {:?}", streamed.order);
+    let done = streamed.done();
+    assert!(done["reply"].as_str().unwrap().contains(scripted::TOOL_CONTENT), "{done}");
+    assert!(streamed.text().contains(scripted::TOOL_CONTENT), "the deltas carry the reply: {streamed:?}");
+    let steps: Vec<(bool, &str)> =
+        streamed.tools.iter().map(|t| (t["finished"].as_bool().unwrap(), t["name"].as_str().unwrap())).collect();
+    assert_eq!(steps.len(), 4, "a write and a read, each started and finished: {:?}", streamed.tools);
+    assert!(steps.iter().filter(|(finished, _)| *finished).count() == 2, "{steps:?}");
+    let first_delta = streamed.order.iter().position(|e| e == "delta").unwrap();
+    let last_tool = streamed.order.iter().rposition(|e| e == "tool").unwrap();
+    assert!(last_tool < first_delta || streamed.deltas.len() > 1, "text streams: {:?}", streamed.order);
+
     // The model is the tenant's: what it makes the runtime's shell do stays in the
     // sandbox. roost's key and store, the host's secrets and other processes are not there.
     let data_dir = server.config.data_dir.display().to_string();
