@@ -146,6 +146,8 @@ pub struct PageCall {
     here: String,
     signed_in: bool,
     notice: Option<String>,
+    /// Whether the visitor may read the operator's dashboard.
+    reads_dashboard: bool,
     /// The API calls made so far, for the footer.
     backed_by: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
@@ -171,6 +173,9 @@ impl FromRequestParts<Core> for PageCall {
             .query()
             .and_then(|q| q.split('&').find_map(|p| p.strip_prefix("done=")))
             .map(|v| percent_decode(v).chars().take(200).collect());
+        // Whether this visitor may read the operator's dashboard: pages link there only then.
+        let peer = parts.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0);
+        let reads_dashboard = core.access.check(&http::Method::GET, "/dashboard", None, &parts.headers, peer).is_ok();
         let mut call = Call::from_parts(parts);
         // The web-app session cookie becomes the core's session metadata here, on page
         // requests only (their forms carry the CSRF field); REST routes never read cookies.
@@ -185,12 +190,19 @@ impl FromRequestParts<Core> for PageCall {
             here,
             signed_in: token.is_some(),
             notice,
+            reads_dashboard,
             backed_by: Default::default(),
         })
     }
 }
 
 impl PageCall {
+    /// Whether the visitor may read the operator's dashboard (links to it are shown only
+    /// then).
+    pub fn reads_dashboard(&self) -> bool {
+        self.reads_dashboard
+    }
+
     /// The gRPC request for a core call, carrying this page request's headers and peer.
     pub fn request<T>(&self, message: T) -> tonic::Request<T> {
         self.call.clone().request(message)

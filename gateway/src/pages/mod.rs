@@ -21,6 +21,7 @@ pub mod forms;
 pub mod layout;
 mod listing;
 mod live;
+mod markdown;
 mod overview;
 mod query;
 mod redirects;

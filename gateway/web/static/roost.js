@@ -1,6 +1,6 @@
 // roost's page script. Pages are complete without it (read-only, times in UTC); with it,
 // times show in the browser's zone, forms marked data-confirm ask first, the chat shows
-// its progress, copy buttons copy, the live pages
+// its progress and streams its reply, copy buttons copy, the live pages
 // stream (EventSource), and the usage page draws its charts (vendored uPlot).
 // No inline script anywhere: the CSP allows only files served by roost.
 "use strict";
@@ -49,6 +49,115 @@
         window.setInterval(tick, 1000);
       });
     });
+  }
+
+  // The chat (a form marked data-chat, naming the conversation) streams its turn: the
+  // post asks for text/event-stream, the reply's text grows in a new message as the agent
+  // writes it and each tool step shows as a line, then the page reloads on the finished
+  // turn, which the server renders (markdown, cost, tokens, time). A refusal before the
+  // turn starts sends the form the plain way, so its error page shows as without script.
+  function streamingChats() {
+    if (!window.fetch || !window.TextDecoder || !window.ReadableStream) return;
+    document.querySelectorAll("form[data-chat]").forEach(function (form) {
+      const conversation = document.getElementById(form.getAttribute("data-chat"));
+      if (!conversation) return;
+      form.addEventListener("submit", function (event) {
+        if (form.getAttribute("data-plain") === "1") return;
+        event.preventDefault();
+        const body = new URLSearchParams(new FormData(form));
+        const text = String(body.get("text") || "");
+        fetch(form.action, {
+          method: "POST",
+          body: body,
+          credentials: "same-origin",
+          headers: { "Accept": "text/event-stream" },
+        }).then(function (response) {
+          const type = response.headers.get("content-type") || "";
+          if (!response.ok || type.indexOf("text/event-stream") !== 0 || !response.body) {
+            form.setAttribute("data-plain", "1");
+            form.submit();
+            return;
+          }
+          readTurn(response.body.getReader(), conversation, text, form);
+        }).catch(function () {
+          form.setAttribute("data-plain", "1");
+          form.submit();
+        });
+      });
+    });
+  }
+
+  function message(conversation, kind, role) {
+    const div = document.createElement("div");
+    div.className = "msg " + kind;
+    const header = document.createElement("header");
+    const span = document.createElement("span");
+    span.className = "role";
+    span.textContent = role;
+    header.appendChild(span);
+    const text = document.createElement("div");
+    text.className = "text";
+    div.appendChild(header);
+    div.appendChild(text);
+    conversation.appendChild(div);
+    return text;
+  }
+
+  function readTurn(reader, conversation, sent, form) {
+    message(conversation, "user", "you").textContent = sent;
+    let reply = null;
+    const steps = {};
+    const decoder = new TextDecoder();
+    let buffer = "";
+    const handle = function (name, data) {
+      let value;
+      try { value = JSON.parse(data); } catch (e) { return; }
+      if (name === "delta") {
+        if (!reply) {
+          reply = message(conversation, "assistant", "agent");
+          reply.classList.add("reply", "streaming");
+          reply.setAttribute("aria-live", "polite");
+        }
+        reply.appendChild(document.createTextNode(value.text || ""));
+      } else if (name === "tool") {
+        let line = steps[value.id];
+        if (!line) {
+          line = message(conversation, "tool", "tool");
+          line.classList.add("mono");
+          steps[value.id] = line;
+        }
+        line.textContent = value.finished
+          ? value.name + " " + (value.arguments || "") + " — done in " + (value.duration_ms || 0) + " ms"
+          : value.name + " " + (value.arguments || "") + " — running…";
+      } else if (name === "done") {
+        const base = form.action.replace(/\/message$/, "");
+        window.location.replace(base + "?turn=" + encodeURIComponent(value.turn_id) + "#turn-" + value.turn_id);
+      } else if (name === "error") {
+        message(conversation, "system", "no reply").textContent = value.error || "the turn failed";
+        const button = form.querySelector("button[type=submit]");
+        if (button) button.disabled = false;
+      }
+    };
+    const pump = function () {
+      reader.read().then(function (chunk) {
+        if (chunk.done) return;
+        buffer += decoder.decode(chunk.value, { stream: true });
+        let end;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          const block = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          let name = "message";
+          const data = [];
+          block.split("\n").forEach(function (line) {
+            if (line.indexOf("event:") === 0) name = line.slice(6).trim();
+            else if (line.indexOf("data:") === 0) data.push(line.slice(5).replace(/^ /, ""));
+          });
+          if (data.length) handle(name, data.join("\n"));
+        }
+        pump();
+      });
+    };
+    pump();
   }
 
   // A button marked data-copy copies the text of the element it names.
@@ -287,6 +396,7 @@
     localiseTimes(document);
     confirmForms();
     progressForms();
+    streamingChats();
     copyButtons();
     document.querySelectorAll("[data-stream]").forEach(liveFeed);
     usageCharts();

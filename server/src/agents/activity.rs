@@ -35,6 +35,8 @@ struct TurnRow {
     model: String,
     charged_nanocents: i64,
     chat_id: Option<i64>,
+    /// Whether the turn made model calls (so it has a trace).
+    traced: bool,
 }
 
 impl From<TurnRow> for Turn {
@@ -47,6 +49,7 @@ impl From<TurnRow> for Turn {
             "interrupted" => TurnStatus::Interrupted,
             _ => TurnStatus::Unspecified,
         };
+        let trace_id = if row.traced { hex::encode(crate::llm::turn_trace(&row.id).0) } else { String::new() };
         Turn {
             id: row.id,
             status: status as i32,
@@ -63,6 +66,7 @@ impl From<TurnRow> for Turn {
             charged_nanocents: row.charged_nanocents,
             seq: row.seq,
             chat_id: row.chat_id.unwrap_or_default(),
+            trace_id,
         }
     }
 }
@@ -112,7 +116,9 @@ impl Hosting {
         let turns: Vec<TurnRow> = on_reader!(self.store, |pool| {
             sqlx::query_as(
                 "SELECT id, seq, status, source, text, reply, error, queued_at, started_at, duration_ms, input_tokens, \
-                 output_tokens, model, charged_nanocents, chat_id FROM turns WHERE instance_id = $1 \
+                 output_tokens, model, charged_nanocents, chat_id, \
+                 EXISTS (SELECT 1 FROM model_calls c WHERE c.turn_id = turns.id AND c.turn_id <> '') AS traced \
+                 FROM turns WHERE instance_id = $1 \
                  ORDER BY queued_at DESC, seq DESC LIMIT $2",
             )
             .bind(id)

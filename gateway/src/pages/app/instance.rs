@@ -10,7 +10,11 @@
 //!
 //! The chat posts `text` and waits for the reply as the REST call does (synchronously, up
 //! to the turn cap), then answers 303 back to the page, which shows the conversation from
-//! the agent's activity; the page script shows the seconds waited meanwhile.
+//! the agent's activity. With the page's script, the same post asks for
+//! `text/event-stream`: the reply's text and the tool steps show as they come, and once
+//! the turn is done the page reloads to show it as the server renders it. Replies are
+//! markdown, rendered here and sanitised ([`markdown`]); each shows its exact cost, tokens
+//! and time, and, for a visitor who may read the dashboard, a link to its trace.
 
 use std::time::Duration;
 
@@ -18,14 +22,15 @@ use askama::Template;
 use axum::{
     Router,
     extract::{Path, Query, State},
-    response::Response,
+    response::{IntoResponse as _, Response},
     routing::{get, post},
 };
 use roost_proto::{
     json::enums::JsonEnum,
     v1::{
         ConfigureRequest, DestroyRequest, GetActivityRequest, GetChannelRequest, GetInstanceRequest,
-        PairChannelRequest, PauseRequest, ResumeRequest, SendMessageRequest, TelegramChannel, Turn,
+        PairChannelRequest, PauseRequest, ResumeRequest, SendMessageRequest, StreamMessageRequest, TelegramChannel,
+        Turn,
     },
 };
 use serde::Deserialize;
@@ -41,7 +46,7 @@ use crate::{
         Failure, When, count, duration_ms,
         forms::{Posted, csrf_field, failed, submit, submit_to},
         layout::{Chrome, PageCall},
-        usd_exact,
+        markdown, usd_exact,
     },
 };
 
@@ -147,9 +152,36 @@ struct ChatTurn {
     /// Who wrote: "you", or the Telegram chat.
     who: String,
     text: String,
-    reply: String,
+    /// The reply's markdown as sanitised HTML ([`markdown::render`]).
+    reply_html: String,
     error: String,
     when: When,
+    /// What the turn cost, exactly (`$0.00023`).
+    cost: String,
+    /// Tokens in and out.
+    tokens: String,
+    /// How long it took.
+    took: String,
+    /// The turn's trace on the dashboard, for a visitor who may read it.
+    trace: Option<String>,
+}
+
+impl ChatTurn {
+    fn of(t: &Turn, reads_dashboard: bool) -> Self {
+        let usage = t.usage.unwrap_or_default();
+        Self {
+            id: t.id.clone(),
+            who: sender(t),
+            text: t.text.clone(),
+            reply_html: if t.reply.is_empty() { String::new() } else { markdown::render(&t.reply) },
+            error: t.error.clone(),
+            when: When::timestamp(t.queued_at.as_ref()),
+            cost: usd_exact(t.charged_nanocents),
+            tokens: format!("{} in / {} out", count(usage.input_tokens), count(usage.output_tokens)),
+            took: duration_ms(t.duration_ms as f64),
+            trace: (reads_dashboard && !t.trace_id.is_empty()).then(|| format!("/dashboard/traces/{}", t.trace_id)),
+        }
+    }
 }
 
 struct TurnRow {
@@ -266,14 +298,7 @@ async fn show(
             .iter()
             .rev()
             .filter(|t| !t.text.is_empty())
-            .map(|t| ChatTurn {
-                id: t.id.clone(),
-                who: sender(t),
-                text: t.text.clone(),
-                reply: t.reply.clone(),
-                error: t.error.clone(),
-                when: When::timestamp(t.queued_at.as_ref()),
-            })
+            .map(|t| ChatTurn::of(t, page.reads_dashboard()))
             .collect(),
         turns: a.turns.iter().map(TurnRow::from).collect(),
         charges: a.charges.into_iter().map(ChargeRow::from).collect(),
@@ -430,9 +455,27 @@ async fn pair(State(core): State<Core>, Path(id): Path<String>, Posted(page, for
     .await
 }
 
-async fn message(State(core): State<Core>, Path(id): Path<String>, Posted(page, form): Posted<Chat>) -> Response {
+async fn message(
+    State(core): State<Core>,
+    Path(id): Path<String>,
+    headers: http::HeaderMap,
+    Posted(page, form): Posted<Chat>,
+) -> Response {
     if let Err(answer) = signed_in(&core, &page).await {
         return answer;
+    }
+    // The page's script asks for the turn as it happens; without it, the form waits.
+    let streamed = headers
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| accept.starts_with("text/event-stream"));
+    if streamed {
+        let mut req = page.request(StreamMessageRequest { instance_id: id.clone(), text: form.text });
+        req.metadata_mut().insert("x-roost-source", tonic::metadata::MetadataValue::from_static("web"));
+        return match core.agents.stream_message(req).await {
+            Ok(events) => crate::routes::agents::turn_events(&core, events.into_inner()),
+            Err(status) => crate::HttpError::from(status).into_response(),
+        };
     }
     let mut req = page.request(SendMessageRequest { instance_id: id.clone(), text: form.text });
     req.metadata_mut().insert("x-roost-source", tonic::metadata::MetadataValue::from_static("web"));

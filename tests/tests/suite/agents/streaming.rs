@@ -168,6 +168,7 @@ async fn assistant(backend: Backend, fake: &FakeModels) -> (TestServer, TestAcco
     let api = server.api(Some(&account));
     let created = api.post("/api/provision", json!({"runtime": "assistant-free", "brief": "Be brief."})).await.ok();
     let id = created["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
     api.post(&format!("/api/instances/{id}/config"), json!({"model": "gpt-4o-mini"})).await.ok();
     api.wait_status(&id, "running").await;
     (server, account, id)

@@ -34,6 +34,11 @@ async fn path(browser: &Browser) -> String {
     browser.client.current_url().await.unwrap().path().to_owned()
 }
 
+async fn path_and_query(browser: &Browser) -> String {
+    let url = browser.client.current_url().await.unwrap();
+    format!("{}?{}", url.path(), url.query().unwrap_or_default())
+}
+
 async fn wait_for(browser: &Browser, needle: &str) {
     if let Err(seen) = browser.wait_for_text(needle, Duration::from_secs(15)).await {
         panic!("waiting for {needle:?} on {}; the page says:\n{seen}", path(browser).await);
@@ -93,7 +98,8 @@ async fn a_new_user_signs_up_makes_a_key_runs_an_agent_and_tops_up() {
     fill(&browser, "#text", "hello from the browser").await;
     click(&browser, "form[action$='/message'] button").await;
     wait_for(&browser, "[helper] hello from the browser").await;
-    assert!(browser.main_text().await.contains("Replied in"));
+    wait_for(&browser, " in / ").await;
+    assert!(path_and_query(&browser).await.contains("?turn=turn_"), "the page shows the finished turn");
     browser.screenshot("app-instance-chat").await;
     browser.open(&server.url(&agent_page)).await;
     assert!(browser.text_of("#turns").await.contains("web"), "the turn's source is the web app");
@@ -243,4 +249,63 @@ async fn wait_for_heading(browser: &Browser, heading: &str) {
         assert!(tokio::time::Instant::now() < deadline, "no heading {heading:?} on {}", path(browser).await);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// The chat streams: text shows while the turn still runs, then the finished turn shows
+/// with its reply rendered from markdown (a `<script>` in it stays text), its exact cost,
+/// tokens and time. (Without script the same form waits: `webapp::accounts` posts it.)
+/// Screenshots: `app-chat-streaming`, `app-chat-markdown`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chat_streams_the_reply_and_renders_it_safely() {
+    if Browser::skipped() {
+        return;
+    }
+    let server = TestServer::start_with(Backend::Sqlite, |c| c.webapp.signup_open = true).await;
+    let browser = Browser::start().await;
+    browser.open(&server.url("/signup")).await;
+    fill(&browser, "#email", "lin@example.com").await;
+    fill(&browser, "#password", PASSWORD).await;
+    click(&browser, "main form button[type=submit]").await;
+    wait_for(&browser, "Create an agent").await;
+    browser
+        .client
+        .find(Locator::Css("#runtime option[value='example']"))
+        .await
+        .expect("the example runtime is offered")
+        .click()
+        .await
+        .unwrap();
+    fill(&browser, "#brief", "Streamer").await;
+    click(&browser, "form[action='/instances'] button").await;
+    wait_for(&browser, "Chat").await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while browser.text_of("#status").await.to_lowercase() != "running" {
+        assert!(tokio::time::Instant::now() < deadline, "the agent did not start");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // The runtime writes "[Streamer] " at once, then sleeps 3 s: the text is on the page
+    // while the turn runs, before the page moves to the finished turn.
+    fill(&browser, "#text", "sleep:3000 **bold** and <script>window.pwned=1</script>").await;
+    click(&browser, "form[action$='/message'] button").await;
+    let streaming = browser.client.wait().for_element(Locator::Css("#conversation .streaming")).await.unwrap();
+    assert_eq!(streaming.text().await.unwrap().trim(), "[Streamer]");
+    assert!(!path_and_query(&browser).await.contains("turn="), "still streaming");
+    browser.screenshot("app-chat-streaming").await;
+
+    // Done: the reply rendered, nothing of it run.
+    wait_for(&browser, "in / ").await;
+    assert!(path_and_query(&browser).await.contains("?turn=turn_"));
+    let strong = browser.text_of("#conversation .markdown strong").await;
+    assert_eq!(strong, "bold");
+    let reply = browser.text_of("#conversation .msg.assistant .markdown").await;
+    assert!(reply.contains("<script>window.pwned=1</script>"), "the script is text: {reply}");
+    let pwned = browser.client.execute("return window.pwned === undefined;", vec![]).await.unwrap();
+    assert_eq!(pwned, serde_json::Value::Bool(true), "the reply's script never ran");
+    let meta = browser.text_of("#conversation .msg.assistant .meta").await;
+    assert!(meta.starts_with('$') && meta.contains(" in / ") && meta.contains(" s"), "{meta}");
+    browser.screenshot("app-chat-markdown").await;
+    let errors = browser.console_errors().await;
+    assert!(errors.is_empty(), "{errors:#?}");
+    browser.close().await;
 }
