@@ -240,6 +240,29 @@ async fn every_agent_runs_once_and_answers_through_every_replica() {
     .unwrap();
     assert_eq!(doubled, 0);
 
+    // A streamed turn through a replica that does not run the agent is relayed from its
+    // owner, event by event.
+    for replica in &replicas {
+        let (api, id) = (replica.api(&key), &ids[1]);
+        let request = api.post_request(&format!("/api/instances/{id}/messages"), json!({ "text": "streamed" }));
+        let mut stream = roost_tests::SseClient::open(request).await.unwrap_or_else(|e| panic!("{e:?}"));
+        let (mut text, mut done) = (String::new(), Value::Null);
+        while let Some(roost_tests::SseItem::Event { event, data, .. }) =
+            stream.next_event(Duration::from_secs(20)).await
+        {
+            let data: Value = serde_json::from_str(&data).unwrap();
+            match event.as_str() {
+                "delta" => text.push_str(data["text"].as_str().unwrap()),
+                "done" => {
+                    done = data;
+                    break;
+                }
+                other => panic!("{other}: {data}"),
+            }
+        }
+        assert!(text.ends_with("] streamed") && done["reply"] == text.as_str(), "{text} / {done}");
+    }
+
     // Lifecycle calls through a replica that does not run the agent reach its owner.
     let id = &ids[0];
     for replica in &replicas {

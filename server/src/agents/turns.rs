@@ -202,6 +202,13 @@ impl Hosting {
         });
     }
 
+    /// Checks a message for agent `instance_id` and finds where the agent runs, with its id.
+    async fn message_route(&self, account_id: &str, instance_id: &str, text: &str) -> Result<(Route, String)> {
+        let id = limits::instance_id(instance_id)?;
+        limits::text(text)?;
+        Ok((self.route(id, account_id).await?, id.to_owned()))
+    }
+
     /// Runs one turn for the caller's agent; `source` says where the message came from.
     pub async fn send_message(
         self: &Arc<Self>,
@@ -209,12 +216,9 @@ impl Hosting {
         req: SendMessageRequest,
         source: &str,
     ) -> Result<SendMessageResponse> {
-        let id = limits::instance_id(&req.instance_id)?;
-        limits::text(&req.text)?;
-        let agent = match self.route(id, account_id).await? {
-            Route::Local(agent) => agent,
-            Route::Remote(client) => {
-                let id = id.to_owned();
+        let agent = match self.message_route(account_id, &req.instance_id, &req.text).await? {
+            (Route::Local(agent), _) => agent,
+            (Route::Remote(client), id) => {
                 return self
                     .forward(client, &id, (account_id, source), req, |mut c, r| async move { c.send_message(r).await })
                     .await;
@@ -233,12 +237,9 @@ impl Hosting {
         req: StreamMessageRequest,
         source: &str,
     ) -> Result<MessageStream> {
-        let id = limits::instance_id(&req.instance_id)?;
-        limits::text(&req.text)?;
-        let agent = match self.route(id, account_id).await? {
-            Route::Local(agent) => agent,
-            Route::Remote(client) => {
-                let id = id.to_owned();
+        let agent = match self.message_route(account_id, &req.instance_id, &req.text).await? {
+            (Route::Local(agent), _) => agent,
+            (Route::Remote(client), id) => {
                 let stream =
                     self.forward(client, &id, (account_id, source), req, |mut c, r| async move {
                         c.stream_message(r).await
