@@ -202,14 +202,15 @@ struct Confirm {
 }
 
 impl Confirm {
-    fn of(action: &str, id: &str) -> Option<Self> {
+    /// The confirmation of `action` for the agent shown as `agent`.
+    fn of(action: &str, agent: &str) -> Option<Self> {
         let (action, label, warning) = match action {
-            "pause" => ("pause", "Pause", format!("Pause {id}? It stops answering until you resume it.")),
-            "resume" => ("resume", "Resume", format!("Resume {id}? A suspended agent's renewal is charged now.")),
+            "pause" => ("pause", "Pause", format!("Pause {agent}? It stops answering until you resume it.")),
+            "resume" => ("resume", "Resume", format!("Resume {agent}? A suspended agent's renewal is charged now.")),
             "destroy" => (
                 "destroy",
                 "Destroy",
-                format!("Destroy {id}? It is gone for good; the unused part of its paid period is refunded."),
+                format!("Destroy {agent}? It is gone for good; the unused part of its paid period is refunded."),
             ),
             _ => return None,
         };
@@ -303,7 +304,12 @@ async fn show(
         turns: a.turns.iter().map(TurnRow::from).collect(),
         charges: a.charges.into_iter().map(ChargeRow::from).collect(),
     });
-    let confirm = if agent.is_ok() { Confirm::of(&query.confirm, &id) } else { None };
+    // A confirmation names the agent as the user named it; an unnamed one by its id.
+    let confirm = agent
+        .as_ref()
+        .ok()
+        .map(|a| if a.row.name.is_empty() { id.clone() } else { format!("“{}”", a.row.name) })
+        .and_then(|shown| Confirm::of(&query.confirm, &shown));
     let view = InstancePage { chrome: user.chrome(&page, &id, "/"), id, agent, activity, channel, confirm };
     page.render_with(status, &view)
 }
@@ -498,6 +504,13 @@ fn replied_in(ms: i64) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_confirmation_names_the_agent() {
+        let confirm = super::Confirm::of("destroy", "“Pip”").unwrap();
+        assert!(confirm.warning.starts_with("Destroy “Pip”? It is gone for good"), "{}", confirm.warning);
+        assert!(super::Confirm::of("explode", "“Pip”").is_none());
+    }
+
     #[test]
     fn an_instant_reply_reads_as_one() {
         assert_eq!(super::replied_in(0), "Replied in under a millisecond");

@@ -218,6 +218,12 @@ async fn a_session_reaches_only_its_own_account_and_only_from_this_site(backend:
     assert_eq!(page.status, StatusCode::OK);
     assert_eq!(page.texts("h1"), [format!("Ada's helper {id}")], "the name, its id beside it");
     assert!(ada.get("/").await.texts("#agents tbody td:first-child").join(" ").contains("Ada's helper"));
+    let confirm = ada.get(&format!("/instances/{id}?confirm=destroy")).await;
+    assert!(
+        confirm.texts("section.banner p")[0].starts_with("Destroy “Ada's helper”? It is gone for good"),
+        "the confirmation names the agent: {:?}",
+        confirm.texts("section.banner p")
+    );
     // Bob sees no such agent, and cannot act on it.
     let page = bob.get(&format!("/instances/{id}")).await;
     assert_eq!(page.status, StatusCode::NOT_FOUND);
