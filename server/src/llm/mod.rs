@@ -465,11 +465,9 @@ impl ModelGateway {
         api: Api,
         request: &Value,
     ) -> Result<(StatusCode, Bytes), ApiError> {
-        let raw = Bytes::from(serde_json::to_vec(request).map_err(|e| invalid(e.to_string()))?);
-        let response = self.forward(agent, api, &HeaderMap::new(), raw).await?;
-        let status = response.status();
+        let (status, body) = self.open(agent, api, request).await?;
         // A non-streamed answer is already whole in memory.
-        let body = axum::body::to_bytes(response.into_body(), MAX_ANSWER_BYTES)
+        let body = axum::body::to_bytes(body, MAX_ANSWER_BYTES)
             .await
             .map_err(|e| upstream_failed(format!("the model upstream's answer could not be read: {e}")))?;
         Ok((status, body))

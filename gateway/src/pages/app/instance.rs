@@ -178,7 +178,8 @@ impl ChatTurn {
             when: When::timestamp(t.queued_at.as_ref()),
             cost: usd_exact(t.charged_nanocents),
             tokens: format!("{} in / {} out", count(usage.input_tokens), count(usage.output_tokens)),
-            took: duration_ms(t.duration_ms as f64),
+            // Turns are timed in whole milliseconds: an instant one is not "0 µs".
+            took: if t.duration_ms < 1 { "< 1 ms".to_owned() } else { duration_ms(t.duration_ms as f64) },
             trace: (reads_dashboard && !t.trace_id.is_empty()).then(|| format!("/dashboard/traces/{}", t.trace_id)),
         }
     }
