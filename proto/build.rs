@@ -172,6 +172,11 @@ fn field_attributes(message: &DescriptorProto) -> Result<Vec<(String, String)>, 
             attrs.push(((*path).to_owned(), format!("#[serde(rename = \"{json}\")]")));
         }
     }
+    for path in JSON_BASE64 {
+        if path.starts_with(&format!(".{PACKAGE}.{}.", message.name())) {
+            attrs.push(((*path).to_owned(), "#[serde(with = \"crate::json::base64\")]".to_owned()));
+        }
+    }
     for path in JSON_LENIENT_STRINGS {
         if path.starts_with(&format!(".{PACKAGE}.{}.", message.name())) {
             attrs.push(((*path).to_owned(), "#[serde(with = \"crate::json::value::lenient_string\")]".to_owned()));

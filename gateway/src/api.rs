@@ -92,7 +92,9 @@ pub enum Answer {
 pub struct Endpoint {
     /// Its method.
     pub verb: Verb,
-    /// Its path, with `{name}` for path parameters.
+    /// Its path as axum routes it: `{name}` for a path parameter, `{*name}` for one that
+    /// takes the rest of the path, slashes included (documents show it as `{name}`, see
+    /// [`Endpoint::shown_path`]).
     pub path: &'static str,
     /// What it does, for the reader of the skill file (and for an LLM reading it).
     pub summary: &'static str,
@@ -113,6 +115,12 @@ impl Endpoint {
     /// a real message).
     pub const fn new(verb: Verb, path: &'static str, summary: &'static str) -> Self {
         Self { verb, path, summary, params: &[], body: Body::None, answer: Answer::Json(200, ""), errors: &[] }
+    }
+
+    /// The path as documents show it: `{*name}` is `{name}` (OpenAPI has no other form; its
+    /// value may hold slashes, escaped or not).
+    pub fn shown_path(&self) -> String {
+        self.path.replace("{*", "{")
     }
 
     /// `GET path`.

@@ -53,7 +53,7 @@ pub fn document(sections: &[Routes]) -> Value {
         tags.push(json!({"name": section.title, "description": section.intro}));
         for endpoint in &section.endpoints {
             let operation = operation(section.title, endpoint, &mut messages);
-            paths.entry(endpoint.path.to_owned()).or_default().insert(endpoint.verb.as_str().to_lowercase(), operation);
+            paths.entry(endpoint.shown_path()).or_default().insert(endpoint.verb.as_str().to_lowercase(), operation);
         }
     }
     let mut schemas = Map::new();
@@ -235,7 +235,9 @@ fn response(answer: Answer, messages: &mut BTreeSet<String>) -> (u16, Value) {
 
 /// The `{name}`s of a path.
 fn path_parameters(path: &str) -> impl Iterator<Item = &str> {
-    path.split('/').filter_map(|part| part.strip_prefix('{')?.strip_suffix('}'))
+    path.split('/')
+        .filter_map(|part| part.strip_prefix('{')?.strip_suffix('}'))
+        .map(|name| name.trim_start_matches('*'))
 }
 
 /// `get_api_instances_instance_id`, from the method and the path.
@@ -276,7 +278,7 @@ mod tests {
         assert_eq!(doc["openapi"], "3.1.0");
         let mut ids = BTreeSet::new();
         for endpoint in sections.iter().flat_map(|s| s.endpoints.iter()) {
-            let op = &doc["paths"][endpoint.path][endpoint.verb.as_str().to_lowercase()];
+            let op = &doc["paths"][endpoint.shown_path()][endpoint.verb.as_str().to_lowercase()];
             assert!(op.is_object(), "{} {} is not in the document", endpoint.verb.as_str(), endpoint.path);
             assert!(ids.insert(op["operationId"].as_str().unwrap().to_owned()), "operationIds are unique");
             for name in path_parameters(endpoint.path) {

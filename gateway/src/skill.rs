@@ -137,7 +137,7 @@ fn errors(out: &mut String) {
 }
 
 fn endpoint_doc(out: &mut String, endpoint: &Endpoint, types: &mut BTreeSet<String>) {
-    let _ = writeln!(out, "### {} {}\n\n{}\n", endpoint.verb.as_str(), endpoint.path, endpoint.summary);
+    let _ = writeln!(out, "### {} {}\n\n{}\n", endpoint.verb.as_str(), endpoint.shown_path(), endpoint.summary);
     let access = match endpoint.guard() {
         Guard::Open => "open",
         Guard::OwnKeys if endpoint.path.starts_with("/ingest/") => "node token (`Authorization: Bearer <node token>`)",

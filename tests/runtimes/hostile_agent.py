@@ -23,6 +23,11 @@ what the turn's JSON asks and replies with what happened, as JSON:
                                n nested directories under p, made one level at a time
   {"fill_mb": n}               writes up to n MiB into `fill.bin` in its workspace; how
                                much went in and the error that stopped it
+  {"files": true}              shapes its workspace as a tenant attacking the files API
+                               would: memory files, a folder, links out (to /etc/passwd,
+                               to `..`, to `/`), a FIFO, a 3 MiB file, an HTML page
+  {"swap": seconds}            for that long, in the background, swaps `swap.txt` between
+                               a file and a link to /etc/shadow as fast as it can
   {"burn": {"cpus": n, "processes": m}}
                                n busy loops and m sleeping processes, until it stops
 
@@ -269,6 +274,50 @@ def plant():
     return {"uid": os.getuid(), "mode": oct(os.stat(probe_path).st_mode)}
 
 
+def shape_files():
+    ws = os.environ["ROOST_WORKSPACE"]
+    def put(rel, text):
+        path = os.path.join(ws, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+    put("SOUL.md", "# Soul\nI am **hostile**.")
+    put("MEMORY.md", "- the user likes tea")
+    put(".hermes/memories/USER.md", "name: Ada")
+    put("notes/plan.md", "step 1 <script>alert(1)</script>")
+    put("page.html", "<script>alert(document.cookie)</script>")
+    for name, target in [("passwd", "/etc/passwd"), ("up", ".."), ("root", "/")]:
+        os.symlink(target, os.path.join(ws, name))
+    os.mkfifo(os.path.join(ws, "pipe"))
+    with open(os.path.join(ws, "big.bin"), "wb") as f:
+        f.truncate(3 * 1024 * 1024)
+    return sorted(os.listdir(ws))
+
+
+def swap(seconds):
+    """Swaps swap.txt between a file and a link to /etc/shadow until `seconds` pass."""
+    import threading
+    ws = os.environ["ROOST_WORKSPACE"]
+    path = os.path.join(ws, "swap.txt")
+    with open(path, "w") as f:
+        f.write("plain")
+
+    def run():
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:
+            for make in (lambda p: os.symlink("/etc/shadow", p), lambda p: open(p, "w").write("plain")):
+                tmp = path + ".tmp"
+                try:
+                    os.unlink(tmp)
+                except FileNotFoundError:
+                    pass
+                make(tmp)
+                os.rename(tmp, path)
+
+    threading.Thread(target=run, daemon=True).start()
+    return "swapping"
+
+
 def nest(under, depth):
     """`depth` directories, each inside the last, made relative to the last (no path ever
     grows): how deep it got, and what stopped it."""
@@ -410,6 +459,10 @@ class Handler(BaseHTTPRequestHandler):
             result = nest(ask["nest"]["under"], ask["nest"]["depth"])
         elif "fill_mb" in ask:
             result = fill(ask["fill_mb"])
+        elif "files" in ask:
+            result = shape_files()
+        elif "swap" in ask:
+            result = swap(ask["swap"])
         elif "burn" in ask:
             result = burn(ask["burn"]["cpus"], ask["burn"]["processes"])
         else:

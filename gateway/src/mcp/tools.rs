@@ -10,9 +10,10 @@ use roost_proto::{
     describe::contract,
     numbers::usd_exact,
     v1::{
-        ConfigureRequest, DestroyRequest, GetActivityRequest, GetChannelRequest, GetInstanceRequest,
+        ConfigureRequest, DestroyRequest, GetActivityRequest, GetChannelRequest, GetInstanceRequest, ListFilesRequest,
         ListInstancesRequest, ListRuntimesRequest, ListSessionsRequest, ListShapesRequest, ListShapesResponse,
-        PairChannelRequest, PauseRequest, ProvisionRequest, QueryRequest, ResumeRequest, SendMessageRequest,
+        PairChannelRequest, PauseRequest, ProvisionRequest, QueryRequest, ReadFileRequest, ResumeRequest,
+        SendMessageRequest,
     },
 };
 use serde::{Serialize, de::DeserializeOwned};
@@ -21,7 +22,7 @@ use serde_json::{Map, Value, json};
 use crate::{
     Call, Core,
     api::Endpoint,
-    routes::{agents, query},
+    routes::{agent_files, agents, query},
 };
 
 /// One tool, as `tools/list` and the skill file show it.
@@ -123,6 +124,12 @@ pub const TOOLS: &[ToolDef] = &[
              wait while the turn queues or runs.",
         )
         .writes(false),
+    tool("list_files", "List an agent's files", "ListFilesRequest", "ListFilesResponse", &agent_files::FILES).describe(
+        "List one folder of an agent's workspace (`path`, relative; empty for the workspace itself): each file's          path, kind, size and modification time. With the workspace itself, `memory` names the runtime's memory          files (SOUL.md, MEMORY.md, Hermes' memories) first. Read one with read_file.",
+    ),
+    tool("read_file", "Read an agent's file", "ReadFileRequest", "ReadFileResponse", &agent_files::FILE).describe(
+        "Read one file of an agent's workspace (`path`, relative, as list_files gives it; at most 2 MiB). The          text is the answer; structured content has the bytes as base64.",
+    ),
     tool("get_activity", "Get activity", "GetActivityRequest", "GetActivityResponse", &agents::ACTIVITY).describe(
         "Get an agent's recent turns (message, reply, status, tokens, cost) and credit charges, newest first. \
              Works after destroy, so the refund can be seen.",
@@ -254,6 +261,8 @@ pub(crate) async fn run(core: &Core, call: Call, name: &str, args: Map<String, V
             answer(reply.map(|r| r.map(|r| r.instance.unwrap_or_default())))
         }
         "send_message" => answer(a.send_message(call.request(parse::<SendMessageRequest>(args)?)).await),
+        "list_files" => answer(a.list_files(call.request(parse::<ListFilesRequest>(args)?)).await),
+        "read_file" => answer(a.read_file(call.request(parse::<ReadFileRequest>(args)?)).await),
         "get_activity" => answer(a.get_activity(call.request(parse::<GetActivityRequest>(args)?)).await),
         "configure_agent" => answer(a.configure(call.request(parse::<ConfigureRequest>(args)?)).await),
         "pause_agent" => answer(a.pause(call.request(parse::<PauseRequest>(args)?)).await),
@@ -323,12 +332,50 @@ pub fn summary(name: &str, content: &Value) -> String {
         "list_agents" => format!("{} agents.\n{}", count("instances"), pretty(content)),
         "list_runtimes" => format!("{} runtimes.\n{}", count("runtimes"), pretty(content)),
         "get_activity" => format!("{} turns, {} charges.\n{}", count("turns"), count("charges"), pretty(content)),
+        "list_files" => {
+            let lines = |key: &str| {
+                let entries = content.get(key).and_then(Value::as_array).cloned().unwrap_or_default();
+                entries.iter().map(file_line).collect::<Vec<_>>().join("\n")
+            };
+            let mut out = format!("{} entries in /{}.", count("files"), text("path"));
+            if count("memory") > 0 {
+                out.push_str(&format!("\nMemory files:\n{}", lines("memory")));
+            }
+            if count("files") > 0 {
+                out.push_str(&format!("\nFiles:\n{}", lines("files")));
+            }
+            if content.get("truncated").and_then(Value::as_bool) == Some(true) {
+                out.push_str("\n(more entries than listed)");
+            }
+            out
+        }
+        "read_file" => {
+            let file = content.get("file").cloned().unwrap_or_default();
+            let path = file.get("path").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let bytes = file.get("size_bytes").and_then(Value::as_i64).unwrap_or_default();
+            let body = content.get("content").and_then(Value::as_str).unwrap_or_default();
+            let decoded = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, body).unwrap_or_default();
+            match String::from_utf8(decoded) {
+                Ok(text) if content.get("text").and_then(Value::as_bool) == Some(true) => text,
+                _ => format!("{path} is {bytes} bytes of binary data (base64 in the structured content)."),
+            }
+        }
         "pair_channel" => format!(
             "Chat {} may now talk to agent {}.",
             content.get("chat_id").and_then(Value::as_i64).unwrap_or_default(),
             text("id")
         ),
         _ => pretty(content),
+    }
+}
+
+/// One workspace entry as a line: `path  (kind, size)`.
+fn file_line(entry: &Value) -> String {
+    let get = |key: &str| entry.get(key).and_then(Value::as_str).unwrap_or_default();
+    let size = entry.get("size_bytes").and_then(Value::as_i64).unwrap_or_default();
+    match get("kind") {
+        "folder" => format!("{}/", get("path")),
+        kind => format!("{}  ({kind}, {size} bytes)", get("path")),
     }
 }
 

@@ -159,6 +159,8 @@ pub(crate) fn routes() -> Routes {
     .at(&DESTROY, destroy)
     .at(&CHANNEL, get_channel)
     .at(&PAIR, pair_channel)
+    .at(&super::agent_files::FILES, super::agent_files::list_files)
+    .at(&super::agent_files::FILE, super::agent_files::read_file)
     .at(&TELEGRAM_WEBHOOK, telegram_webhook)
 }
 

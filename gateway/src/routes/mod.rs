@@ -1,6 +1,7 @@
 //! The REST routes, one module per core service.
 
 pub(crate) mod accounts;
+pub(crate) mod agent_files;
 pub(crate) mod agents;
 pub(crate) mod billing;
 pub(crate) mod control;

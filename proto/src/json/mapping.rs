@@ -9,6 +9,10 @@ pub const JSON_RENAMES: &[(&str, &str)] = &[
 /// String fields that also take a JSON number (clients send timestamps either way).
 pub const JSON_LENIENT_STRINGS: &[&str] = &[".roost.v1.RunEvent.ts"];
 
+/// `bytes` fields whose JSON is base64 (proto3's own mapping). Others stay as they were
+/// (arrays of numbers), which clients of the node push already send.
+pub const JSON_BASE64: &[&str] = &[".roost.v1.ReadFileResponse.content"];
+
 /// Fields that REST shows inline in their parent object.
 pub const JSON_FLATTEN: &[&str] = &[".roost.v1.ProvisionResponse.instance"];
 

@@ -14,6 +14,7 @@
 
 pub mod activity;
 pub mod channel;
+pub mod files;
 pub mod in_flight;
 pub mod instances;
 pub mod lifecycle;

@@ -7,10 +7,11 @@ use roost_gateway::streams::RpcStream;
 use roost_proto::v1::{
     ConfigureRequest, ConfigureResponse, DeliverTelegramUpdateRequest, DeliverTelegramUpdateResponse, DestroyRequest,
     DestroyResponse, GetActivityRequest, GetActivityResponse, GetChannelRequest, GetChannelResponse,
-    GetInstanceRequest, GetInstanceResponse, ListInstancesRequest, ListInstancesResponse, ListRuntimesRequest,
-    ListRuntimesResponse, PairChannelRequest, PairChannelResponse, PauseRequest, PauseResponse, ProvisionRequest,
-    ProvisionResponse, ResumeRequest, ResumeResponse, SendMessageRequest, SendMessageResponse, StreamMessageRequest,
-    StreamMessageResponse, agent_service_server::AgentService,
+    GetInstanceRequest, GetInstanceResponse, ListFilesRequest, ListFilesResponse, ListInstancesRequest,
+    ListInstancesResponse, ListRuntimesRequest, ListRuntimesResponse, PairChannelRequest, PairChannelResponse,
+    PauseRequest, PauseResponse, ProvisionRequest, ProvisionResponse, ReadFileRequest, ReadFileResponse, ResumeRequest,
+    ResumeResponse, SendMessageRequest, SendMessageResponse, StreamMessageRequest, StreamMessageResponse,
+    agent_service_server::AgentService,
 };
 use tonic::{Request, Response, Status};
 
@@ -142,6 +143,14 @@ impl AgentService for AgentCore {
     async fn pair_channel(&self, req: Request<PairChannelRequest>) -> Result<Response<PairChannelResponse>, Status> {
         self.serve(req, |h, account, _, req| async move { h.pair_channel(&account, &req.instance_id, &req.code).await })
             .await
+    }
+
+    async fn list_files(&self, req: Request<ListFilesRequest>) -> Result<Response<ListFilesResponse>, Status> {
+        self.serve(req, |h, account, _, req| async move { h.list_files(&account, req).await }).await
+    }
+
+    async fn read_file(&self, req: Request<ReadFileRequest>) -> Result<Response<ReadFileResponse>, Status> {
+        self.serve(req, |h, account, _, req| async move { h.read_file(&account, req).await }).await
     }
 
     /// No key: Telegram authenticates a delivery with the webhook's secret token.

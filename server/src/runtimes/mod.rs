@@ -8,6 +8,7 @@
 pub mod assistant;
 pub mod catalogue;
 pub mod echo;
+pub mod files;
 pub mod orphans;
 pub mod output;
 pub mod packaged;

@@ -32,6 +32,21 @@ use crate::sandbox::{disk, tree};
 /// its agent. (A disk's size is exact, whatever it holds.)
 const MAX_ENTRIES: usize = 100_000;
 
+/// An agent's workspace, opened to be read.
+#[derive(Debug)]
+pub enum Opened {
+    /// Its root directory (an `O_PATH` descriptor).
+    Root(OwnedFd),
+    /// It is on the agent's own disk, which is mounted only while the agent runs (inside
+    /// its sandbox, never on the host): a stopped agent's files cannot be read until it
+    /// runs again. (Mounting it on the host to read it would need a loop device per
+    /// read, and an agent resumed meanwhile would mount the same ext4 filesystem twice,
+    /// which corrupts it.)
+    Unmounted,
+    /// It has none (a runtime without one, or one not yet booted).
+    Missing,
+}
+
 /// Where agents' workspaces live.
 #[derive(Debug, Clone)]
 pub struct Workspaces {
@@ -111,6 +126,24 @@ impl Workspaces {
     /// Stops measuring a sandbox's disk (its sandbox ended).
     pub fn untrack_mounted(&self, instance_id: &str) {
         self.mounted.lock().unwrap_or_else(PoisonError::into_inner).remove(instance_id);
+    }
+
+    /// The root of the agent's workspace, to read its files ([`super::files`]) through:
+    /// its mounted disk as its running sandbox sees it, else its plain directory.
+    pub fn open(&self, instance_id: &str) -> io::Result<Opened> {
+        use rustix::fs::{Mode, OFlags};
+        if let Some((_, fd)) = self.mounted.lock().unwrap_or_else(PoisonError::into_inner).get(instance_id) {
+            return Ok(Opened::Root(fd.try_clone()?));
+        }
+        if self.image(instance_id).exists() {
+            return Ok(Opened::Unmounted);
+        }
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        match rustix::fs::open(self.path(instance_id), flags, Mode::empty()) {
+            Ok(fd) => Ok(Opened::Root(fd)),
+            Err(rustix::io::Errno::NOENT) => Ok(Opened::Missing),
+            Err(err) => Err(err.into()),
+        }
     }
 
     /// The bytes the agent's files take (0 when it has none): its disk's own count, as

@@ -26,7 +26,7 @@ each_backend!(
 
 /// A client that forwards progress notifications to the test.
 #[derive(Clone)]
-struct Client {
+pub(crate) struct Client {
     progress: mpsc::UnboundedSender<ProgressNotificationParam>,
 }
 
@@ -36,10 +36,13 @@ impl ClientHandler for Client {
     }
 }
 
-type Session = RunningService<RoleClient, Client>;
+pub(crate) type Session = RunningService<RoleClient, Client>;
 
 /// Connects with `bearer` (an API key or a dashboard token).
-async fn connect(server: &TestServer, bearer: &str) -> (Session, mpsc::UnboundedReceiver<ProgressNotificationParam>) {
+pub(crate) async fn connect(
+    server: &TestServer,
+    bearer: &str,
+) -> (Session, mpsc::UnboundedReceiver<ProgressNotificationParam>) {
     try_connect(server, Some(bearer)).await.expect("MCP handshake")
 }
 
@@ -61,7 +64,7 @@ async fn try_connect(
 }
 
 /// A tool's outcome: `Ok(structured content)` or `Err(structured error)`, with the text.
-async fn call(session: &Session, tool: &str, args: Value) -> (Result<Value, Value>, String) {
+pub(crate) async fn call(session: &Session, tool: &str, args: Value) -> (Result<Value, Value>, String) {
     let mut params = CallToolRequestParams::new(tool.to_owned());
     params.arguments = Some(as_object(args));
     let result = session.call_tool(params).await.expect("tools/call answered");
@@ -163,6 +166,8 @@ async fn seed_flow_over_mcp(backend: Backend) {
         "get_agent",
         "get_channel",
         "pair_channel",
+        "list_files",
+        "read_file",
         "query",
         "list_sessions",
     ];
@@ -436,15 +441,19 @@ async fn skill_file_documents_every_route_and_tool() {
     for section in roost_gateway::sections() {
         assert!(skill.contains(&format!("## {}", section.title)), "{}", section.title);
         for endpoint in &section.endpoints {
-            let heading = format!("### {} {}", endpoint.verb.as_str(), endpoint.path);
+            let heading = format!("### {} {}", endpoint.verb.as_str(), endpoint.shown_path());
             assert!(skill.contains(&heading), "{heading} is documented");
             for code in endpoint.all_errors() {
                 let section_text = skill.split(&heading).nth(1).unwrap().split("\n### ").next().unwrap();
                 assert!(section_text.contains(&format!("`{}`", code.code())), "{heading} lists {}", code.code());
             }
             // And what is documented is served: no route fallback, no 405.
-            let path =
-                endpoint.path.replace("{instance_id}", "probe").replace("{run_id}", "probe").replace("{id}", "1");
+            let path = endpoint
+                .shown_path()
+                .replace("{instance_id}", "probe")
+                .replace("{run_id}", "probe")
+                .replace("{id}", "1")
+                .replace("{path}", "SOUL.md");
             let method = reqwest::Method::from_bytes(endpoint.verb.as_str().as_bytes()).unwrap();
             if endpoint.path.contains("stream")
                 || endpoint.path == "/api/logs"

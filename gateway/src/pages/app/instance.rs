@@ -37,6 +37,7 @@ use serde::Deserialize;
 
 use super::{
     Button,
+    files::Files,
     home::{AgentRow, ChargeRow, settling, status_name},
     signed_in,
 };
@@ -75,6 +76,7 @@ struct InstancePage {
     agent: Result<Agent, Failure>,
     activity: Result<Activity, Failure>,
     channel: Result<Channel, Failure>,
+    files: Result<Files, Failure>,
     confirm: Option<Confirm>,
 }
 
@@ -256,7 +258,7 @@ async fn show(
         Ok(user) => user,
         Err(answer) => return answer,
     };
-    let (agent, activity, channel) = tokio::join!(
+    let (agent, activity, channel, files) = tokio::join!(
         page.load(
             format!("GET /api/instances/{id}"),
             core.agents.get_instance(page.request(GetInstanceRequest { instance_id: id.clone() }))
@@ -269,6 +271,7 @@ async fn show(
             format!("GET /api/instances/{id}/channel"),
             core.agents.get_channel(page.request(GetChannelRequest { instance_id: id.clone() }))
         ),
+        Files::card(&core, &page, &id),
     );
     let channel = channel.map_err(Failure::from).map(|c| Channel::from(c.channel.unwrap_or_default()));
     let agent = agent.map_err(Failure::from).and_then(|a| {
@@ -311,7 +314,7 @@ async fn show(
         .ok()
         .map(|a| if a.row.name.is_empty() { id.clone() } else { format!("“{}”", a.row.name) })
         .and_then(|shown| Confirm::of(&query.confirm, &shown));
-    let view = InstancePage { chrome: user.chrome(&page, &id, "/"), id, agent, activity, channel, confirm };
+    let view = InstancePage { chrome: user.chrome(&page, &id, "/"), id, agent, activity, channel, files, confirm };
     page.render_with(status, &view)
 }
 

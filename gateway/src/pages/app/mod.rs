@@ -1,7 +1,8 @@
 //! The hosted web app (DESIGN.md "Web pages", "Web app accounts"): sign-up, sign-in and
 //! invites ([`auth`]); the signed-in home with the account's agents ([`home`]); one
-//! agent's page with its config, lifecycle buttons, activity and chat ([`instance`]); API
-//! keys ([`developers`]); credits and Stripe top-ups ([`billing`]).
+//! agent's page with its config, lifecycle buttons, activity and chat ([`instance`]) and
+//! its files ([`files`]); API keys ([`developers`]); credits and Stripe top-ups
+//! ([`billing`]).
 //!
 //! A signed-in browser holds the `roost_session` cookie; [`PageCall`] hands it to the core
 //! as session metadata, and the core's services treat it as they treat the account's API
@@ -16,6 +17,7 @@
 mod auth;
 mod billing;
 mod developers;
+mod files;
 pub(super) mod home;
 mod instance;
 
@@ -41,6 +43,7 @@ pub(super) fn routes() -> Router<Core> {
         .merge(auth::routes())
         .merge(home::routes())
         .merge(instance::routes())
+        .merge(files::routes())
         .merge(developers::routes())
         .merge(billing::routes())
         .layer(DefaultBodyLimit::max(MAX_FORM_BYTES))

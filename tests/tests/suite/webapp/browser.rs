@@ -309,3 +309,116 @@ async fn the_chat_streams_the_reply_and_renders_it_safely() {
     assert!(errors.is_empty(), "{errors:#?}");
     browser.close().await;
 }
+
+/// The agent's files in the web app: the agent page's card lists the memory files first,
+/// a markdown file renders (its script as text), a folder lists, and a download is the
+/// file's bytes; at 390 px and in the dark theme too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_files_show_memory_first_and_render_safely() {
+    if Browser::skipped() {
+        return;
+    }
+    let server = TestServer::start_with(Backend::Sqlite, |c| {
+        c.webapp.signup_open = true;
+        c.hosting.catalogue = roost_server::runtimes::Catalogue::from_toml(&format!(
+            "{}\n{}",
+            crate::agents::TEST_CATALOGUE,
+            crate::agents::sandbox::hostile("hostile", "")
+        ))
+        .expect("catalogue");
+    })
+    .await;
+    let browser = Browser::start().await;
+    browser.open(&server.url("/signup")).await;
+    fill(&browser, "#email", "fay@example.com").await;
+    fill(&browser, "#password", PASSWORD).await;
+    click(&browser, "main form button[type=submit]").await;
+    wait_for(&browser, "Create an agent").await;
+    let store = server.store().await;
+    let account = store.user_by_email("fay@example.com").await.unwrap().unwrap().account_id;
+    store.add_credits(&account, 1_000).await.unwrap();
+    browser.client.find(Locator::Css("#runtime option[value='hostile']")).await.unwrap().click().await.unwrap();
+    fill(&browser, "#brief", "Keeper").await;
+    click(&browser, "form[action='/instances'] button").await;
+    wait_for(&browser, "Chat").await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while browser.text_of("#status").await.to_lowercase() != "running" {
+        assert!(tokio::time::Instant::now() < deadline, "the agent did not start");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let agent_page = path(&browser).await;
+    fill(&browser, "#text", r#"{"files": true}"#).await;
+    click(&browser, "form[action$='/message'] button").await;
+    wait_for(&browser, "in / ").await;
+
+    // The card: memory files first, then the workspace's top folder.
+    browser.open(&server.url(&format!("{agent_page}#files"))).await;
+    let memory = browser.text_of("#files table#memory").await;
+    let order: Vec<usize> =
+        ["SOUL.md", "MEMORY.md", ".hermes/memories/USER.md"].iter().map(|f| memory.find(f).expect(f)).collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{memory}");
+    let workspace = browser.text_of("#files table#workspace").await;
+    assert!(workspace.contains("notes/") && workspace.contains("passwd (link)"), "{workspace}");
+    browser.screenshot("app-agent-files-card").await;
+
+    // A markdown file renders; its script is text and never runs.
+    click(&browser, "#files table#memory a[href$='/files/SOUL.md']").await;
+    wait_for(&browser, "Download").await;
+    assert_eq!(browser.text_of("#content strong").await, "hostile");
+    browser.open(&server.url(&format!("{agent_page}/files?path=notes"))).await;
+    click(&browser, "table#files a[href$='/files/notes/plan.md']").await;
+    wait_for(&browser, "Download").await;
+    assert!(browser.text_of("#content").await.contains("<script>alert(1)</script>"));
+    let crumbs = browser.text_of(".crumbs").await;
+    assert_eq!(crumbs, "workspace / notes");
+    browser.screenshot("app-agent-file").await;
+
+    // The download is the bytes, for the signed-in owner only.
+    let cookies = browser.client.get_all_cookies().await.unwrap();
+    let session = cookies.iter().find(|c| c.name() == "roost_session").expect("session cookie");
+    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let url = server.url(&format!("{agent_page}/files/MEMORY.md?download=1"));
+    let owner = http.get(&url).header("cookie", format!("roost_session={}", session.value())).send().await.unwrap();
+    assert_eq!(owner.status(), StatusCode::OK);
+    assert_eq!(owner.text().await.unwrap(), "- the user likes tea");
+    let stranger = http.get(&url).send().await.unwrap();
+    assert_eq!(stranger.status(), StatusCode::SEE_OTHER, "to the sign-in");
+    assert!(!stranger.text().await.unwrap().contains("tea"));
+
+    // A link is listed, never opened; a missing file is the app's 404.
+    browser.open(&server.url(&format!("{agent_page}/files/passwd"))).await;
+    let refused = browser.main_text().await;
+    assert!(refused.contains("symbolic link") && !refused.contains("root:x:0:0"), "{refused}");
+
+    // Narrow: no sideways scroll.
+    browser.resize(390, 844).await;
+    browser.open(&server.url(&format!("{agent_page}/files?path=.hermes%2Fmemories"))).await;
+    let overflow = browser
+        .client
+        .execute("return document.documentElement.scrollWidth - document.documentElement.clientWidth;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(overflow, serde_json::json!(0), "no sideways scroll at 390 px");
+    browser.screenshot("app-agent-files-390").await;
+    // The refused link's page answered 400, as it should; nothing else went wrong.
+    let errors: Vec<String> =
+        browser.console_errors().await.into_iter().filter(|e| !e.contains("/files/passwd - ")).collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    browser.close().await;
+
+    // The same pages in the dark theme.
+    let dark = Browser::start_dark().await;
+    dark.open(&server.url("/login")).await;
+    fill(&dark, "#email", "fay@example.com").await;
+    fill(&dark, "#password", PASSWORD).await;
+    click(&dark, "main form button[type=submit]").await;
+    wait_for(&dark, "Your agents").await;
+    dark.screenshot("app-home-dark").await;
+    dark.open(&server.url(&agent_page)).await;
+    wait_for(&dark, "Memory").await;
+    dark.screenshot("app-instance-dark").await;
+    dark.open(&server.url(&format!("{agent_page}/files/SOUL.md"))).await;
+    wait_for(&dark, "Download").await;
+    dark.screenshot("app-agent-file-dark").await;
+    dark.close().await;
+}
