@@ -21,6 +21,14 @@ pub struct Page {
 }
 
 impl Page {
+    /// The page a response holds (a form's answer, say).
+    pub async fn of(response: reqwest::Response) -> Self {
+        let status = response.status();
+        let headers = response.headers().clone();
+        let body = response.text().await.expect("page body");
+        Self { status, headers, html: Html::parse_document(&body), body }
+    }
+
     /// Texts of every element matching `selector`, trimmed, whitespace collapsed.
     pub fn texts(&self, selector: &str) -> Vec<String> {
         let selector = Selector::parse(selector).unwrap_or_else(|e| panic!("bad selector {selector}: {e}"));
@@ -97,10 +105,7 @@ impl Visitor {
             .await
             .unwrap_or_else(|e| panic!("GET {path}: {e}"));
         self.keep_cookies(response.headers());
-        let status = response.status();
-        let headers = response.headers().clone();
-        let body = response.text().await.expect("page body");
-        Page { status, headers, html: Html::parse_document(&body), body }
+        Page::of(response).await
     }
 
     /// The CSRF value this visitor's pages put in their forms: bound to its web-app session
@@ -116,18 +121,30 @@ impl Visitor {
     /// POSTs a form to `path` as a browser on this origin would: the CSRF field added,
     /// `Origin` set to the server. Returns the raw response (often a 303).
     pub async fn post_form(&mut self, path: &str, fields: &[(&str, &str)]) -> reqwest::Response {
+        self.post_form_from(None, path, fields).await
+    }
+
+    /// [`Visitor::post_form`] from the page at `from` (a path of this site), as the
+    /// browser's `Referer` says, when given.
+    pub async fn post_form_from(
+        &mut self,
+        from: Option<&str>,
+        path: &str,
+        fields: &[(&str, &str)],
+    ) -> reqwest::Response {
         let csrf = self.csrf();
         let mut form: Vec<(&str, &str)> = fields.to_vec();
         form.push(("csrf", &csrf));
-        let response = self
+        let origin = self.base.trim_end_matches('/');
+        let mut request = self
             .http
             .post(format!("{}{path}", self.base))
             .header(header::COOKIE, self.cookie_header())
-            .header(header::ORIGIN, self.base.trim_end_matches('/'))
-            .form(&form)
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("POST {path}: {e}"));
+            .header(header::ORIGIN, origin);
+        if let Some(from) = from {
+            request = request.header(header::REFERER, format!("{origin}{from}"));
+        }
+        let response = request.form(&form).send().await.unwrap_or_else(|e| panic!("POST {path}: {e}"));
         self.keep_cookies(response.headers());
         response
     }

@@ -77,18 +77,46 @@ pub fn expired(page: &PageCall) -> Response {
         detail: "The form was sent without this browser's form key (it expired, or another site sent it). Go back, \
                  reload the page and send it again."
             .into(),
+        back: page.came_from().map(|from| (from.to_owned(), "Go back".to_owned())),
     };
     page.render_with(StatusCode::FORBIDDEN, &message)
 }
 
 /// A post the core refused: the error table's status and message, nothing changed.
+///
+/// A web-app user reads the message in the app's chrome, without the error table's code
+/// (the operator's dashboard keeps it, for looking it up); both get a link back to the
+/// page the form was on (the same-site `Referer`), else to their home page.
 pub fn failed(page: &PageCall, err: &ApiError) -> Response {
+    let app = page.is_app();
+    let home = if app { ("/", "Back to your agents") } else { ("/dashboard", "Back to the overview") };
+    let back = match page.came_from() {
+        Some(from) => (from.to_owned(), "Go back".to_owned()),
+        None => (home.0.to_owned(), home.1.to_owned()),
+    };
+    let detail = if app {
+        format!("{} Go back to correct it and send it again.", sentence(err.message()))
+    } else {
+        format!("{} ({}). Go back to correct it and send it again.", err.message(), err.reason().code())
+    };
     let message = Message {
         chrome: page.chrome("Not done", ""),
         heading: "Nothing was changed".into(),
-        detail: format!("{} ({}). Go back to correct it and send it again.", err.message(), err.reason().code()),
+        detail,
+        back: Some(back),
     };
     page.render_with(err.reason().http_status(), &message)
+}
+
+/// `text` as a sentence: a capital first letter and a full stop.
+fn sentence(text: &str) -> String {
+    let mut chars = text.trim().chars();
+    let mut out: String = chars.next().map(|c| c.to_uppercase().collect()).unwrap_or_default();
+    out.push_str(chars.as_str());
+    if !out.ends_with(['.', '!', '?']) {
+        out.push('.');
+    }
+    out
 }
 
 /// 303 to `path` with a one-line notice shown above its content. A `#fragment` of `path` stays at the end.

@@ -150,6 +150,12 @@ pub struct PageCall {
     reads_dashboard: bool,
     /// The API calls made so far, for the footer.
     backed_by: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// The web-app user the page is for, once [`PageCall::for_user`] said so: its chrome is
+    /// the web app's from then on, error pages included.
+    user: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+    /// The page of this site the visitor came from (its path and query), from a same-origin
+    /// `Referer`: where an error page's "Go back" leads.
+    came_from: Option<String>,
 }
 
 impl FromRequestParts<Core> for PageCall {
@@ -168,6 +174,7 @@ impl FromRequestParts<Core> for PageCall {
         };
         let secure_cookies = core.options.secure_cookies || cookies::is_https(&parts.headers);
         let here = parts.uri.path_and_query().map_or_else(|| parts.uri.path().to_owned(), |pq| pq.as_str().to_owned());
+        let came_from = same_site_referer(&parts.headers);
         let notice = parts
             .uri
             .query()
@@ -192,11 +199,29 @@ impl FromRequestParts<Core> for PageCall {
             notice,
             reads_dashboard,
             backed_by: Default::default(),
+            user: Default::default(),
+            came_from,
         })
     }
 }
 
 impl PageCall {
+    /// Marks the page as the web app's, for the signed-in `email`: every chrome made from
+    /// now on (the error page's too) has the app's navigation and no "Backed by" footer.
+    pub fn for_user(&self, email: &str) {
+        *self.user.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(email.to_owned());
+    }
+
+    /// Whether the page is a signed-in web-app user's.
+    pub fn is_app(&self) -> bool {
+        self.user.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_some()
+    }
+
+    /// The page of this site the visitor came from, when the browser said.
+    pub fn came_from(&self) -> Option<&str> {
+        self.came_from.as_deref()
+    }
+
     /// Whether the visitor may read the operator's dashboard (links to it are shown only
     /// then).
     pub fn reads_dashboard(&self) -> bool {
@@ -245,7 +270,7 @@ impl PageCall {
 
     /// The chrome for a page titled `title` under the nav entry `current`.
     pub fn chrome(&self, title: impl Into<String>, current: &'static str) -> Chrome {
-        Chrome {
+        let chrome = Chrome {
             title: title.into(),
             current,
             backed_by: self.backed_by.lock().map(|l| l.clone()).unwrap_or_default(),
@@ -255,6 +280,11 @@ impl PageCall {
             notice: self.notice.clone(),
             user: None,
             visitor: false,
+        };
+        let user = self.user.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        match user {
+            Some(email) => chrome.for_user(&email),
+            None => chrome,
         }
     }
 
@@ -315,6 +345,16 @@ pub fn percent_decode(value: &str) -> String {
 }
 
 /// Encodes a value for a URL query (everything but unreserved characters is escaped).
+/// The path and query of a `Referer` on this site (same host as the request's `Host`),
+/// for a link back; anything else is `None`.
+fn same_site_referer(headers: &http::HeaderMap) -> Option<String> {
+    let referer = headers.get(header::REFERER)?.to_str().ok()?;
+    let host = headers.get(header::HOST)?.to_str().ok()?;
+    let rest = referer.strip_prefix("http://").or_else(|| referer.strip_prefix("https://"))?;
+    let (authority, path) = rest.split_at(rest.find('/')?);
+    (authority.eq_ignore_ascii_case(host) && !path.starts_with("//")).then(|| path.to_owned())
+}
+
 pub fn percent_encode(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for byte in value.bytes() {

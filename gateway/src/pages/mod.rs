@@ -89,7 +89,7 @@ pub(crate) fn refused_form(err: &ApiError) -> Response {
 
 /// A refusal made outside a page handler, as an HTML message with the error's status.
 fn not_allowed(err: &ApiError, heading: &str, detail: String) -> Response {
-    let page = Message { chrome: bare_chrome("Not allowed"), heading: heading.into(), detail };
+    let page = Message { chrome: bare_chrome("Not allowed"), heading: heading.into(), detail, back: None };
     let mut response = (err.reason().http_status(), page.render().unwrap_or_default()).into_response();
     response
         .headers_mut()
@@ -103,6 +103,7 @@ async fn not_found(page: PageCall, uri: Uri) -> Response {
         chrome: page.chrome("Not found", ""),
         heading: "No such page".into(),
         detail: format!("roost has no page at {}. The navigation above lists every page.", uri.path()),
+        back: Some(("/dashboard".to_owned(), "The overview".to_owned())),
     };
     page.render_with(StatusCode::NOT_FOUND, &message)
 }
@@ -114,6 +115,8 @@ pub(crate) struct Message {
     chrome: Chrome,
     heading: String,
     detail: String,
+    /// A link onwards: where and what it says.
+    back: Option<(String, String)>,
 }
 
 /// Chrome for answers made outside a page handler (no CSRF field, no footer).

@@ -46,7 +46,13 @@
           out.textContent = "Waiting for the agent… " + Math.floor((Date.now() - started) / 1000) + " s";
         };
         tick();
-        window.setInterval(tick, 1000);
+        const timer = window.setInterval(tick, 1000);
+        // The streamed chat says when the wait is over without leaving the page.
+        form.addEventListener("roost:idle", function () {
+          window.clearInterval(timer);
+          out.hidden = true;
+          if (button) button.disabled = false;
+        }, { once: true });
       });
     });
   }
@@ -109,6 +115,7 @@
     const steps = {};
     const decoder = new TextDecoder();
     let buffer = "";
+    let ended = false;
     const handle = function (name, data) {
       let value;
       try { value = JSON.parse(data); } catch (e) { return; }
@@ -130,17 +137,26 @@
           ? value.name + " " + (value.arguments || "") + " — done in " + (value.duration_ms || 0) + " ms"
           : value.name + " " + (value.arguments || "") + " — running…";
       } else if (name === "done") {
+        ended = true;
         const base = form.action.replace(/\/message$/, "");
         window.location.replace(base + "?turn=" + encodeURIComponent(value.turn_id) + "#turn-" + value.turn_id);
       } else if (name === "error") {
         message(conversation, "system", "no reply").textContent = value.error || "the turn failed";
-        const button = form.querySelector("button[type=submit]");
-        if (button) button.disabled = false;
+        ended = true;
+        form.dispatchEvent(new Event("roost:idle"));
       }
     };
     const pump = function () {
       reader.read().then(function (chunk) {
-        if (chunk.done) return;
+        if (chunk.done) {
+          // Closed without done or error: roost stopped or the network dropped.
+          if (!ended) {
+            message(conversation, "system", "no reply").textContent =
+              "The connection closed before the turn ended; reload to see how it went.";
+            form.dispatchEvent(new Event("roost:idle"));
+          }
+          return;
+        }
         buffer += decoder.decode(chunk.value, { stream: true });
         let end;
         while ((end = buffer.indexOf("\n\n")) >= 0) {

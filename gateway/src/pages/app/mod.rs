@@ -77,10 +77,11 @@ impl Signed {
 /// `/login`, remembering where they were going.
 pub(super) async fn signed_in(core: &Core, page: &PageCall) -> Result<Signed, Response> {
     match page.load("WebAppService/GetSession", core.webapp.get_session(page.request(GetSessionRequest {}))).await {
-        Ok(session) => Ok(Signed {
-            email: session.user.map(|u| u.email).unwrap_or_default(),
-            account: session.account.unwrap_or_default(),
-        }),
+        Ok(session) => {
+            let email = session.user.map(|u| u.email).unwrap_or_default();
+            page.for_user(&email);
+            Ok(Signed { email, account: session.account.unwrap_or_default() })
+        }
         Err(err) if err.reason() == ErrorReason::Unauthenticated => Err(to_login(page.here())),
         Err(err) => Err(super::forms::failed(page, &err)),
     }

@@ -184,6 +184,7 @@ pub(super) async fn detail(State(core): State<Core>, Path(id): Path<String>, pag
                 chrome: page.chrome("Cron not found", HERE),
                 heading: "No such cron".into(),
                 detail: format!("There is no cron {id} (it may have been deleted). The crons page lists every one."),
+                back: Some((HERE.to_owned(), "All crons".to_owned())),
             };
             page.render_with(StatusCode::NOT_FOUND, &message)
         }

@@ -331,7 +331,42 @@ async fn the_home_page_depends_on_who_asks(backend: Backend) {
     assert_eq!(server.sql("SELECT COUNT(*) FROM instances").await.unwrap(), [1]);
 }
 
+/// A form the core refuses answers a page in the web app's own chrome and words: its
+/// navigation, the message in dollars as a sentence, no error code, and a real link back
+/// to the page the form was on.
+async fn a_refused_form_answers_in_the_apps_words(backend: Backend) {
+    let server = TestServer::start_with(backend, |c| c.webapp.signup_open = true).await;
+    let mut ada = signed_up(&server, "ada@example.com").await;
+    // No credits: the first priced agent's month is free, a second cannot be paid for.
+    let fields = [("runtime", "assistant"), ("brief", "priced"), ("name", "")];
+    let first = ada.post_form("/instances", &fields).await;
+    assert_eq!(first.status(), StatusCode::SEE_OTHER);
+    // One deploy settles at a time: wait for the first to boot.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while server.sql("SELECT COUNT(*) FROM instances WHERE status = 'running'").await.unwrap() != [1] {
+        assert!(std::time::Instant::now() < deadline, "the first agent did not boot");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let refused = ada.post_form_from(Some("/?from=home"), "/instances", &fields).await;
+    assert_eq!(refused.status(), StatusCode::PAYMENT_REQUIRED);
+    let page = roost_tests::pages::Page::of(refused).await;
+    assert_eq!(page.attrs("header.top nav", "aria-label"), ["Web app"], "the app's chrome");
+    assert_eq!(page.texts("header.top .user"), ["ada@example.com"]);
+    let text = page.main_text();
+    assert!(text.contains("Nothing was changed") && text.contains("$20.00"), "{text}");
+    assert!(!text.contains("insufficient_credits") && !text.contains("cents"), "{text}");
+    assert_eq!(page.attrs("a#back", "href"), ["/?from=home"], "back to where the form was");
+    assert!(page.backed_by().is_empty(), "no footer for account holders");
+    // Without a Referer, back to the user's agents.
+    let refused = ada.post_form("/instances", &fields).await;
+    let page = roost_tests::pages::Page::of(refused).await;
+    assert_eq!(page.attrs("a#back", "href"), ["/"]);
+    assert_eq!(page.texts("a#back"), ["Back to your agents"]);
+    assert_eq!(server.sql("SELECT COUNT(*) FROM instances").await.unwrap(), [1]);
+}
+
 each_backend!(
+    a_refused_form_answers_in_the_apps_words,
     the_home_page_depends_on_who_asks,
     signing_up_in_and_out,
     failed_sign_ins_look_alike_and_are_limited,
