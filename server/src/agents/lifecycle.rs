@@ -181,14 +181,16 @@ impl Hosting {
             tx.insert_instance(&row).await?;
             // The agent runs where it was provisioned.
             tx.insert_agent_lease(&row.id, &self.replica.id, self.replica.ttl_ms()).await?;
-            let who = if row.name.is_empty() { row.id.clone() } else { format!("{} ({})", row.name, row.id) };
+            // The row names the agent (`instance_id`), which every reader shows beside the
+            // description: the description names it only by the name people gave it.
+            let named = if row.name.is_empty() { String::new() } else { format!(" “{}”", row.name) };
             let what = if first {
                 tx.mark_first_agent(account_id, now).await?;
-                format!("first period of {} free: {who} is the account's first priced agent", runtime.id)
+                format!("first period of {}{named} free: the account's first priced agent", runtime.id)
             } else if priced {
-                format!("first period of {} for {who}", runtime.id)
+                format!("first period of {}{named}", runtime.id)
             } else {
-                format!("{} is free: nothing to pay for {who}", runtime.id)
+                format!("{}{named} is free: nothing to pay", runtime.id)
             };
             let entry = LedgerEntry::new(account_id, Some(&row.id), ChargeKind::Provision, -amount, balance, what, now)
                 .for_period(now);

@@ -106,8 +106,9 @@ async fn paid_agent_pays_and_is_refunded_pro_rata(backend: Backend) {
     let first_id = first["id"].as_str().unwrap();
     api.wait_status(first_id, "running").await;
     let given = api.get(&format!("/api/instances/{first_id}/activity")).await.ok();
+    assert_eq!(given["charges"][0]["instance_id"], first_id, "the row names the agent");
     let given = given["charges"][0]["description"].as_str().unwrap().to_owned();
-    assert!(given.contains("free") && given.contains(first_id), "{given}");
+    assert_eq!(given, "first period of echo-paid free: the account's first priced agent");
 
     let paid = api.provision("example", "paid one").await;
     assert_eq!((paid["charged_cents"].as_i64(), paid["balance_cents"].as_i64()), (Some(500), Some(500)));
