@@ -12,9 +12,18 @@
 //! with the new `SOUL.md`, on the next turn, and the conversation goes on. roost itself
 //! reads nothing in the workspace to decide this.
 //!
-//! Off, because they reach out: the model catalogue refresh and lazy package installs.
+//! Off, because they would reach the internet from the sandbox, where the agent has
+//! nothing but roost's model gateway (and what the operator's egress rules let through):
+//! each attempt would be a refused connection in the agent's egress, at every boot or
+//! turn, for nothing the agent asked for. Each switch is Hermes' own (a `config.yaml` key),
+//! documented where it is set: the tirith scanner's download, the tool-search gate's
+//! model lookup, the model catalogue refresh and lazy package installs. Hermes' update
+//! check (`hermes_cli/banner.py`) needs no switch: only its CLI banner, `hermes version`
+//! and its web dashboard call it, and roost runs none of them (the gateway does not).
+//!
 //! Off unless the catalogue entry sets `background_model_use = true`, because they spend
-//! credits unasked: the skill curator (a periodic model job) and the kanban dispatcher. Telegram stays with roost: it never gets the bot token.
+//! credits unasked: the skill curator (a periodic model job) and the kanban dispatcher.
+//! Telegram stays with roost: it never gets the bot token.
 
 use std::path::Path;
 
@@ -69,8 +78,27 @@ pub(super) fn prepare(install: &Path, boot: &Boot<'_>) -> Launch {
         "terminal": { "backend": "local", "cwd": boot.workspace.display().to_string() },
         "curator": { "enabled": boot.background },
         "kanban": { "dispatch_in_gateway": boot.background },
+        // The model picker's catalogue refresh, from Hermes' servers.
         "model_catalog": { "enabled": false },
-        "security": { "allow_lazy_installs": false },
+        "security": {
+            // Installs of optional backends' packages from PyPI when first used: roost runs
+            // only what its lock pinned and checked.
+            "allow_lazy_installs": false,
+            // At boot, when it is missing, the gateway downloads the tirith command scanner's
+            // *latest* release from GitHub (`tools/tirith_security.py`; after a failure,
+            // again a day later): an unpinned binary roost's lock does not cover, which the
+            // sandbox's egress usually refuses anyway (it then fails open, scanning
+            // nothing). Hermes' own dangerous-command detection and approvals still apply.
+            "tirith_enabled": false,
+        },
+        // Tool search defers MCP and plugin tools behind a search tool once their schemas
+        // pass a share of the model's context window. roost configures no MCP servers, so
+        // there is nothing to defer; but on "auto", the first turn after each boot looks
+        // the model's window up without its endpoint, which for a model Hermes cannot place
+        // means fetching OpenRouter's model list (`agent/model_metadata.py`).
+        // `model.context_length` would skip that too, but would fix one window for whatever
+        // model the agent is given.
+        "tools": { "tool_search": { "enabled": "off" } },
     });
     let files = vec![
         file(home.join("config.yaml"), serde_json::to_string_pretty(&config).unwrap_or_default()),

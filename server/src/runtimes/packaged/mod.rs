@@ -347,9 +347,16 @@ mod boot_tests {
         assert!(config["logging"]["file"].as_str().unwrap().starts_with("/agents/ins_1/"));
         assert_eq!(text(&launch, &ws.join("SOUL.md")), "Be brief.");
         assert_eq!(launch.env["OPENCLAW_SKIP_CHANNELS"], "1");
+        // Nothing at boot reaches out: telemetry, update checks, the hosted model catalogue,
+        // helper downloads.
         assert_eq!(
             (&config["telemetry"]["enabled"], &config["update"]["checkOnStart"]),
             (&false.into(), &false.into())
+        );
+        assert_eq!(config["models"]["catalogRefresh"]["enabled"], false);
+        assert_eq!(
+            (launch.env["OPENCLAW_NO_AUTO_UPDATE"].as_str(), launch.env["OPENCLAW_OFFLINE"].as_str()),
+            ("1", "1")
         );
         assert!(launch.argv[0].starts_with("/opt/rt/"));
 
@@ -370,6 +377,12 @@ mod boot_tests {
         assert_eq!(config["model"]["base_url"], "http://127.0.0.1:7300/llm/v1");
         assert_eq!(config["model"]["api_key"], "rat_secret");
         assert_eq!(config["curator"]["enabled"], false);
+        // Nothing at boot or per turn reaches out: the scanner download, the tool-search
+        // gate's model lookup, the catalogue, lazy installs.
+        assert_eq!(config["security"]["tirith_enabled"], false);
+        assert_eq!(config["tools"]["tool_search"]["enabled"], "off");
+        assert_eq!(config["model_catalog"]["enabled"], false);
+        assert_eq!(config["security"]["allow_lazy_installs"], false);
         assert_eq!(config["terminal"]["cwd"], "/agents/ins_1");
         assert_eq!(text(&first, &ws.join(".hermes/SOUL.md")), "Be brief.");
         assert_eq!(first.env["API_SERVER_KEY"], first.api.token);

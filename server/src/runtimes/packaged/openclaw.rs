@@ -6,7 +6,15 @@
 //! default `/tmp/openclaw` would be shared by every agent) and its agent workspace (the
 //! workspace itself, where its file tools write and where `SOUL.md`, the brief, is read).
 //!
-//! Off always: its usage telemetry and update checks (roost pins the version it runs).
+//! Off always, because they would reach the internet from the sandbox, where the agent
+//! has nothing but roost's model gateway: its usage telemetry, update checks (roost pins
+//! the version it runs), the hosted model catalogue refresh and downloads of its `fd` and
+//! `ripgrep` helpers. Each switch is OpenClaw's own (a config key or an environment
+//! variable of its documented set), with why beside it. One fetch has no switch: after
+//! ready, the gateway warms its dashboard's plugin list, which reads ClawHub's plugin feed
+//! (`clawhub.ai`). It resolves the name itself before connecting, so in the sandbox it
+//! fails at the lookup: nothing leaves, and the egress proxy never sees it.
+//!
 //! Off unless the catalogue entry sets `background_model_use = true`, because they spend
 //! credits unasked: heartbeats (`heartbeat.every` `"0m"`) and memory "dreaming". Channels
 //! are always off (`OPENCLAW_SKIP_CHANNELS`): roost runs the bot.
@@ -43,6 +51,10 @@ pub(super) fn prepare(install: &Path, boot: &Boot<'_>) -> Launch {
                     "models": [{ "id": boot.model, "name": boot.model, "input": ["text"] }],
                 },
             },
+            // Model metadata refreshed from catalog.openclaw.ai at boot and every six
+            // hours ("all remote model catalog traffic", its schema says). Its one provider
+            // is roost's gateway, named here with its model: the hosted rows add nothing.
+            "catalogRefresh": { "enabled": false },
         },
         "agents": {
             "defaults": {
@@ -86,6 +98,9 @@ pub(super) fn prepare(install: &Path, boot: &Boot<'_>) -> Launch {
         ("OPENCLAW_NO_RESPAWN", "1".to_owned()),
         ("OPENCLAW_NO_AUTO_UPDATE", "1".to_owned()),
         ("DO_NOT_TRACK", "1".to_owned()),
+        // Its file tools would download pinned `fd` and `ripgrep` builds from GitHub when
+        // missing; offline, they use the system's or do without.
+        ("OPENCLAW_OFFLINE", "1".to_owned()),
         // Its tools and scripts find its own Node first.
         ("PATH", format!("{node_bin}:/usr/local/bin:/usr/bin:/bin")),
     ]

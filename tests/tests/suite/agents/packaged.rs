@@ -5,14 +5,17 @@
 //! from the first, a tool turn that writes and reads a workspace file inside the sandbox,
 //! every model call a span with its tool calls, the account charged exactly what the
 //! gateway metered, a brief change reaching the system prompt, pause/resume keeping the
-//! conversation, destroy removing the workspace and every process.
+//! conversation, destroy removing the workspace and every process. And where the operator
+//! lets nothing out, Hermes boots and answers without trying the internet.
 
 use std::time::Duration;
 
 use roost_server::{
+    ServeConfig,
     billing::metering::PriceBook,
     llm::Upstream,
     runtimes::{Catalogue, packaged::Package},
+    sandbox::EgressPolicy,
 };
 use roost_tests::{
     Api, Backend, TestServer,
@@ -46,6 +49,16 @@ const TURN: Duration = Duration::from_secs(180);
 /// roost with `package` in its catalogue (its built-in entry) and the scripted model as
 /// the managed upstream.
 pub async fn start_with(backend: Backend, package: Package, model: &ScriptedModel) -> TestServer {
+    start_configured(backend, package, model, |_| {}).await
+}
+
+/// [`start_with`], then `configure`.
+async fn start_configured(
+    backend: Backend,
+    package: Package,
+    model: &ScriptedModel,
+    configure: impl FnOnce(&mut ServeConfig),
+) -> TestServer {
     let install = tools::installed_runtime(package);
     let catalogue = format!("{TEST_CATALOGUE}\n{}", package.catalogue_toml(&install.dir));
     let upstream = model.base_url();
@@ -54,6 +67,7 @@ pub async fn start_with(backend: Backend, package: Package, model: &ScriptedMode
         config.hosting.prices = PriceBook::from_toml(PRICES).expect("prices");
         config.hosting.models.openai = Some(Upstream { base_url: upstream, api_key: Some("sk-operator".into()) });
         config.hosting.turn_timeout = TURN;
+        configure(config);
     })
     .await
 }
@@ -327,4 +341,36 @@ async fn hosted_end_to_end(backend: Backend, package: Package) {
     let dir = server.config.data_dir.join("agents").join(&id);
     assert!(!dir.exists() && workspace.image().is_none(), "destroy deletes the workspace");
     assert!(runtime_pids(&id).is_empty());
+}
+
+/// Where the operator lets nothing out (`--egress-default deny`: agents reach only roost's
+/// model gateway), a Hermes agent boots and answers a turn without trying the internet:
+/// its egress proxy records no connection at all. Before, every boot tried GitHub (the
+/// tirith scanner's download) and the first turn OpenRouter (its model list, for the
+/// tool-search gate), each a refused connection in the agent's egress.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hermes_boots_and_answers_without_reaching_out() {
+    let model = ScriptedModel::start().await;
+    let server = start_configured(Backend::Sqlite, Package::Hermes, &model, |config| {
+        config.hosting.sandbox.egress = EgressPolicy::new(&[], &[], false).expect("policy");
+    })
+    .await;
+    let account = server.account(100_000).await;
+    let api = server.api(Some(&account));
+    let id = api.provision("hermes", "You are Pip, a terse test agent.").await["id"].as_str().unwrap().to_owned();
+    api.wait_status_within(&id, "running", BOOT).await;
+    assert_eq!(said(&api, &id, "Hello there.").await, scripted::HELLO);
+
+    // A refusal is recorded as it happens (the proxy answers, then reports it), and what
+    // Hermes starts in the background at boot has had the whole boot and turn to start:
+    // a moment more lets the last records land.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let dashboard = server.api(None);
+    let spans = crate::observe::q1(&dashboard, "spans", json!({"session_id": id, "limit": 500})).await;
+    assert!(spans.iter().any(|s| s["operation"] == "chat"), "the turn's model call is recorded: {spans:?}");
+    let egress: Vec<String> = spans
+        .iter()
+        .filter_map(|s| s["name"].as_str().filter(|n| n.starts_with("egress ")).map(str::to_owned))
+        .collect();
+    assert!(egress.is_empty(), "no egress attempt after a boot and a turn: {egress:?}");
 }

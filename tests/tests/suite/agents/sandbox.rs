@@ -3,7 +3,9 @@
 //! held to its limits, and still reaches what it is given (the model gateway with the
 //! SDK's variables, its workspace and /tmp, an egress host the operator allowed, which
 //! shows in its session). And the modes: no bubblewrap means no process agent boots, and
-//! health says why; `off` runs them unconfined.
+//! health says why; `off` runs them unconfined. A refused connection is the agent's
+//! egress, never an application error: not in health, error rates or alerts (nor, after
+//! the upgrade, the refusals stored before).
 
 use std::{path::Path, time::Duration};
 
@@ -23,7 +25,8 @@ use super::{TEST_CATALOGUE, start};
 
 each_backend!(
     a_hostile_runtime_reaches_nothing_of_roost_the_host_or_another_agent,
-    an_agent_past_its_memory_limit_fails_saying_so_and_nothing_else_does
+    an_agent_past_its_memory_limit_fails_saying_so_and_nothing_else_does,
+    refusals_stored_before_stop_counting_as_errors
 );
 
 /// The hostile runtime: small limits, so forking and allocating past them is quick.
@@ -219,6 +222,161 @@ async fn an_agent_past_its_memory_limit_fails_saying_so_and_nothing_else_does(ba
     api.post(&format!("/api/instances/{id}/resume"), json!({})).await.ok();
     api.wait_status(&id, "running").await;
     assert_eq!(ask(&api, &id, json!({"allocate_mb": 8})).await, "allocated 8 MiB");
+}
+
+/// What an agent's runtime tries and the sandbox refuses (here: GitHub, as Hermes' boot
+/// did, under `--egress-default deny`, and the metadata service) shows as the agent's
+/// egress, and is no application error: the runtime's health stays ok with no errors, its
+/// session counts none, and an `error_rate` alert does not fire. Before, each refusal was
+/// an error span: two refusals beside one model call made the runtime "erroring" in health
+/// and fired the alert.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_connection_is_the_agents_egress_not_an_application_error() {
+    let fake = FakeModels::start().await;
+    let openai = fake.openai_base_url();
+    let server = start(Backend::Sqlite, move |config| {
+        config.hosting.catalogue = catalogue();
+        config.hosting.models.openai = Some(Upstream { base_url: openai, api_key: Some("sk-roost".into()) });
+        config.hosting.sandbox.egress = EgressPolicy::new(&[], &[], false).unwrap();
+        config.alerts_every = Duration::from_millis(200);
+    })
+    .await;
+    let account = server.account(1_000).await;
+    let api = server.api(Some(&account));
+    let id = api.provision("hostile", "phone home").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+    // Refused by the rules (403), or, where this host resolves no names, as unresolvable
+    // (502): a refusal either way.
+    for url in ["http://github.com/", "http://169.254.169.254/latest/meta-data/"] {
+        let outcome = ask(&api, &id, json!({ "egress": url })).await;
+        assert!(outcome.as_str().unwrap().starts_with("blocked: "), "{url}: {outcome}");
+    }
+    let answer = ask(&api, &id, json!({"model": "hello"})).await;
+    assert!(answer.as_str().unwrap().starts_with("REACHED"), "{answer}");
+
+    // Shown as its egress, refused, with why.
+    let dashboard = server.api(None);
+    let mut egress = Vec::new();
+    for _ in 0..100 {
+        let spans = crate::observe::q1(&dashboard, "spans", json!({"session_id": id, "limit": 200})).await;
+        egress = spans.into_iter().filter(|s| s["name"].as_str().is_some_and(|n| n.starts_with("egress "))).collect();
+        if egress.len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(egress.len(), 2, "{egress:?}");
+    for span in &egress {
+        assert_eq!(span["attributes"]["roost.egress.outcome"], "refused", "{span:?}");
+        assert!(span["attributes"]["roost.egress.refused"].as_str().is_some_and(|why| !why.is_empty()), "{span:?}");
+    }
+    assert!(egress.iter().any(|s| s["name"] == "egress github.com:80"), "{egress:?}");
+
+    // Health: the runtime is ok, with no errors; so is its session.
+    let health = crate::observe::q1(&dashboard, "health", json!({})).await;
+    let hostile = health.iter().find(|r| r["service"] == "hostile").unwrap_or_else(|| panic!("{health:?}"));
+    assert_eq!((&hostile["status"], &hostile["errors"]), (&json!("ok"), &json!(0)), "{hostile:?}");
+    assert_eq!(hostile["error_rate"].as_f64(), Some(0.0), "{hostile:?}");
+    let sessions = crate::observe::q1(&dashboard, "sessions", json!({"session_id": id})).await;
+    assert_eq!(sessions[0]["errors"], 0, "{sessions:?}");
+
+    // An error-rate alert at 1% does not fire. The sentinel, a token alert the model call is
+    // past, fires in the same check as the error rate is measured.
+    let errors =
+        dashboard.post("/api/alerts", json!({"kind": "error_rate", "threshold": 0.01, "window_secs": 600})).await;
+    let errors = errors.ok()["id"].as_str().unwrap().to_owned();
+    let sentinel =
+        dashboard.post("/api/alerts", json!({"kind": "token_spike", "threshold": 1.0, "window_secs": 600})).await;
+    let sentinel = sentinel.ok()["id"].as_str().unwrap().to_owned();
+    let mut alerts = Value::Null;
+    for _ in 0..150 {
+        alerts = dashboard.get("/api/alerts").await.ok();
+        if alerts["active"].as_array().unwrap().iter().any(|a| a["rule_id"] == sentinel.as_str()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(alerts["active"].as_array().unwrap().iter().any(|a| a["rule_id"] == sentinel.as_str()), "{alerts}");
+    for list in ["active", "history"] {
+        let fired = alerts[list].as_array().unwrap().iter().find(|a| a["rule_id"] == errors.as_str());
+        assert!(fired.is_none(), "{list}: {fired:?}");
+    }
+    // Nor is a refusal listed among the errors.
+    assert!(egress.iter().all(|s| s["status"] != "error"), "{egress:?}");
+    let failed = crate::observe::q1(&dashboard, "spans", json!({"session_id": id, "errors_only": true})).await;
+    assert!(failed.is_empty(), "{failed:?}");
+}
+
+/// A store an earlier roost kept, with two refused connections recorded as error spans
+/// (as it recorded them) beside a real error: after the upgrade (migration 0038) the
+/// refusals are no errors, in the spans or in the figures made from them, and the real
+/// one still is.
+async fn refusals_stored_before_stop_counting_as_errors(backend: Backend) {
+    let at =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64 - 60_000_000_000;
+    let day = roost_server::time::utc_day(at);
+    // (trace, name, scope, kind, status message): two of roost's egress records, one failed call.
+    let spans = [
+        ("1a", "egress github.com:443", "roost.model_gateway", 3, "github.com:443 is not allowed"),
+        ("1b", "egress openrouter.ai:443", "roost.model_gateway", 3, "openrouter.ai:443 is not allowed"),
+        ("1c", "chat gpt-4o-mini", "roost.model_gateway", 3, "upstream 529 overloaded"),
+    ];
+    let mut inserts = vec![
+        format!(
+            "INSERT INTO services (service, first_ns, last_ns, spans, errors, logs, log_errors, metric_points) \
+                 VALUES ('hermes', {at}, {at}, 3, 3, 0, 0, 0)"
+        ),
+        format!(
+            "INSERT INTO sessions (session_id, agent_id, service, first_ns, last_ns, spans, events, logs, errors, \
+             input_tokens, output_tokens, cost_nanocents, last_model) \
+             VALUES ('ins_before', 'ins_before', 'hermes', {at}, {at}, 3, 0, 0, 3, 0, 0, 0, '')"
+        ),
+        format!(
+            "INSERT INTO activity_daily (day, spans, span_errors, logs, log_errors, metric_points, events, runs, \
+             input_tokens, output_tokens, cost_nanocents) VALUES ('{day}', 3, 3, 0, 0, 0, 0, 0, 0, 0, 0)"
+        ),
+    ];
+    for (seq, (trace, name, scope, kind, message)) in spans.iter().enumerate() {
+        let trace_id = trace.repeat(16);
+        let seq = 1_000_000 + seq as i64;
+        inserts.push(format!(
+            "INSERT INTO traces (trace_id, start_ns, end_ns, spans, errors, root_name, service, session_id, \
+             input_tokens, output_tokens, cost_nanocents, seq) \
+             VALUES ('{trace_id}', {at}, {at}, 1, 1, '{name}', 'hermes', 'ins_before', 0, 0, 0, {seq})"
+        ));
+        inserts.push(format!(
+            "INSERT INTO spans (trace_id, span_id, parent_span_id, name, kind, start_ns, end_ns, status_code, \
+             status_message, service, resource_id, scope, session_id, attributes, node_id, trace_seq) \
+             VALUES ('{trace_id}', '{}', '', '{name}', {kind}, {at}, {at}, 2, '{message}', 'hermes', 0, '{scope}', \
+             'ins_before', '{{\"session.id\":\"ins_before\"}}', '', {seq})",
+            "5b".repeat(8)
+        ));
+    }
+    // The binary before ran migrations 0001 to 0037.
+    let (url, _store) = roost_tests::sql::store_made_before(backend, 37, &inserts).await;
+    let server = TestServer::start_with(backend, |config| config.database_url = url.clone()).await;
+
+    let dashboard = server.api(None);
+    let stored = crate::observe::q1(&dashboard, "spans", json!({"session_id": "ins_before"})).await;
+    let status = |name: &str| {
+        let span = stored.iter().find(|s| s["name"] == name).unwrap_or_else(|| panic!("{name}: {stored:?}"));
+        (span["status"].as_str().unwrap().to_owned(), span["status_message"].as_str().unwrap().to_owned())
+    };
+    assert_eq!(status("egress github.com:443"), ("unset".to_owned(), String::new()));
+    assert_eq!(status("egress openrouter.ai:443"), ("unset".to_owned(), String::new()));
+    assert_eq!(status("chat gpt-4o-mini"), ("error".to_owned(), "upstream 529 overloaded".to_owned()));
+
+    let health = crate::observe::q1(&dashboard, "health", json!({})).await;
+    let hermes = health.iter().find(|r| r["service"] == "hermes").unwrap_or_else(|| panic!("{health:?}"));
+    assert_eq!((&hermes["spans"], &hermes["errors"]), (&json!(3), &json!(1)), "{hermes:?}");
+    let sessions = crate::observe::q1(&dashboard, "sessions", json!({"session_id": "ins_before"})).await;
+    assert_eq!(sessions[0]["errors"], 1, "{sessions:?}");
+    let days = crate::observe::q1(&dashboard, "aggregates", json!({"days": 2})).await;
+    let today = days.iter().find(|d| d["day"] == day.as_str()).unwrap_or_else(|| panic!("{days:?}"));
+    assert_eq!(today["span_errors"], 1, "{today:?}");
+    let errors =
+        server.sql("SELECT CAST(SUM(errors) AS BIGINT) FROM traces WHERE session_id = 'ins_before'").await.unwrap();
+    assert_eq!(errors, [1]);
 }
 
 /// Health's `sandbox` check, from the dashboard API.
