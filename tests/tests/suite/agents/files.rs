@@ -6,7 +6,7 @@
 //! answered; another account sees nothing.
 
 use roost_proto::v1::{ListFilesRequest, ReadFileRequest};
-use roost_tests::{Backend, each_backend};
+use roost_tests::{Backend, TestServer, each_backend};
 use serde_json::{Value, json};
 
 use super::{
@@ -17,17 +17,22 @@ use super::{
 
 each_backend!(the_owner_lists_and_downloads_the_workspace_and_nothing_outside_it);
 
+/// roost with the hostile runtime in its catalogue.
+async fn with_hostile(backend: Backend) -> TestServer {
+    start(backend, |config| {
+        config.hosting.catalogue =
+            roost_server::runtimes::Catalogue::from_toml(&format!("{TEST_CATALOGUE}\n{}", hostile("hostile", "")))
+                .expect("catalogue");
+    })
+    .await
+}
+
 /// What the host's `/etc/passwd` starts with: it must never be in an answer.
 const HOST_PASSWD: &str = "root:x:0:0:";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_swapped_for_a_link_mid_read_never_yields_the_hosts_file() {
-    let server = start(Backend::Sqlite, |config| {
-        config.hosting.catalogue =
-            roost_server::runtimes::Catalogue::from_toml(&format!("{TEST_CATALOGUE}\n{}", hostile("hostile", "")))
-                .expect("catalogue");
-    })
-    .await;
+    let server = with_hostile(Backend::Sqlite).await;
     let account = server.account(1_000).await;
     let api = server.api(Some(&account));
     let id = api.provision("hostile", "swapper").await["id"].as_str().unwrap().to_owned();
@@ -61,12 +66,7 @@ async fn a_file_swapped_for_a_link_mid_read_never_yields_the_hosts_file() {
 }
 
 async fn the_owner_lists_and_downloads_the_workspace_and_nothing_outside_it(backend: Backend) {
-    let server = start(backend, |config| {
-        config.hosting.catalogue =
-            roost_server::runtimes::Catalogue::from_toml(&format!("{TEST_CATALOGUE}\n{}", hostile("hostile", "")))
-                .expect("catalogue");
-    })
-    .await;
+    let server = with_hostile(backend).await;
     let account = server.account(1_000).await;
     let api = server.api(Some(&account));
     let id = api.provision("hostile", "shape your files").await["id"].as_str().unwrap().to_owned();

@@ -262,27 +262,7 @@ async fn the_chat_streams_the_reply_and_renders_it_safely() {
     }
     let server = TestServer::start_with(Backend::Sqlite, |c| c.webapp.signup_open = true).await;
     let browser = Browser::start().await;
-    browser.open(&server.url("/signup")).await;
-    fill(&browser, "#email", "lin@example.com").await;
-    fill(&browser, "#password", PASSWORD).await;
-    click(&browser, "main form button[type=submit]").await;
-    wait_for(&browser, "Create an agent").await;
-    browser
-        .client
-        .find(Locator::Css("#runtime option[value='example']"))
-        .await
-        .expect("the example runtime is offered")
-        .click()
-        .await
-        .unwrap();
-    fill(&browser, "#brief", "Streamer").await;
-    click(&browser, "form[action='/instances'] button").await;
-    wait_for(&browser, "Chat").await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while browser.text_of("#status").await.to_lowercase() != "running" {
-        assert!(tokio::time::Instant::now() < deadline, "the agent did not start");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    signed_up_with_agent(&browser, &server, "lin@example.com", "example", "Streamer").await;
 
     // The runtime writes "[Streamer] " at once, then sleeps 3 s: the text is on the page
     // while the turn runs, before the page moves to the finished turn.
@@ -329,23 +309,10 @@ async fn the_agents_files_show_memory_first_and_render_safely() {
     })
     .await;
     let browser = Browser::start().await;
-    browser.open(&server.url("/signup")).await;
-    fill(&browser, "#email", "fay@example.com").await;
-    fill(&browser, "#password", PASSWORD).await;
-    click(&browser, "main form button[type=submit]").await;
-    wait_for(&browser, "Create an agent").await;
+    signed_up_with_agent(&browser, &server, "fay@example.com", "hostile", "Keeper").await;
     let store = server.store().await;
     let account = store.user_by_email("fay@example.com").await.unwrap().unwrap().account_id;
     store.add_credits(&account, 1_000).await.unwrap();
-    browser.client.find(Locator::Css("#runtime option[value='hostile']")).await.unwrap().click().await.unwrap();
-    fill(&browser, "#brief", "Keeper").await;
-    click(&browser, "form[action='/instances'] button").await;
-    wait_for(&browser, "Chat").await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while browser.text_of("#status").await.to_lowercase() != "running" {
-        assert!(tokio::time::Instant::now() < deadline, "the agent did not start");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
     let agent_page = path(&browser).await;
     fill(&browser, "#text", r#"{"files": true}"#).await;
     click(&browser, "form[action$='/message'] button").await;
@@ -421,4 +388,24 @@ async fn the_agents_files_show_memory_first_and_render_safely() {
     wait_for(&dark, "Download").await;
     dark.screenshot("app-agent-file-dark").await;
     dark.close().await;
+}
+
+/// Signs `email` up in `browser`, creates an agent of `runtime` with `brief` from the home
+/// page's form, and waits on its page until it runs.
+async fn signed_up_with_agent(browser: &Browser, server: &TestServer, email: &str, runtime: &str, brief: &str) {
+    browser.open(&server.url("/signup")).await;
+    fill(browser, "#email", email).await;
+    fill(browser, "#password", PASSWORD).await;
+    click(browser, "main form button[type=submit]").await;
+    wait_for(browser, "Create an agent").await;
+    let option = format!("#runtime option[value='{runtime}']");
+    browser.client.find(Locator::Css(&option)).await.expect("the runtime is offered").click().await.unwrap();
+    fill(browser, "#brief", brief).await;
+    click(browser, "form[action='/instances'] button").await;
+    wait_for(browser, "Chat").await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while browser.text_of("#status").await.to_lowercase() != "running" {
+        assert!(tokio::time::Instant::now() < deadline, "the agent did not start");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
