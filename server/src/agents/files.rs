@@ -9,7 +9,10 @@
 //! runtime's workspace (a `process` runtime that keeps a `MEMORY.md` gets it shown first
 //! too); the newest [`MEMORY_FOLDER_FILES`] files of each memory folder are named.
 
-use std::{os::fd::AsFd as _, sync::Arc};
+use std::{
+    os::fd::{AsFd as _, OwnedFd},
+    sync::Arc,
+};
 
 use roost_proto::{
     ApiError, ErrorReason,
@@ -47,18 +50,8 @@ impl Hosting {
                     .await;
             }
         };
-        let workspaces = self.drivers.process.workspaces().clone();
-        let listed = tokio::task::spawn_blocking(move || {
-            let root = match workspaces.open(&agent.id).map_err(|e| Error::io("opening a workspace", e))? {
-                Opened::Root(root) => root,
-                Opened::Unmounted => return Err(unmounted(&agent.id)),
-                Opened::Missing => {
-                    return Ok(ListFilesResponse {
-                        path: files::clean(&req.path).unwrap_or_default(),
-                        ..Default::default()
-                    });
-                }
-            };
+        let missing = ListFilesResponse { path: files::clean(&req.path).unwrap_or_default(), ..Default::default() };
+        self.in_workspace(&agent.id, Ok(missing), move |root| {
             let listing = files::list(root.as_fd(), &req.path).map_err(|e| Error::from(api_error(e)))?;
             let memory = if listing.path.is_empty() { memory_files(&root) } else { Vec::new() };
             Ok(ListFilesResponse {
@@ -68,8 +61,7 @@ impl Hosting {
                 memory: memory.iter().map(to_proto).collect(),
             })
         })
-        .await;
-        listed.map_err(|e| Error::io("listing a workspace", std::io::Error::other(e)))?
+        .await
     }
 
     /// One file of agent `req.instance_id`'s workspace.
@@ -86,25 +78,40 @@ impl Hosting {
                     .await;
             }
         };
-        let workspaces = self.drivers.process.workspaces().clone();
-        let read = tokio::task::spawn_blocking(move || {
-            let root = match workspaces.open(&agent.id).map_err(|e| Error::io("opening a workspace", e))? {
-                Opened::Root(root) => root,
-                Opened::Unmounted => return Err(unmounted(&agent.id)),
-                Opened::Missing => return Err(api_error(FilesError::NotFound(req.path.clone())).into()),
-            };
+        let missing = Err(api_error(FilesError::NotFound(req.path.clone())).into());
+        self.in_workspace(&agent.id, missing, move |root| {
             let (entry, content) = files::read(root.as_fd(), &req.path).map_err(|e| Error::from(api_error(e)))?;
             let text = std::str::from_utf8(&content).is_ok();
             Ok(ReadFileResponse { file: Some(to_proto(&entry)), content, text })
         })
+        .await
+    }
+
+    /// Runs `read` on a blocking thread with the root of agent `id`'s workspace; `missing`
+    /// when it has none, 409 when its disk is not mounted (the agent is not running).
+    async fn in_workspace<T: Send + 'static>(
+        &self,
+        id: &str,
+        missing: Result<T>,
+        read: impl FnOnce(OwnedFd) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let workspaces = self.drivers.process.workspaces().clone();
+        let id = id.to_owned();
+        let done = tokio::task::spawn_blocking(move || {
+            match workspaces.open(&id).map_err(|e| Error::io("opening a workspace", e))? {
+                Opened::Root(root) => read(root),
+                Opened::Unmounted => Err(unmounted(&id)),
+                Opened::Missing => missing,
+            }
+        })
         .await;
-        read.map_err(|e| Error::io("reading a workspace", std::io::Error::other(e)))?
+        done.map_err(|e| Error::io("reading a workspace", std::io::Error::other(e)))?
     }
 }
 
 /// The memory files that exist in the workspace at `root`, in [`MEMORY_FILES`] order, then
 /// each memory folder's newest.
-fn memory_files(root: &std::os::fd::OwnedFd) -> Vec<Entry> {
+fn memory_files(root: &OwnedFd) -> Vec<Entry> {
     let mut found: Vec<Entry> = MEMORY_FILES
         .iter()
         .filter_map(|path| files::entry(root.as_fd(), path))

@@ -246,7 +246,17 @@ fn resolve(root: BorrowedFd<'_>, path: &str, flags: OFlags) -> Result<OwnedFd, F
     let target = if path.is_empty() { "." } else { path };
     let resolve =
         ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS | ResolveFlags::NO_XDEV;
-    openat2(root.as_fd(), target, flags | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty(), resolve).map_err(|err| {
+    // RESOLVE_BENEATH answers EAGAIN when a rename anywhere raced the lookup (an agent
+    // renaming its files while roost reads is expected): the kernel asks for a retry.
+    let open = || openat2(root.as_fd(), target, flags | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty(), resolve);
+    let mut opened = open();
+    for _ in 0..16 {
+        if !matches!(opened, Err(rustix::io::Errno::AGAIN)) {
+            break;
+        }
+        opened = open();
+    }
+    opened.map_err(|err| {
         match err {
             rustix::io::Errno::NOENT => FilesError::NotFound(path.to_owned()),
             rustix::io::Errno::LOOP => FilesError::Link(path.to_owned()),
