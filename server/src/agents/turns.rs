@@ -18,7 +18,7 @@ use roost_proto::{
         Usage,
     },
 };
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{OwnedMutexGuard, OwnedSemaphorePermit};
 use tokio_util::sync::CancellationToken;
 
 use super::{Hosting, limits, live::Agent, recorder::TurnRecord, routing::Route};
@@ -70,6 +70,18 @@ enum Outcome {
 }
 
 /// A delta or tool step as the API sends it.
+/// The agent's turn lock, once the turns queued before this one have run; an error when
+/// the caller hangs up first. The lock is fair, so the order turns take it is the agent's
+/// queue.
+async fn turn_lock(agent: &Agent, origin: &Origin) -> Result<OwnedMutexGuard<()>> {
+    tokio::select! {
+        turn = agent.turns.clone().lock_owned() => Ok(turn),
+        () = origin.hang_up.cancelled() => {
+            Err(ApiError::new(ErrorReason::WrongState, "the caller hung up before the turn started").into())
+        }
+    }
+}
+
 fn event_message(event: TurnEvent) -> StreamMessageResponse {
     match event {
         TurnEvent::Delta(text) => StreamMessageResponse { delta: Some(ReplyDelta { text }), ..Default::default() },
@@ -255,8 +267,15 @@ impl Hosting {
         let origin = Origin { source: source.to_owned(), events, hang_up: hang_up.clone(), ..Origin::default() };
         let (done_tx, done_rx) = tokio::sync::oneshot::channel();
         let this = self.clone();
+        // The stream's task is the turn's: nothing but the hang-up token stops it, so the
+        // turn runs here rather than in a task of its own (one task hop less before the
+        // first text).
         tokio::spawn(async move {
-            let _ = done_tx.send(this.take_turn(agent, slot, queued_at, req.text, origin).await);
+            let outcome = match turn_lock(&agent, &origin).await {
+                Ok(turn) => this.run_locked(agent, (turn, slot), queued_at, req.text, origin).await,
+                Err(err) => Err(err),
+            };
+            let _ = done_tx.send(outcome);
         });
         Ok(turn_stream(rx, done_rx, hang_up.drop_guard()))
     }
@@ -287,7 +306,8 @@ impl Hosting {
         Ok(slot)
     }
 
-    /// Waits for the agent's turn lock holding a place in its queue, then runs the turn.
+    /// Waits for the agent's turn lock holding a place in its queue, then runs the turn in
+    /// a task of its own: a caller that goes away while the turn runs does not stop it.
     async fn take_turn(
         self: &Arc<Self>,
         agent: Arc<Agent>,
@@ -296,24 +316,28 @@ impl Hosting {
         text: String,
         origin: Origin,
     ) -> Result<SendMessageResponse> {
-        // The turn lock is fair, so the order turns take it is the agent's queue. The
-        // number is drawn under it: drawn before, two callers on different threads could
-        // draw 2 and 3 and reach the lock as 3 and 2, and the record would misstate the
-        // order the turns ran in.
-        let turn = tokio::select! {
-            turn = agent.turns.clone().lock_owned() => turn,
-            () = origin.hang_up.cancelled() => {
-                return Err(ApiError::new(ErrorReason::WrongState, "the caller hung up before the turn started").into());
-            }
-        };
-        let seq = agent.next_seq();
-        let this = self.clone();
-        let job = tokio::spawn(async move {
-            let outcome = this.run_turn(&agent, text, origin, seq, queued_at).await;
-            drop((turn, slot));
-            outcome
-        });
+        let turn = turn_lock(&agent, &origin).await?;
+        let job = tokio::spawn(self.clone().run_locked(agent, (turn, slot), queued_at, text, origin));
         job.await.map_err(|e| ApiError::internal(format!("the turn task failed: {e}")))?
+    }
+
+    /// Runs a turn holding the agent's turn lock and its place in the queue, which it lets
+    /// go when the turn ends.
+    async fn run_locked(
+        self: Arc<Self>,
+        agent: Arc<Agent>,
+        held: (OwnedMutexGuard<()>, OwnedSemaphorePermit),
+        queued_at: i64,
+        text: String,
+        origin: Origin,
+    ) -> Result<SendMessageResponse> {
+        // The number is drawn under the lock: drawn before, two callers on different
+        // threads could draw 2 and 3 and reach the lock as 3 and 2, and the record would
+        // misstate the order the turns ran in.
+        let seq = agent.next_seq();
+        let outcome = self.run_turn(&agent, text, origin, seq, queued_at).await;
+        drop(held);
+        outcome
     }
 
     async fn run_turn(

@@ -62,7 +62,7 @@ use futures::StreamExt as _;
 use roost_gateway::HttpError;
 use roost_proto::{ApiError, ErrorReason};
 use serde_json::{Value, json};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::warn;
 
 pub use answer::{Answer, CallUsage};
@@ -193,8 +193,6 @@ struct Inner {
 
 /// Largest upstream answer the gateway reads whole (a non-streamed answer, an error).
 const MAX_ANSWER_BYTES: usize = 64 << 20;
-/// Streamed events waiting for a slow client before the gateway stops reading upstream.
-const STREAM_BUFFER: usize = 32;
 /// Request headers passed on to the upstream (auth is the gateway's own).
 const FORWARDED: [&str; 4] = ["accept", "anthropic-version", "anthropic-beta", "openai-beta"];
 /// Response headers passed back to the agent.
@@ -453,7 +451,9 @@ impl ModelGateway {
         let raw = axum::body::to_bytes(body, max).await.map_err(|_| {
             ApiError::new(ErrorReason::PayloadTooLarge, format!("a model call's body may be at most {} MiB", max >> 20))
         })?;
-        self.forward(agent, api, headers, raw).await
+        let request =
+            serde_json::from_slice(&raw).map_err(|e| invalid(format!("the request body is not JSON: {e}")))?;
+        self.forward(agent, api, headers, request, Some(raw)).await
     }
 
     /// A non-streamed call roost makes itself for `agent` (the `assistant` runtime): the
@@ -463,7 +463,7 @@ impl ModelGateway {
         &self,
         agent: Arc<AgentIdentity>,
         api: Api,
-        request: &Value,
+        request: Value,
     ) -> Result<(StatusCode, Bytes), ApiError> {
         let (status, body) = self.open(agent, api, request).await?;
         // A non-streamed answer is already whole in memory.
@@ -480,23 +480,23 @@ impl ModelGateway {
         &self,
         agent: Arc<AgentIdentity>,
         api: Api,
-        request: &Value,
+        request: Value,
     ) -> Result<(StatusCode, Body), ApiError> {
-        let raw = Bytes::from(serde_json::to_vec(request).map_err(|e| invalid(e.to_string()))?);
-        let response = self.forward(agent, api, &HeaderMap::new(), raw).await?;
+        let response = self.forward(agent, api, &HeaderMap::new(), request, None).await?;
         Ok((response.status(), response.into_body()))
     }
 
-    /// One model call of `agent`, from its request body to its metered answer.
+    /// One model call of `agent`, from its request to its metered answer. `raw` is the
+    /// request as the agent sent it over HTTP, forwarded as it is unless the gateway adds
+    /// to it; a call roost makes itself has none, and its request is written once, here.
     async fn forward(
         &self,
         agent: Arc<AgentIdentity>,
         api: Api,
         headers: &HeaderMap,
-        raw: Bytes,
+        mut request: Value,
+        raw: Option<Bytes>,
     ) -> Result<Response, ApiError> {
-        let mut request: Value =
-            serde_json::from_slice(&raw).map_err(|e| invalid(format!("the request body is not JSON: {e}")))?;
         if !request.is_object() {
             return Err(invalid("the request body must be a JSON object"));
         }
@@ -508,11 +508,12 @@ impl ModelGateway {
             .to_owned();
         let stream = request.get("stream") == Some(&Value::Bool(true));
         let client_wants_usage = api == Api::Anthropic || openai::wants_usage(&request);
-        let forwarded = if stream && !client_wants_usage {
+        if stream && !client_wants_usage {
             openai::ask_usage(&mut request);
-            Bytes::from(serde_json::to_vec(&request).map_err(|e| invalid(e.to_string()))?)
-        } else {
-            raw.clone()
+        }
+        let forwarded = match raw {
+            Some(raw) if !stream || client_wants_usage => raw,
+            _ => Bytes::from(serde_json::to_vec(&request).map_err(|e| invalid(e.to_string()))?),
         };
         // Checked for every call, byok too, before anything else is spent on it: a bad count
         // is 400 and reaches nothing upstream.
@@ -640,76 +641,116 @@ impl ModelGateway {
             call.finish(outcome);
             return Ok(respond(status, returned, Body::from(body)));
         }
-        let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(STREAM_BUFFER);
-        tokio::spawn(relay(answer.bytes_stream(), tx, call, client_wants_usage, timeout));
+        let relay = Relay::new(answer.bytes_stream(), call, client_wants_usage, timeout);
         let mut returned = returned;
         returned.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         returned.insert("x-accel-buffering", HeaderValue::from_static("no"));
-        Ok(respond(status, returned, Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx))))
+        Ok(respond(status, returned, Body::from_stream(relay.into_stream())))
     }
 }
 
-/// Streams an upstream answer to the client event by event, reading what each event says,
-/// until the upstream ends (the call completes), fails or stalls, or the client hangs up
-/// (the upstream call is dropped, so cancelled, and the call settles as cancelled).
-async fn relay(
-    upstream: impl futures::Stream<Item = reqwest::Result<Bytes>> + Send + 'static,
-    tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
-    mut call: PendingCall,
+/// A streamed upstream answer on its way to the client, event by event, read as it passes
+/// ([`Relay::into_stream`]).
+///
+/// The relay is the answer's body itself, polled by whoever reads it (hyper for an agent
+/// calling over HTTP, the turn's task for an in-process runtime), not a task of its own
+/// feeding a channel: each event reaches the reader without waking another task, which was
+/// a tenth of roost's share of a streamed reply's first text. A reader that stops reading
+/// stops the upstream reads with it (backpressure to the provider), and one that hangs up
+/// drops the relay: its upstream call is dropped, so cancelled, and the call settles as
+/// cancelled ([`PendingCall`]'s drop).
+struct Relay {
+    upstream: futures::stream::BoxStream<'static, reqwest::Result<Bytes>>,
+    /// `None` once the call has settled: the stream ends.
+    call: Option<PendingCall>,
+    splitter: sse::EventSplitter,
+    events: Vec<Bytes>,
+    /// The Anthropic answer's tool-use blocks being read ([`anthropic::read_event`]).
+    tool_blocks: Vec<usize>,
     client_wants_usage: bool,
+    /// The most the upstream may stay silent between chunks.
     idle: Duration,
-) {
-    let mut upstream = std::pin::pin!(upstream);
-    let mut splitter = sse::EventSplitter::default();
-    let mut events = Vec::new();
-    let mut tool_blocks = Vec::new();
-    let outcome = loop {
-        let next = tokio::select! {
-            biased;
-            () = tx.closed() => break Outcome::Cancelled,
-            next = tokio::time::timeout(idle, upstream.next()) => next,
-        };
-        let chunk = match next {
-            Err(_) => break Outcome::Failed(format!("the model upstream sent nothing for {} s", idle.as_secs())),
-            Ok(None) => {
-                if let Some(rest) = splitter.rest() {
-                    let _ = tx.send(Ok(rest)).await;
-                }
-                break Outcome::Completed;
-            }
-            Ok(Some(Err(err))) => {
-                break Outcome::Failed(format!("the model upstream's stream broke: {}", error_chain(err)));
-            }
-            Ok(Some(Ok(chunk))) => chunk,
-        };
-        let state = call.state();
-        if state.first_chunk_ms.is_none() {
-            state.first_chunk_ms = Some(state.clock.elapsed().as_millis() as i64);
+}
+
+impl Relay {
+    fn new(
+        upstream: impl futures::Stream<Item = reqwest::Result<Bytes>> + Send + 'static,
+        call: PendingCall,
+        client_wants_usage: bool,
+        idle: Duration,
+    ) -> Self {
+        Self {
+            upstream: upstream.boxed(),
+            call: Some(call),
+            splitter: sse::EventSplitter::default(),
+            events: Vec::new(),
+            tool_blocks: Vec::new(),
+            client_wants_usage,
+            idle,
         }
-        splitter.push(&chunk, &mut events);
-        let mut gone = false;
-        for event in events.drain(..) {
-            let (name, data) = sse::parse(&event);
-            let forward = match state.api {
-                Api::OpenAi => openai::read_event(&data, client_wants_usage, &mut state.answer),
-                Api::Anthropic => {
-                    anthropic::read_event(name, &data, &mut tool_blocks, &mut state.answer);
-                    true
-                }
-            };
-            if forward && tx.send(Ok(event)).await.is_err() {
-                gone = true;
-                break;
-            }
-        }
-        if gone {
-            break Outcome::Cancelled;
-        }
-    };
-    if let Outcome::Failed(why) = &outcome {
-        let _ = tx.send(Err(std::io::Error::other(why.clone()))).await;
     }
-    call.finish(outcome);
+
+    /// The answer's body: the events of each upstream chunk the client is meant to see,
+    /// until the upstream ends (the call completes), fails or stalls (the call fails and
+    /// the body ends in that error).
+    fn into_stream(self) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
+        futures::stream::unfold(self, |mut relay| async move {
+            let item = relay.next().await?;
+            Some((item, relay))
+        })
+    }
+
+    async fn next(&mut self) -> Option<Result<Bytes, std::io::Error>> {
+        loop {
+            let call = self.call.as_mut()?;
+            let chunk = match tokio::time::timeout(self.idle, self.upstream.next()).await {
+                Err(_) => return self.fail(format!("the model upstream sent nothing for {} s", self.idle.as_secs())),
+                Ok(None) => {
+                    let rest = self.splitter.rest();
+                    self.settle(Outcome::Completed);
+                    return rest.map(Ok);
+                }
+                Ok(Some(Err(err))) => {
+                    return self.fail(format!("the model upstream's stream broke: {}", error_chain(err)));
+                }
+                Ok(Some(Ok(chunk))) => chunk,
+            };
+            let state = call.state();
+            if state.first_chunk_ms.is_none() {
+                state.first_chunk_ms = Some(state.clock.elapsed().as_millis() as i64);
+            }
+            self.splitter.push(&chunk, &mut self.events);
+            let mut out = Vec::new();
+            for event in self.events.drain(..) {
+                let (name, data) = sse::parse(&event);
+                let forward = match state.api {
+                    Api::OpenAi => openai::read_event(&data, self.client_wants_usage, &mut state.answer),
+                    Api::Anthropic => {
+                        anthropic::read_event(name, &data, &mut self.tool_blocks, &mut state.answer);
+                        true
+                    }
+                };
+                if forward {
+                    out.extend_from_slice(&event);
+                }
+            }
+            if !out.is_empty() {
+                return Some(Ok(Bytes::from(out)));
+            }
+        }
+    }
+
+    /// Settles the call as failed; the body ends in `why`.
+    fn fail(&mut self, why: String) -> Option<Result<Bytes, std::io::Error>> {
+        self.settle(Outcome::Failed(why.clone()));
+        Some(Err(std::io::Error::other(why)))
+    }
+
+    fn settle(&mut self, outcome: Outcome) {
+        if let Some(call) = self.call.take() {
+            call.finish(outcome);
+        }
+    }
 }
 
 /// How a call ended.

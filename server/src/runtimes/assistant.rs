@@ -2,7 +2,10 @@
 //!
 //! The brief is the system prompt; the conversation is persisted (one row per exchange)
 //! and the last [`HISTORY_EXCHANGES`] exchanges go with every turn, so the agent remembers
-//! across turns and restarts.
+//! across turns and restarts. The machine reads them from the store once, at its first
+//! turn, and keeps them in memory after: it is the only writer of its agent's exchanges
+//! (one turn at a time, on the one replica that owns the agent), and a store read before
+//! every model call was a quarter of roost's share of a streamed reply's first text.
 //!
 //! Its model call goes through the model gateway ([`crate::llm`]) in-process, as the agent
 //! the call is for: the gateway routes it (the operator's upstream when managed, the
@@ -12,7 +15,7 @@
 //! its call's. Booting only checks the configuration, so a byok agent can be provisioned
 //! first and given its key afterwards.
 
-use std::sync::Arc;
+use std::{collections::VecDeque, sync::Arc};
 
 use axum::http::StatusCode;
 use roost_proto::{ApiError, ErrorReason};
@@ -55,6 +58,7 @@ impl AssistantDriver {
             agent: Arc::new(AgentIdentity::of(spec)),
             brief: spec.brief.clone(),
             model: spec.model.clone(),
+            history: tokio::sync::Mutex::new(None),
         })
     }
 }
@@ -67,6 +71,9 @@ pub struct AssistantMachine {
     agent: Arc<AgentIdentity>,
     brief: String,
     model: String,
+    /// The last exchanges, oldest first: read from the store at the first turn, then kept
+    /// here as each turn adds one.
+    history: tokio::sync::Mutex<Option<VecDeque<Exchange>>>,
 }
 
 #[derive(Deserialize)]
@@ -87,10 +94,19 @@ struct ChoiceMessage {
     content: Option<String>,
 }
 
-#[derive(sqlx::FromRow)]
+#[derive(Clone, sqlx::FromRow)]
 struct Exchange {
     user_text: String,
     reply: String,
+}
+
+impl Exchange {
+    /// An exchange as the store keeps it, so the one in memory reads the same as the one a
+    /// restart reads back: PostgreSQL's text cannot hold U+0000 (a model may answer with
+    /// one), so it is kept as U+FFFD, on both backends alike.
+    fn storable(user_text: &str, reply: &str) -> Self {
+        Self { user_text: user_text.replace('\0', "\u{FFFD}"), reply: reply.replace('\0', "\u{FFFD}") }
+    }
 }
 
 fn failed(why: impl Into<String>) -> ApiError {
@@ -102,24 +118,38 @@ impl Machine for AssistantMachine {
     async fn turn(&self, input: TurnInput) -> Result<TurnOutput, ApiError> {
         let mut messages = vec![json!({ "role": "system", "content": self.brief })];
         // A store error's text stays in the log (`to_api` logs it), never in the answer.
-        let history = self.history().await.map_err(|e| failed(format!("reading history: {}", e.to_api().message())))?;
-        for exchange in history {
-            messages.push(json!({ "role": "user", "content": exchange.user_text }));
-            messages.push(json!({ "role": "assistant", "content": exchange.reply }));
+        {
+            let mut history = self.history.lock().await;
+            if history.is_none() {
+                let read = self.history().await;
+                *history = Some(read.map_err(|e| failed(format!("reading history: {}", e.to_api().message())))?);
+            }
+            for exchange in history.iter().flatten() {
+                messages.push(json!({ "role": "user", "content": exchange.user_text }));
+                messages.push(json!({ "role": "assistant", "content": exchange.reply }));
+            }
         }
         messages.push(json!({ "role": "user", "content": input.text }));
         let (reply, model) = if input.events.streaming() {
             let request = json!({ "model": self.model, "messages": messages, "stream": true });
-            self.streamed(&request, &input.events).await?
+            self.streamed(request, &input.events).await?
         } else {
             let request = json!({ "model": self.model, "messages": messages });
-            self.whole(&request).await?
+            self.whole(request).await?
         };
         // The reply stands (and is charged) even if the store cannot keep the exchange
-        // this once: the next turn then lacks it from its history.
-        if let Err(err) = self.remember(&input.text, &reply).await {
+        // this once: the next turns of this machine still have it, a restart does not.
+        let exchange = Exchange::storable(&input.text, &reply);
+        if let Err(err) = self.remember(&exchange).await {
             tracing::warn!(instance = %self.agent.instance_id, error = %err, "could not keep an exchange in the history");
         }
+        let mut history = self.history.lock().await;
+        let kept = history.get_or_insert_with(VecDeque::new);
+        kept.push_back(exchange);
+        while kept.len() > HISTORY_EXCHANGES as usize {
+            kept.pop_front();
+        }
+        drop(history);
         // Tokens are the gateway's to count (the turn adds up its calls).
         Ok(TurnOutput { reply, model: model.unwrap_or_else(|| self.model.clone()), ..TurnOutput::default() })
     }
@@ -146,7 +176,7 @@ fn upstream_said(status: StatusCode, body: &[u8]) -> ApiError {
 
 impl AssistantMachine {
     /// One whole model call: the reply and the model that wrote it.
-    async fn whole(&self, request: &serde_json::Value) -> Result<(String, Option<String>), ApiError> {
+    async fn whole(&self, request: serde_json::Value) -> Result<(String, Option<String>), ApiError> {
         let (status, body) = self.models.complete(self.agent.clone(), Api::OpenAi, request).await.map_err(refused)?;
         if status != StatusCode::OK {
             return Err(upstream_said(status, &body));
@@ -166,7 +196,7 @@ impl AssistantMachine {
     /// One streamed model call: each chunk's text goes to `events` as it arrives.
     async fn streamed(
         &self,
-        request: &serde_json::Value,
+        request: serde_json::Value,
         events: &TurnStream,
     ) -> Result<(String, Option<String>), ApiError> {
         let (status, body) = self.models.open(self.agent.clone(), Api::OpenAi, request).await.map_err(refused)?;
@@ -196,8 +226,8 @@ impl AssistantMachine {
         Ok((reply, model))
     }
 
-    /// The last exchanges, oldest first.
-    async fn history(&self) -> crate::Result<Vec<Exchange>> {
+    /// The last exchanges in the store, oldest first.
+    async fn history(&self) -> crate::Result<VecDeque<Exchange>> {
         let mut rows: Vec<Exchange> = on_reader!(self.store, |pool| {
             sqlx::query_as(
                 "SELECT user_text, reply FROM assistant_exchanges WHERE instance_id = $1 \
@@ -209,21 +239,19 @@ impl AssistantMachine {
             .await
         })?;
         rows.reverse();
-        Ok(rows)
+        Ok(rows.into())
     }
 
-    /// Keeps an exchange. PostgreSQL's text cannot hold U+0000 (a model may answer with
-    /// one): it is kept as U+FFFD, on both backends alike.
-    async fn remember(&self, user_text: &str, reply: &str) -> crate::Result<()> {
-        let (user_text, reply) = (user_text.replace('\0', "\u{FFFD}"), reply.replace('\0', "\u{FFFD}"));
+    /// Keeps an exchange in the store.
+    async fn remember(&self, exchange: &Exchange) -> crate::Result<()> {
         on_writer!(self.store, |pool| {
             sqlx::query(
                 "INSERT INTO assistant_exchanges (id, instance_id, user_text, reply, created_at) VALUES ($1, $2, $3, $4, $5)",
             )
             .bind(new_id("exc"))
             .bind(&self.agent.instance_id)
-            .bind(&user_text)
-            .bind(&reply)
+            .bind(&exchange.user_text)
+            .bind(&exchange.reply)
             .bind(now_ms())
             .execute(pool)
             .await

@@ -299,8 +299,9 @@ async fn managed_models_are_priced_by_the_book_and_the_model_that_answered(backe
 }
 
 /// PostgreSQL's text cannot hold U+0000: a model that answers with one still gets its
-/// turn answered, charged and remembered (as U+FFFD, on both backends), and no database
-/// error text reaches a client.
+/// turn answered, charged and remembered (as U+FFFD, on both backends), a store that
+/// cannot keep the history does not lose it while the agent runs, and no database error
+/// text reaches a client.
 async fn a_reply_with_nul_is_kept_and_store_errors_stay_out_of_answers(backend: Backend) {
     let (upstream, seen) =
         fake_upstream(Answer { reply: Some("zero\0byte".into()), ..Answer::usage(1_000, 500) }).await;
@@ -322,9 +323,23 @@ async fn a_reply_with_nul_is_kept_and_store_errors_stay_out_of_answers(backend: 
         requests[1]["messages"].as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap()).collect();
     assert_eq!(contents, ["nul", "one", "zero\u{FFFD}byte", "two"]);
 
-    // A store that fails the history read: the answer says so, without the database's words.
+    // The agent reads its history from the store at its first turn and keeps it in memory
+    // after: a store that cannot keep an exchange does not fail the turn, and the next
+    // turn still carries it.
     server.sql("DROP TABLE assistant_exchanges").await.unwrap();
-    let failed = api.message(&id, "three").await;
+    for text in ["three", "four"] {
+        assert_eq!(api.message(&id, text).await.ok()["reply"], "zero\u{FFFD}byte");
+    }
+    let requests = seen.lock().unwrap().requests.clone();
+    let contents: Vec<&str> =
+        requests[3]["messages"].as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap()).collect();
+    assert_eq!(contents[contents.len() - 3..], ["three", "zero\u{FFFD}byte", "four"]);
+
+    // A store that fails the history read (a new agent's first turn): the answer says so,
+    // without the database's words.
+    let id = api.provision("assistant", "nul").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&id, "running").await;
+    let failed = api.message(&id, "five").await;
     failed.err(502, "runtime_failed");
     let error = failed.body["error"].as_str().unwrap().to_lowercase();
     assert!(

@@ -6,7 +6,7 @@
 //! reported usage, one ledger row per call, and admitted through the account's holds; every
 //! call is a span in the agent's session, under its turn.
 
-use std::path::Path;
+use std::{path::Path, time::Duration};
 
 use roost_server::{billing::metering::PriceBook, llm::Upstream};
 use roost_tests::{
@@ -28,6 +28,7 @@ each_backend!(
     the_gateway_refuses_strangers_spent_balances_and_old_tokens,
     concurrent_calls_across_agents_never_overdraw_past_one_call,
     a_hang_up_cancels_the_upstream_and_an_agent_has_a_cap_on_calls_at_once,
+    a_stream_that_stalls_fails_the_call_and_ends_the_answer,
     an_unreachable_upstream_fails_the_call_without_charging_or_naming_it,
     a_turn_in_a_loop_stops_at_its_limit_on_calls_or_on_spend,
     https_upstreams_are_verified_against_the_system_and_the_operators_roots,
@@ -424,6 +425,46 @@ async fn a_hang_up_cancels_the_upstream_and_an_agent_has_a_cap_on_calls_at_once(
     assert_holds_released(&server).await;
     // The slot is free again.
     assert_eq!(call(&server, &id, &token, hello(MODEL)).await.0, 200);
+    assert_books_balance(&server, &account).await;
+}
+
+/// An upstream that goes quiet mid-stream for longer than the upstream timeout: the agent
+/// has the events sent so far, then its answer breaks off (not a clean end it could take
+/// for the whole answer); the call settles as failed, saying why, and its hold is released.
+async fn a_stream_that_stalls_fails_the_call_and_ends_the_answer(backend: Backend) {
+    let fake = FakeModels::start().await;
+    let server =
+        start_gateway(backend, &fake, |config| config.hosting.models.upstream_timeout = Duration::from_secs(1)).await;
+    let account = server.account(1_000).await;
+    let api = server.api(Some(&account));
+    let (id, token) = agent_with_token(&api).await;
+    fake.set_delay(5_000);
+
+    let mut body = hello(MODEL);
+    body["stream"] = json!(true);
+    let mut stream = open_stream(&server, &id, &token, &body).await;
+    let started = std::time::Instant::now();
+    let rest = loop {
+        match stream.chunk().await {
+            Ok(Some(_)) => {}
+            end => break end,
+        }
+    };
+    assert!(rest.is_err(), "the answer broke off rather than ending: {rest:?}");
+    assert!(started.elapsed() < Duration::from_secs(4), "it broke off at the timeout, not the upstream's next chunk");
+    let failed = format!(
+        "SELECT COUNT(*) FROM model_calls WHERE instance_id = '{id}' AND status = 'failed' \
+         AND error LIKE '%sent nothing for 1 s%'"
+    );
+    assert_eq!(eventually(&server, &failed, 1).await, 1);
+    for _ in 0..100 {
+        if fake.open_streams() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(fake.open_streams(), 0, "the upstream call was dropped");
+    assert_holds_released(&server).await;
     assert_books_balance(&server, &account).await;
 }
 
