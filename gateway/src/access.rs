@@ -1,4 +1,4 @@
-//! Who may call the dashboard side of roost (DESIGN.md, "Observing": access).
+//! Who may call the dashboard side of roost (docs/api.md#dashboard-access).
 //!
 //! One policy for the whole port, gRPC included, keyed by path:
 //! - open: `/healthz`, `/skill.md`, `/api/runtimes` (the catalogue), grpc.health and reflection;

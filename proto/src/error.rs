@@ -1,4 +1,4 @@
-//! The error table: one reason, one HTTP status, one gRPC code (DESIGN.md "Errors").
+//! The error table: one reason, one HTTP status, one gRPC code (docs/architecture.md#errors).
 //!
 //! The core fails with an [`ApiError`]; it travels as a `tonic::Status` whose details hold a
 //! `google.rpc.ErrorInfo` with the reason, so every adapter (REST, SSE, MCP) recovers the

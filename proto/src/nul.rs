@@ -1,6 +1,6 @@
 //! Finding U+0000 in a request, wherever it is.
 //!
-//! roost's rule for NUL characters (issue "Trust", DESIGN.md errors): a request field that
+//! roost's rule for NUL characters (docs/architecture.md#errors): a request field that
 //! holds one is refused at the API boundary with 400 `invalid_argument` naming the field,
 //! because PostgreSQL's text cannot store it and no client means to send it. (Telemetry is
 //! different: ingest replaces NUL and stores the rest, since exporters cannot fix what they

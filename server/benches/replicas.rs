@@ -1,4 +1,4 @@
-//! Replicas on one PostgreSQL (DESIGN.md target: agent takeover after a replica is killed
+//! Replicas on one PostgreSQL (docs/architecture.md#performance-targets: agent takeover after a replica is killed
 //! < lease TTL + 5 s), with the real `roost` binary.
 //!
 //! `cargo bench -p roost-server --bench replicas` (release build; needs the PostgreSQL the

@@ -1,4 +1,4 @@
-//! Start-up and idle footprint of the real `roost` binary (DESIGN.md targets: start to
+//! Start-up and idle footprint of the real `roost` binary (docs/architecture.md#performance-targets: start to
 //! `/healthz` < 300 ms, idle memory < 40 MB).
 //!
 //! `cargo bench -p roost-server --bench startup` (release build). For each run it starts

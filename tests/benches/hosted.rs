@@ -1,4 +1,4 @@
-//! Hosted-agent benchmarks (DESIGN.md targets: echo turn overhead p50 < 1 ms and ≥ 10,000
+//! Hosted-agent benchmarks (docs/architecture.md#performance-targets: echo turn overhead p50 < 1 ms and ≥ 10,000
 //! turns/s across 1,000 agents; provision → running < 50 ms for echo, < 1 s for a process),
 //! and at the end a `GET /metrics` scrape with those agents and every turn series filled.
 //!

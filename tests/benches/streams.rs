@@ -1,4 +1,4 @@
-//! Stream benchmark (DESIGN.md target: ingest → SSE client p99 < 50 ms with 10 clients per
+//! Stream benchmark (docs/architecture.md#performance-targets: ingest → SSE client p99 < 50 ms with 10 clients per
 //! stream).
 //!
 //! `cargo bench -p roost-tests --bench streams` runs the real server in this process

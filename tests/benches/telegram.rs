@@ -1,4 +1,4 @@
-//! Telegram channel benchmark (DESIGN.md's target: message → reply sent, echo runtime,
+//! Telegram channel benchmark (docs/architecture.md#performance-targets: message → reply sent, echo runtime,
 //! p99 < 200 ms after getUpdates returns). One echo agent with a bot on the suite's fake
 //! Bot API; messages one at a time, each from its own chat (so the one-message-a-second
 //! pacing per chat never applies), at most 20 a second (a bot sends at most 25 a second:

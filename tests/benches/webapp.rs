@@ -1,4 +1,4 @@
-//! Web-app benchmarks: the server time of the signed-in pages (DESIGN.md's page target,
+//! Web-app benchmarks: the server time of the signed-in pages (docs/architecture.md#performance-targets, the page target,
 //! p99 < 20 ms) for an account with many agents and charges; what a sign-in costs; and
 //! that a wrong password and an unknown email cost the same (argon2 against the stored
 //! hash, or against the decoy).

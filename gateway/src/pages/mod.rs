@@ -1,5 +1,5 @@
 //! The dashboard's pages: server-rendered HTML over the same core service traits as REST
-//! (DESIGN.md, "Web pages"). Nothing here touches the store; a page is a few core calls and
+//! (docs/architecture.md#pages). Nothing here touches the store; a page is a few core calls and
 //! a template, and its footer names those calls as REST would make them.
 //!
 //! Pages work read-only with JavaScript off. Our own small script (`web/static/roost.js`)

@@ -1,4 +1,4 @@
-//! The hosted agent API of seeds/hosted-agent-api.md, over `AgentService`.
+//! The hosted agent API (docs/hosting.md), over `AgentService`.
 
 use axum::{
     Json,

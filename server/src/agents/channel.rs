@@ -1,4 +1,4 @@
-//! The Telegram channel of a running agent (DESIGN.md "Telegram"): roost itself talks to
+//! The Telegram channel of a running agent (docs/architecture.md#telegram): roost itself talks to
 //! the agent's bot, whatever its runtime.
 //!
 //! A channel belongs to one generation of the agent (one boot): it starts when the agent

@@ -51,7 +51,7 @@ impl Settings {
     }
 }
 
-/// Lifecycle states (DESIGN.md "Hosted agents"). Stored as their lower-case names.
+/// Lifecycle states (docs/architecture.md#hosted-agents). Stored as their lower-case names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
     /// Booting after provision or resume.

@@ -1,5 +1,5 @@
 //! Which turns are metered, at what price, and their admission against the account's
-//! credits (DESIGN.md "Billing": managed-model turns are metered).
+//! credits (docs/architecture.md#money: managed model calls are metered).
 //!
 //! - The `assistant` and `process` runtimes call their models through the model gateway
 //!   ([`crate::llm`]), which admits, prices and charges each call (one ledger row per call);

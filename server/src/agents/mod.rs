@@ -1,4 +1,4 @@
-//! Hosted agents (seeds/hosted-agent-api.md with DESIGN.md's decisions): provisioning and
+//! Hosted agents (the hosted-agent API, docs/hosting.md, with the decisions in docs/architecture.md#hosted-agents): provisioning and
 //! the lifecycle, synchronous turns, activity, and each agent's Telegram bot ([`channel`]).
 //! [`Hosting`] is the core; [`service`] is its gRPC face, which the REST gateway (and MCP)
 //! call.
@@ -7,7 +7,7 @@
 //! the live agent, under the agent's lifecycle lock. Reads of an agent take its status from
 //! the live agent, so a client that sees `running` can message it.
 //!
-//! Replicas (DESIGN.md "Replicas"): each agent runs on the replica holding its lease
+//! Replicas (docs/architecture.md#replicas): each agent runs on the replica holding its lease
 //! ([`ownership`]); a call for it that reaches another replica is forwarded to the owner
 //! ([`routing`], `crate::cluster::peers`). The registry holds this replica's agents only;
 //! reads of any agent come from the store.

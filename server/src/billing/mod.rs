@@ -1,5 +1,5 @@
 //! Billing: 30-day periods paid in advance from an account's credits, pro-rata refunds,
-//! metered model usage, the ledger every movement is written to (DESIGN.md "Billing"), and
+//! metered model usage, the ledger every movement is written to (docs/architecture.md#money), and
 //! top-ups bought through Stripe Checkout ([`stripe`], [`top_ups`], [`service`]).
 //!
 //! Every movement is one transaction that locks the account row first ([`MoneyTx`]), so

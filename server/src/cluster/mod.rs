@@ -1,4 +1,4 @@
-//! Several `roost serve` on one store (DESIGN.md "Replicas"). Each process is a replica with
+//! Several `roost serve` on one store (docs/architecture.md#replicas). Each process is a replica with
 //! an id of its own. Work that must happen once per cluster runs under a leader lease
 //! ([`leader`]); each hosted agent runs on the replica holding its agent lease
 //! (`crate::agents::ownership`), and calls for it that arrive elsewhere are forwarded there

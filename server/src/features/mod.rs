@@ -1,4 +1,4 @@
-//! Feature APIs (DESIGN.md "Feature APIs"): presentation-shaped answers for the dashboard's
+//! Feature APIs (docs/architecture.md#observing): presentation-shaped answers for the dashboard's
 //! pages, built on the same store as q/1, served by `FeatureService`.
 //!
 //! A feature that cannot answer (its store query failed) answers empty with a `warning`

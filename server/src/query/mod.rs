@@ -1,4 +1,4 @@
-//! The versioned q/1 query contract over the observed store (DESIGN.md "Query API").
+//! The versioned q/1 query contract over the observed store (docs/query.md).
 //!
 //! [`registry::SHAPES`] declares every shape; [`QueryCore`] (the gRPC QueryService) checks
 //! arguments against it and runs the shape. REST and MCP call QueryService.

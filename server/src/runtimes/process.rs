@@ -658,7 +658,7 @@ fn is_event_stream(resp: &reqwest::Response) -> bool {
         .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("text/event-stream"))
 }
 
-/// A `process` runtime's streamed turn (`docs/runtimes.md`): `delta` events
+/// A `process` runtime's streamed turn (`docs/hosting.md#runtimes`): `delta` events
 /// (`{"text"}`), then one `done` (`{"reply"?, "usage"?, "model"?}`; without `reply`, the
 /// reply is the deltas joined), or an `error` (`{"error"}`) that fails the turn. A stream
 /// that ends without either is cut short.

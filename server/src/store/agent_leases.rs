@@ -1,4 +1,4 @@
-//! Agent leases and the replicas table (DESIGN.md "Replicas").
+//! Agent leases and the replicas table (docs/architecture.md#replicas).
 //!
 //! Every live hosted agent has a lease row: the replica that owns it (boots its machine,
 //! runs its turns and its Telegram channel), the epoch of that ownership and when it

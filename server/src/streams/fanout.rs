@@ -1,4 +1,4 @@
-//! Live streams across replicas (DESIGN.md "Replicas"): what one replica ingests reaches
+//! Live streams across replicas (docs/architecture.md#replicas): what one replica ingests reaches
 //! the brain and log streams of every replica on the same PostgreSQL.
 //!
 //! The transaction that stores rows also sends `NOTIFY roost_live` with their ids (spans,

@@ -1,4 +1,4 @@
-//! Live streams (DESIGN.md "Streams"): the brain stream of agent activity, the health
+//! Live streams (docs/observing.md#live-streams): the brain stream of agent activity, the health
 //! stream and the log stream, each a [`hub::Hub`] the ingest path publishes into after
 //! commit and the `StreamService` rpcs (and the SSE routes over them) read from.
 

@@ -1,4 +1,4 @@
-//! Telegram, the messaging channel of hosted agents (DESIGN.md "Telegram"): a typed
+//! Telegram, the messaging channel of hosted agents (docs/architecture.md#telegram): a typed
 //! Bot API client of our own ([`client`]), the channel's store ([`inbox`], [`pairing`]),
 //! how replies are cut to Telegram's message size ([`split`]) and paced to its rate limits
 //! ([`pacer`]), and the channel's API view ([`view`]). The channel itself runs with the

@@ -1,4 +1,4 @@
-//! Hosted agents' turns as observed activity (DESIGN.md: "the two halves meet"): each
+//! Hosted agents' turns as observed activity (docs/architecture.md#hosted-turns-as-activity): each
 //! turn becomes an event of type `turn` whose session and agent are the agent's instance
 //! id (and whose run is none: ""), so q/1, the transcript and the live streams show hosted
 //! agents with no setup.

@@ -1,4 +1,4 @@
-//! Self-update (seed: "Self-Update"; DESIGN.md "Self-update"): the update worker, the
+//! Self-update (docs/operations.md#self-update): the update worker, the
 //! crash-loop guard with rollback, failed-version backoff, plan-driven auto_update and the
 //! kill switch.
 //!

@@ -1,4 +1,4 @@
-//! Browser sessions of the web app, in our own table (DESIGN.md "Web app accounts").
+//! Browser sessions of the web app, in our own table (docs/architecture.md#pages).
 //!
 //! A session is a random 256-bit token (`rws_` and 52 base32 characters) held by the
 //! browser in an HttpOnly cookie; the store keeps only its SHA-256, so a copy of the

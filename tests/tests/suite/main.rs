@@ -14,6 +14,7 @@ mod mcp;
 mod observe;
 mod ops;
 mod pages;
+mod repository;
 mod rest_errors;
 mod senders;
 mod store;

@@ -1,4 +1,4 @@
-//! The hosted web app (DESIGN.md "Web pages", "Web app accounts"): sign-up, sign-in and
+//! The hosted web app (docs/architecture.md#pages): sign-up, sign-in and
 //! invites ([`auth`]); the signed-in home with the account's agents ([`home`]); one
 //! agent's page with its config, lifecycle buttons, activity and chat ([`instance`]) and
 //! its files ([`files`]); API keys ([`developers`]); credits and Stripe top-ups

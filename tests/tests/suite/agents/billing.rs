@@ -1,4 +1,4 @@
-//! Billing as DESIGN.md has it: renewals each period, suspension when unpaid, resume
+//! Billing as docs/architecture.md#money has it: renewals each period, suspension when unpaid, resume
 //! paying the renewal, and metered managed-model turns, with an OpenAI-compatible upstream
 //! played by a local server.
 
