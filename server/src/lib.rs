@@ -9,6 +9,7 @@ pub mod agents;
 pub mod auth;
 pub mod billing;
 pub mod build_info;
+pub mod callers;
 pub mod cli;
 pub mod cluster;
 pub mod config;

@@ -82,7 +82,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     let turn_events = TurnEvents::new(telemetry.clone());
     // Process runtimes send their telemetry back here, each with its own agent token.
     let mut access = config.access.clone();
-    let agent_tokens = crate::runtimes::tokens::AgentTokens::default();
+    let agent_tokens = crate::callers::tokens::AgentTokens::default();
     access.agent_tokens = Some(Arc::new(agent_tokens.clone()));
     let advertised = config.advertise_addr.clone().unwrap_or_else(|| reachable(addr).to_string());
     // Other replicas call this one by its advertised name.

@@ -49,7 +49,7 @@ impl From<TurnRow> for Turn {
             "interrupted" => TurnStatus::Interrupted,
             _ => TurnStatus::Unspecified,
         };
-        let trace_id = if row.traced { hex::encode(crate::llm::turn_trace(&row.id).0) } else { String::new() };
+        let trace_id = if row.traced { hex::encode(crate::callers::turn_trace(&row.id).0) } else { String::new() };
         Turn {
             id: row.id,
             status: status as i32,

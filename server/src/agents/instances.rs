@@ -7,7 +7,7 @@ use roost_proto::{
 
 use crate::{
     Result,
-    runtimes::ModelMode,
+    callers::ModelMode,
     secrets::Sealed,
     store::{Store, impl_for_connections, on_reader},
     time::timestamp_ms,

@@ -3,7 +3,7 @@
 
 use roost_proto::{ApiError, ErrorReason, v1};
 
-use crate::runtimes::ModelMode;
+use crate::callers::ModelMode;
 
 /// Largest brief, in bytes (UTF-8).
 pub const MAX_BRIEF_BYTES: usize = 16 * 1024;

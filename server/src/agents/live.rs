@@ -61,7 +61,7 @@ pub struct Agent {
     /// Bounds the queue: a permit per caller waiting or running.
     pub queue: Arc<Semaphore>,
     /// The turn running now, which the agent's model calls through the gateway join.
-    pub model_turn: crate::llm::TurnSlot,
+    pub model_turn: crate::callers::TurnSlot,
     /// The epoch of this replica's lease of the agent: its writes go in only while the
     /// lease is still held at it. A lease taken again later makes a new `Agent`.
     pub epoch: i64,
@@ -97,7 +97,7 @@ impl Agent {
             lifecycle: tokio::sync::Mutex::new(()),
             turns: Arc::new(tokio::sync::Mutex::new(())),
             queue: Arc::new(Semaphore::new(queue_depth)),
-            model_turn: crate::llm::TurnSlot::default(),
+            model_turn: crate::callers::TurnSlot::default(),
             epoch,
             next_seq: AtomicI64::new(1),
         }

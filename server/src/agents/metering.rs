@@ -23,7 +23,8 @@ use crate::{
         holds::{MeteredCall, estimate_nanocents},
         metering::ModelPrice,
     },
-    runtimes::{DriverSpec, Machine, ModelMode, RuntimeSpec, TurnInput, TurnOutput},
+    callers::ModelMode,
+    runtimes::{DriverSpec, Machine, RuntimeSpec, TurnInput, TurnOutput},
     time::now_ms,
 };
 

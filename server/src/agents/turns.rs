@@ -25,9 +25,9 @@ use super::{Hosting, limits, live::Agent, recorder::TurnRecord, routing::Route};
 use crate::{
     Result,
     billing::money::nanocents_to_cents,
+    callers::TurnTotals,
     cluster::peers::forwarded_error,
     ids::new_sortable_id,
-    llm::TurnTotals,
     runtimes::{TurnInput, TurnOutput},
     telemetry::{rows::EventRow, turns::detail},
     time::{now_ms, timestamp_ms},

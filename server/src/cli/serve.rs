@@ -339,7 +339,7 @@ impl ServeArgs {
         models.max_body_bytes = (self.llm_max_body_mb as usize) << 20;
         models.max_calls_per_agent = self.llm_max_calls_per_agent as usize;
         models.upstream_timeout = Duration::from_secs(self.llm_upstream_timeout_secs);
-        models.turn_limits = crate::llm::TurnLimits {
+        models.turn_limits = crate::callers::TurnLimits {
             max_calls: self.llm_max_calls_per_turn,
             max_cost_nanocents: self.llm_max_turn_spend_cents * crate::billing::metering::NANOCENTS_PER_CENT,
         };

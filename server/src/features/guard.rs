@@ -8,7 +8,7 @@
 //!
 //! Both count only what roost attributed to the agent (`agent_instance`): its turns, its
 //! model gateway calls and egress, and the spans its runtime sent with its own agent token
-//! (`crate::runtimes::tokens`). Of those, spend counts only what roost metered: the cost
+//! (`crate::callers::tokens`). Of those, spend counts only what roost metered: the cost
 //! a runtime reports about itself is no cost (`crate::telemetry::agent_claims`), while its
 //! tool calls are what `tool_loop` watches. Telemetry that merely names the agent (a
 //! `session.id`, an agent id), whoever sends it (another account's node push, a dashboard

@@ -5,7 +5,7 @@
 //!   `GET /llm/v1/models` (OpenAI Chat Completions), `POST /llm/anthropic/v1/messages`
 //!   (Anthropic Messages); streamed and not, tool calls passed through untouched. The
 //!   OpenAI Responses API is not served yet.
-//! - **Callers** are hosted agents only: each boot's agent token ([`crate::runtimes::tokens`])
+//! - **Callers** are hosted agents only: each boot's agent token ([`crate::callers::tokens`])
 //!   is its runtime's `OPENAI_API_KEY` and `ANTHROPIC_API_KEY`, presented as
 //!   `Authorization: Bearer` (OpenAI; current Anthropic SDKs too) or `x-api-key` (Anthropic
 //!   only). Anything else is 401.
@@ -24,7 +24,7 @@
 //!   which is not forwarded to a client that did not ask. byok calls are recorded and
 //!   costed, never charged.
 //! - **Observed:** each call is a `model_calls` row and a GenAI span in the agent's session,
-//!   under the running turn's trace ([`TurnSlot`]) or in a trace of its own between turns.
+//!   under the running turn's trace ([`crate::callers::TurnSlot`]) or in a trace of its own between turns.
 //! - **Limits:** a request body cap (413), a per-agent cap on calls at once (429 with
 //!   `Retry-After`), a per-turn cap on calls and on spend (429 `turn_limit`, and the turn
 //!   fails saying so: [`TurnLimits`]), an upstream timeout (to the answer's headers,
@@ -40,7 +40,6 @@ mod openai;
 mod record;
 pub(crate) mod spans;
 pub(crate) mod sse;
-mod turn_meter;
 mod writer;
 
 use std::{
@@ -67,7 +66,6 @@ use tracing::warn;
 
 pub use answer::{Answer, CallUsage};
 pub use record::CallRecord;
-pub use turn_meter::{TurnCall, TurnLimits, TurnMeter, TurnSlot, TurnTotals, turn_trace};
 
 use crate::{
     billing::{
@@ -75,11 +73,11 @@ use crate::{
         metering::{ModelPrice, PriceBook},
         windows::{Admitted, CreditWindows},
     },
-    ids::new_sortable_id,
-    runtimes::{
-        ModelMode,
+    callers::{
+        ModelMode, TurnCall, TurnLimits, TurnTotals,
         tokens::{AgentIdentity, AgentTokens},
     },
+    ids::new_sortable_id,
     store::Store,
     telemetry::Telemetry,
     time::now_ms,

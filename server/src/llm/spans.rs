@@ -160,7 +160,7 @@ pub fn turn_span(
     (started_at, ended_at): (i64, i64),
     error: Option<&str>,
 ) -> ExportTraceServiceRequest {
-    let (trace_id, span_id) = super::turn_trace(turn_id);
+    let (trace_id, span_id) = crate::callers::turn_trace(turn_id);
     let span = Span {
         trace_id: trace_id.to_vec(),
         span_id: span_id.to_vec(),

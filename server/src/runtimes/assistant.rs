@@ -25,9 +25,9 @@ use serde_json::json;
 use super::{
     Machine, MachineSpec, TurnInput, TurnOutput,
     streaming::{MAX_STREAMED_REPLY, each_event, openai_chunk},
-    tokens::AgentIdentity,
 };
 use crate::{
+    callers::tokens::AgentIdentity,
     ids::new_id,
     llm::{Api, ModelGateway},
     store::{Store, on_reader, on_writer},
@@ -55,7 +55,7 @@ impl AssistantDriver {
         Arc::new(AssistantMachine {
             store: self.store.clone(),
             models: self.models.clone(),
-            agent: Arc::new(AgentIdentity::of(spec)),
+            agent: Arc::new(spec.identity()),
             brief: spec.brief.clone(),
             model: spec.model.clone(),
             history: tokio::sync::Mutex::new(None),

@@ -95,8 +95,8 @@ pub struct RuntimeSpec {
 
 impl RuntimeSpec {
     /// The limits of one of its turns, `defaults` where it sets none.
-    pub fn turn_limits(&self, defaults: crate::llm::TurnLimits) -> crate::llm::TurnLimits {
-        crate::llm::TurnLimits {
+    pub fn turn_limits(&self, defaults: crate::callers::TurnLimits) -> crate::callers::TurnLimits {
+        crate::callers::TurnLimits {
             max_calls: self.max_calls_per_turn.unwrap_or(defaults.max_calls),
             max_cost_nanocents: self.max_turn_spend_cents.map_or(defaults.max_cost_nanocents, |cents| {
                 cents.saturating_mul(crate::billing::metering::NANOCENTS_PER_CENT)

@@ -18,7 +18,6 @@ pub mod procfs;
 mod slots;
 mod spawner;
 pub(crate) mod streaming;
-pub mod tokens;
 pub mod workspace;
 
 use std::sync::Arc;
@@ -29,29 +28,7 @@ use crate::turn_stream::TurnStream;
 
 pub use catalogue::{Catalogue, DriverSpec, RuntimeSpec};
 
-/// Where an agent's model comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ModelMode {
-    /// The included, metered model.
-    Managed,
-    /// The agent's own PROVIDER_API_KEY.
-    Byok,
-}
-
-impl ModelMode {
-    /// The stored (and environment) name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Managed => "managed",
-            Self::Byok => "byok",
-        }
-    }
-
-    /// Parses a stored name; anything unknown is managed, the default.
-    pub fn parse(name: &str) -> Self {
-        if name == "byok" { Self::Byok } else { Self::Managed }
-    }
-}
+use crate::callers::{ModelMode, TurnSlot, tokens::AgentIdentity};
 
 /// Everything a driver needs to start an agent's machine. It holds the agent's secrets
 /// opened (the runtime needs them plain), so it lives only as long as a boot, and its
@@ -63,7 +40,7 @@ pub struct MachineSpec {
     /// Its owner, who pays for its managed model calls.
     pub account_id: String,
     /// The turn it is running (its model calls belong to it).
-    pub turn: crate::llm::TurnSlot,
+    pub turn: TurnSlot,
     /// Its catalogue entry.
     pub runtime: Arc<RuntimeSpec>,
     /// The standing brief.
@@ -76,6 +53,21 @@ pub struct MachineSpec {
     pub provider_api_key: Option<String>,
     /// Chat bot token, if set.
     pub messaging_bot_token: Option<String>,
+}
+
+impl MachineSpec {
+    /// The agent this machine is started for, as its model calls name it.
+    pub fn identity(&self) -> AgentIdentity {
+        AgentIdentity {
+            instance_id: self.instance_id.clone(),
+            account_id: self.account_id.clone(),
+            runtime_id: self.runtime.id.clone(),
+            model_mode: self.model_mode,
+            provider_api_key: self.provider_api_key.clone(),
+            turn: self.turn.clone(),
+            sandboxed: false,
+        }
+    }
 }
 
 impl std::fmt::Debug for MachineSpec {

@@ -61,10 +61,10 @@ use super::{
     slots::{Slot, Slots},
     spawner,
     streaming::{MAX_STREAMED_REPLY, each_event, openai_chunk},
-    tokens::{AgentIdentity, AgentToken, AgentTokens},
     workspace::Workspaces,
 };
 use crate::{
+    callers::tokens::{AgentToken, AgentTokens},
     sandbox::{self, Confined, Limits, Sandbox},
     store::ChildRecord,
     turn_stream::TurnStream,
@@ -185,7 +185,7 @@ impl ProcessDriver {
         // This boot's agent token, forgotten when the process ends; a sandboxed runtime's is
         // good on its own socket only.
         let sandboxed = matches!(self.sandbox, Sandbox::Ready(_));
-        let token = self.otlp.tokens.issue(AgentIdentity::of(spec).sandboxed(sandboxed));
+        let token = self.otlp.tokens.issue(spec.identity().sandboxed(sandboxed));
         let (argv, catalogue_env, launch_env, api, read_only, files) = match &program {
             Program::Packaged { installation, background } => {
                 let launch = installation.prepare(&packaged::Boot {

@@ -6,7 +6,7 @@
 //! that is not on loopback: an agent token opens the gateway and ingest (as its agent),
 //! the dashboard API stays shut even when roost trusts loopback, and any other path gets
 //! 404 before it is routed. One socket per agent, and every request on it handled as
-//! having arrived on that agent's socket ([`crate::runtimes::tokens::on_agent_socket`]):
+//! having arrived on that agent's socket ([`crate::callers::tokens::on_agent_socket`]):
 //! a sandboxed agent's token is good on its own socket only, so a token one agent stole
 //! from another (or from anywhere) opens nothing from its own sandbox, nor from roost's
 //! listener.
@@ -74,7 +74,7 @@ pub async fn serve(
                     if !allowed(request.uri().path()) {
                         return Ok::<_, Infallible>(not_here());
                     }
-                    crate::runtimes::tokens::on_agent_socket(agent, app.oneshot(request.map(Body::new))).await
+                    crate::callers::tokens::on_agent_socket(agent, app.oneshot(request.map(Body::new))).await
                 }
             });
             let connection =

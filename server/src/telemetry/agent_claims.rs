@@ -1,5 +1,5 @@
 //! What a hosted agent's runtime may say about itself in the telemetry it sends with its
-//! own agent token ([`crate::runtimes::tokens`]).
+//! own agent token ([`crate::callers::tokens`]).
 //!
 //! An agent token proves which agent sent an export, and nothing more. A runtime runs
 //! whatever its account's messages make the model do, so what its telemetry *says* is a
@@ -40,7 +40,7 @@ use opentelemetry_proto::tonic::{
 
 use super::attribute_map::{BY_KEY, Field};
 pub use super::attributes::SELF_REPORTED;
-use crate::runtimes::tokens::AgentIdentity;
+use crate::callers::tokens::AgentIdentity;
 
 /// The hosted agent an item belongs to (`roost.instance.id`, also an agent id name of the
 /// attribute map).
@@ -190,8 +190,8 @@ mod tests {
     use super::*;
     use crate::{
         billing::metering::PriceBook,
-        llm::TurnSlot,
-        runtimes::ModelMode,
+        callers::ModelMode,
+        callers::TurnSlot,
         telemetry::{attributes::to_map, otlp},
     };
 

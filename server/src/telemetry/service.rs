@@ -29,12 +29,12 @@ use roost_proto::ApiError;
 use super::Telemetry;
 use crate::{
     auth::{Authenticator, bearer_token},
-    runtimes::tokens::{AgentIdentity, AgentTokens},
+    callers::tokens::{AgentIdentity, AgentTokens},
 };
 
 /// The OTLP collector services over the ingest core.
 ///
-/// An export whose bearer is an agent token (`crate::runtimes::tokens`) comes from that
+/// An export whose bearer is an agent token (`crate::callers::tokens`) comes from that
 /// hosted agent's runtime, and all of it (traces, logs and metrics) is the agent's: roost
 /// sets its session, conversation, instance and account from the token, whatever the body
 /// names, attributes its spans to the agent, and counts none of the usage it reports about

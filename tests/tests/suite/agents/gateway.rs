@@ -497,7 +497,7 @@ async fn an_unreachable_upstream_fails_the_call_without_charging_or_naming_it(ba
 async fn a_turn_in_a_loop_stops_at_its_limit_on_calls_or_on_spend(backend: Backend) {
     let fake = FakeModels::start().await;
     let server = start_gateway(backend, &fake, |config| {
-        config.hosting.models.turn_limits = roost_server::llm::TurnLimits { max_calls: 3, ..Default::default() };
+        config.hosting.models.turn_limits = roost_server::callers::TurnLimits { max_calls: 3, ..Default::default() };
     })
     .await;
     // Enough for five calls' holds at once (each holds 16,384 output tokens at 2 cents).

@@ -28,8 +28,8 @@ use std::{
 use roost_gateway::access::{AGENT_TOKEN_PREFIX, AgentTokenCheck};
 use sha2::{Digest as _, Sha256};
 
-use super::ModelMode;
-use crate::{ids::random_base32, llm::TurnSlot};
+use super::{ModelMode, TurnSlot};
+use crate::ids::random_base32;
 
 /// Who holds a token: the agent as its model calls need it. It holds the byok key opened,
 /// so its `Debug` leaves the key out.
@@ -52,19 +52,6 @@ pub struct AgentIdentity {
 }
 
 impl AgentIdentity {
-    /// The agent a machine is started for, as its model calls name it.
-    pub fn of(spec: &super::MachineSpec) -> Self {
-        Self {
-            instance_id: spec.instance_id.clone(),
-            account_id: spec.account_id.clone(),
-            runtime_id: spec.runtime.id.clone(),
-            model_mode: spec.model_mode,
-            provider_api_key: spec.provider_api_key.clone(),
-            turn: spec.turn.clone(),
-            sandboxed: false,
-        }
-    }
-
     /// The same agent, its runtime sandboxed or not.
     pub fn sandboxed(self, sandboxed: bool) -> Self {
         Self { sandboxed, ..self }
