@@ -42,21 +42,15 @@ use std::{net::SocketAddr, sync::Arc};
 use http::{HeaderMap, Method, header};
 use roost_proto::{ApiError, ErrorReason};
 
-use crate::{cookies, hosts::HostAllowList};
+use roost_kit::{
+    agent_tokens::{AGENT_TOKEN_PREFIX, AgentTokenCheck},
+    hosts::HostAllowList,
+};
+
+use crate::cookies;
 
 /// The dashboard's sign-in form (open: it is where refused page visitors are sent).
 pub const SIGN_IN_PATH: &str = "/dashboard/signin";
-
-/// What every agent token starts with: a hosted runtime's credential for what it sends
-/// roost (its telemetry), checked by the core.
-pub const AGENT_TOKEN_PREFIX: &str = "rat_";
-
-/// Whether a bearer is a live agent token. The core holds them; the policy asks, so an
-/// export carrying a made-up one is refused before its body is read.
-pub trait AgentTokenCheck: Send + Sync + std::fmt::Debug {
-    /// True while `token` is a running agent's.
-    fn is_live(&self, token: &str) -> bool;
-}
 
 /// The SSE paths, where a token may also come as `?token=`.
 pub const STREAM_PATHS: [&str; 3] = ["/api/brain-stream", "/api/health-stream", "/api/logs"];
@@ -233,7 +227,7 @@ impl AccessPolicy {
             format!(
                 "roost does not answer to the host {host} (a guard against DNS rebinding); if that is roost's name, \
                  start it with --allowed-hosts {name}",
-                name = crate::hosts::hostname(host)
+                name = roost_kit::hosts::hostname(host)
             ),
         ))
     }

@@ -17,10 +17,9 @@ use prost::Message;
 use roost_proto::{ApiError, ErrorReason};
 use serde::de::DeserializeOwned;
 
-use crate::{
-    HttpError,
-    budget::{Held, IngestBudget, JSON_EXPANSION, PROTOBUF_EXPANSION, gzip_stated_size},
-};
+use roost_kit::budget::{Held, IngestBudget, JSON_EXPANSION, PROTOBUF_EXPANSION, gzip_stated_size};
+
+use crate::HttpError;
 
 /// How a body is (and its answer will be) encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

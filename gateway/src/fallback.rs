@@ -7,7 +7,7 @@ use axum::{
 use http::header::CONTENT_TYPE;
 use roost_proto::ErrorReason;
 
-use crate::HttpError;
+use roost_kit::HttpError;
 
 /// Unknown path: 404 `not_found`, or UNIMPLEMENTED for a gRPC call to a method this build
 /// does not serve (so gRPC clients see a gRPC status, not an HTTP error).

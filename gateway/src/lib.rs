@@ -8,22 +8,16 @@
 pub mod access;
 pub mod access_layer;
 pub mod api;
-pub mod brake;
-pub mod budget;
 mod call;
 mod codec;
 pub mod cookies;
-mod error;
 mod extract;
 mod fallback;
-pub mod hosts;
 pub mod mcp;
-pub mod metrics;
 pub mod openapi;
 pub mod pages;
 mod routes;
 pub mod skill;
-pub mod streams;
 mod uri;
 pub mod usage;
 
@@ -43,8 +37,9 @@ use roost_proto::v1::{
 
 pub use access::AccessPolicy;
 pub use call::Call;
-pub use error::HttpError;
 pub use extract::{InstanceId, JsonBody, LimitQuery};
+/// The error answer every handler returns, from the crate the core shares.
+pub(crate) use roost_kit::HttpError;
 
 /// The core's services, as the gateway sees them: trait objects of the generated gRPC
 /// service traits, shared with the tonic servers on the same port.
@@ -53,7 +48,7 @@ pub struct Core {
     /// Health and version.
     pub system: Arc<dyn SystemService>,
     /// Hosted agents.
-    pub agents: Arc<streams::DynAgentService>,
+    pub agents: Arc<roost_kit::streams::DynAgentService>,
     /// The caller's account.
     pub accounts: Arc<dyn AccountService>,
     /// OTLP traces.
@@ -67,7 +62,7 @@ pub struct Core {
     /// q/1.
     pub query: Arc<dyn QueryService>,
     /// Live streams (SSE).
-    pub streams: Arc<streams::DynStreamService>,
+    pub streams: Arc<roost_kit::streams::DynStreamService>,
     /// Feature APIs of the dashboard's pages.
     pub features: Arc<dyn FeatureService>,
     /// Control endpoints.
@@ -85,11 +80,11 @@ pub struct Core {
     /// The MCP transport, started on first use.
     pub mcp: mcp::McpState,
     /// Use counts of routes and tools, drained by the core for the skills page.
-    pub usage: Arc<usage::UsageCounters>,
+    pub usage: Arc<roost_kit::usage::UsageCounters>,
     /// The brake on guessing dashboard tokens at `/dashboard/signin`.
-    pub token_brake: brake::Brake,
+    pub token_brake: roost_kit::brake::Brake,
     /// Ingest bytes in flight (OTLP/HTTP and node pushes here; OTLP/gRPC shares it).
-    pub ingest_budget: budget::IngestBudget,
+    pub ingest_budget: roost_kit::budget::IngestBudget,
 }
 
 /// Limits the gateway enforces before a request reaches the core.
@@ -113,7 +108,7 @@ impl Default for GatewayOptions {
         Self {
             max_json_body_bytes: 1024 * 1024,
             max_otlp_body_bytes: 32 * 1024 * 1024,
-            max_ingest_inflight_bytes: budget::DEFAULT_BYTES,
+            max_ingest_inflight_bytes: roost_kit::budget::DEFAULT_BYTES,
             sse_keepalive: std::time::Duration::from_secs(15),
             secure_cookies: false,
         }
@@ -138,6 +133,31 @@ pub fn sections() -> Vec<api::Routes> {
         skill::routes(),
         openapi::routes(),
     ]
+}
+
+/// What the skills page lists: every documented route, in the skill file's order, then
+/// every MCP tool, each without counts. The core fills in the counts; the list is the
+/// gateway's, so the page cannot drift from what is served.
+pub fn skill_catalogue() -> Vec<roost_proto::v1::Skill> {
+    use roost_kit::usage::Surface;
+    let routes = sections().into_iter().flat_map(|section| {
+        let title = section.title;
+        section.endpoints.into_iter().map(move |endpoint| roost_proto::v1::Skill {
+            surface: Surface::Rest.as_str().into(),
+            name: format!("{} {}", endpoint.verb.as_str(), endpoint.path),
+            section: title.into(),
+            summary: endpoint.summary.into(),
+            ..Default::default()
+        })
+    });
+    let tools = mcp::tools::TOOLS.iter().map(|tool| roost_proto::v1::Skill {
+        surface: Surface::Mcp.as_str().into(),
+        name: tool.name.into(),
+        section: "MCP tools".into(),
+        summary: tool.description.into(),
+        ..Default::default()
+    });
+    routes.chain(tools).collect()
 }
 
 /// The documented routes plus roost's JSON 404/405 fallbacks. gRPC services are added to

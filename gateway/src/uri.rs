@@ -13,7 +13,7 @@ use axum::{
 };
 use roost_proto::{ApiError, ErrorReason};
 
-use crate::HttpError;
+use roost_kit::HttpError;
 
 /// The middleware: refuses unreadable URIs, passes the rest on.
 pub(crate) async fn refuse_unreadable(req: Request, next: Next) -> Response {

@@ -184,8 +184,8 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         sandbox: hosting.sandbox().clone(),
     };
     let health_task = tokio::spawn(health::run(checks.clone(), live.clone(), workers.clone()));
-    let usage = Arc::new(roost_gateway::usage::UsageCounters::default());
-    let skills = Skills::new(store.clone(), usage.clone());
+    let usage = Arc::new(roost_kit::usage::UsageCounters::default());
+    let skills = Skills::new(store.clone(), usage.clone(), roost_gateway::skill_catalogue());
     let skills_task = tokio::spawn(skills.clone().run(workers.clone()));
     checks.workers.add("leader lease", leader_task.abort_handle());
     checks.workers.add("agent leases", ownership.abort_handle());
@@ -206,7 +206,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         checks.workers.add("upstream push", pusher.abort_handle());
     }
 
-    let requests = roost_gateway::metrics::RequestMetrics::default();
+    let requests = roost_kit::request_metrics::RequestMetrics::default();
     let metrics = Arc::new(Metrics::new(
         MetricSources {
             store: store.clone(),
@@ -245,7 +245,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         webapp: Arc::new(WebAppCore::new(auth.clone(), config.webapp.clone())),
         billing: Arc::new(BillingCore::new(auth.clone(), StripeClient::new(config.stripe.clone()))),
     };
-    let ingest_budget = roost_gateway::budget::IngestBudget::new(config.gateway.max_ingest_inflight_bytes);
+    let ingest_budget = roost_kit::budget::IngestBudget::new(config.gateway.max_ingest_inflight_bytes);
     let core = roost_gateway::Core {
         system: services.system.clone(),
         agents: services.agents.clone(),
@@ -273,7 +273,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     // Outside the access check, so refused requests are counted too.
     let app = router
         .layer(axum::middleware::from_fn_with_state(access, roost_gateway::access_layer::enforce))
-        .layer(axum::middleware::from_fn_with_state(requests, roost_gateway::metrics::record))
+        .layer(axum::middleware::from_fn_with_state(requests, roost_kit::request_metrics::record))
         .layer(TraceLayer::new_for_http());
 
     // Sandboxed runtimes reach the model gateway and OTLP ingest through a socket of their

@@ -19,11 +19,12 @@ use roost_proto::v1::{
 };
 use roost_proto::{ApiError, ErrorReason};
 
+use roost_kit::streams::RpcStream;
+
 use crate::{
     Call, Core, HttpError, InstanceId, JsonBody, LimitQuery,
     api::{Answer, Body, Endpoint, Routes},
     codec::read_limited,
-    streams::RpcStream,
 };
 
 /// Tells the core a message came over REST (MCP says "mcp"; gRPC clients say nothing).

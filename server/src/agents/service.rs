@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use futures::StreamExt as _;
-use roost_gateway::streams::RpcStream;
+use roost_kit::streams::RpcStream;
 use roost_proto::v1::{
     ConfigureRequest, ConfigureResponse, DeliverTelegramUpdateRequest, DeliverTelegramUpdateResponse, DestroyRequest,
     DestroyResponse, GetActivityRequest, GetActivityResponse, GetChannelRequest, GetChannelResponse,

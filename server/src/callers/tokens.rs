@@ -25,7 +25,7 @@ use std::{
     sync::{Arc, RwLock},
 };
 
-use roost_gateway::access::{AGENT_TOKEN_PREFIX, AgentTokenCheck};
+use roost_kit::agent_tokens::{AGENT_TOKEN_PREFIX, AgentTokenCheck};
 use sha2::{Digest as _, Sha256};
 
 use super::{ModelMode, TurnSlot};

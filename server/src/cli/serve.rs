@@ -384,7 +384,7 @@ impl ServeArgs {
             self.public_url.as_deref().is_some_and(|url| url.trim().to_ascii_lowercase().starts_with("https://"));
         // The names `--addr` and `--public-url` give are roost's own.
         let own = [Some(&self.addr), self.public_url.as_ref()];
-        config.access.hosts = roost_gateway::hosts::HostAllowList::new(
+        config.access.hosts = roost_kit::hosts::HostAllowList::new(
             self.allowed_hosts.iter().chain(&self.mcp_allowed_hosts).chain(own.into_iter().flatten()),
         );
         config.alerts_every = Duration::from_secs(self.alerts_check_secs);

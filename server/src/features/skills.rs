@@ -2,21 +2,15 @@
 //! its use count.
 //!
 //! The list is the gateway's own definitions (the routes it serves and documents in
-//! `/skill.md`, and its tool table), so the page cannot drift from the file. The counts come
+//! `/skill.md`, and its tool table), handed in when roost is wired up, so the page cannot
+//! drift from the file. The counts come
 //! from the gateway's in-memory counters, added to the `skill_usage` table every
 //! [`FLUSH_EVERY`], on shutdown, and before the page is answered. gRPC calls are not counted:
 //! the skill file documents REST and MCP.
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, LazyLock},
-    time::Duration,
-};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
-use roost_gateway::{
-    mcp::tools::TOOLS,
-    usage::{Surface, UsageCounters},
-};
+use roost_kit::usage::{Surface, Tally, UsageCounters};
 use roost_proto::v1::{GetSkillsResponse, Skill};
 use tokio_util::sync::CancellationToken;
 
@@ -34,12 +28,15 @@ pub const FLUSH_EVERY: Duration = Duration::from_secs(10);
 pub struct Skills {
     store: Store,
     counters: Arc<UsageCounters>,
+    /// Every route and tool, in the skill file's order, without counts.
+    catalogue: Vec<Skill>,
 }
 
 impl Skills {
-    /// Skills over `store`, flushing `counters` (the gateway's).
-    pub fn new(store: Store, counters: Arc<UsageCounters>) -> Arc<Self> {
-        Arc::new(Self { store, counters })
+    /// Skills over `store`, flushing `counters` (the gateway's), listing `catalogue` (the
+    /// gateway's routes and tools).
+    pub fn new(store: Store, counters: Arc<UsageCounters>, catalogue: Vec<Skill>) -> Arc<Self> {
+        Arc::new(Self { store, counters, catalogue })
     }
 
     /// Adds the counts made since the last flush to the store. On failure they are kept
@@ -58,7 +55,7 @@ impl Skills {
         }
     }
 
-    async fn write(&self, drained: &[(Surface, String, roost_gateway::usage::Tally)]) -> Result<()> {
+    async fn write(&self, drained: &[(Surface, String, Tally)]) -> Result<()> {
         on_writer!(self.store, |pool| {
             let mut tx = pool.begin().await?;
             for (surface, name, tally) in drained {
@@ -94,8 +91,11 @@ impl Skills {
     /// The page: every route and tool, with counts from the store. When the store cannot be
     /// read the list is still answered, with zero counts and the error.
     pub async fn page(&self) -> (GetSkillsResponse, Option<crate::Error>) {
-        let mut page =
-            GetSkillsResponse { skill_file: "/skill.md".into(), skills: CATALOGUE.clone(), warning: String::new() };
+        let mut page = GetSkillsResponse {
+            skill_file: "/skill.md".into(),
+            skills: self.catalogue.clone(),
+            warning: String::new(),
+        };
         let counts = match self.counts().await {
             Ok(counts) => counts,
             Err(err) => return (page, Some(err)),
@@ -118,29 +118,4 @@ impl Skills {
         })?;
         Ok(rows.into_iter().map(|(s, n, c, e, l)| ((s, n), (c, e, l))).collect())
     }
-}
-
-/// Every documented route, in the skill file's order, then every tool: fixed for a build,
-/// so built once rather than per page.
-static CATALOGUE: LazyLock<Vec<Skill>> = LazyLock::new(catalogue);
-
-fn catalogue() -> Vec<Skill> {
-    let routes = roost_gateway::sections().into_iter().flat_map(|section| {
-        let title = section.title;
-        section.endpoints.into_iter().map(move |endpoint| Skill {
-            surface: Surface::Rest.as_str().into(),
-            name: format!("{} {}", endpoint.verb.as_str(), endpoint.path),
-            section: title.into(),
-            summary: endpoint.summary.into(),
-            ..Skill::default()
-        })
-    });
-    let tools = TOOLS.iter().map(|tool| Skill {
-        surface: Surface::Mcp.as_str().into(),
-        name: tool.name.into(),
-        section: "MCP tools".into(),
-        summary: tool.description.into(),
-        ..Skill::default()
-    });
-    routes.chain(tools).collect()
 }

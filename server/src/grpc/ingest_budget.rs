@@ -1,4 +1,4 @@
-//! OTLP over gRPC within the ingest budget (`roost_gateway::budget`), as OTLP over HTTP is.
+//! OTLP over gRPC within the ingest budget (`roost_kit::budget`), as OTLP over HTTP is.
 //!
 //! tonic decodes a request as soon as its bytes are in, so the bytes are counted before it
 //! sees them: this layer reads the request body frame by frame, holding each frame's
@@ -17,7 +17,7 @@ use bytes::{Bytes, BytesMut};
 use futures::future::BoxFuture;
 use http::{Request, Response};
 use http_body_util::{BodyExt as _, Full};
-use roost_gateway::budget::{Held, IngestBudget, PROTOBUF_EXPANSION, gzip_stated_size};
+use roost_kit::budget::{Held, IngestBudget, PROTOBUF_EXPANSION, gzip_stated_size};
 use roost_proto::ApiError;
 use tonic::{body::Body, server::NamedService};
 use tower::Service;

@@ -12,7 +12,7 @@ use opentelemetry_proto::tonic::collector::{
     logs::v1::logs_service_server::LogsServiceServer, metrics::v1::metrics_service_server::MetricsServiceServer,
     trace::v1::trace_service_server::TraceServiceServer,
 };
-use roost_gateway::budget::IngestBudget;
+use roost_kit::budget::IngestBudget;
 use roost_proto::v1::{
     account_service_server::AccountServiceServer, agent_service_server::AgentServiceServer,
     billing_service_server::BillingServiceServer, control_service_server::ControlServiceServer,

@@ -58,7 +58,7 @@ use axum::{
 };
 use bytes::Bytes;
 use futures::StreamExt as _;
-use roost_gateway::HttpError;
+use roost_kit::HttpError;
 use roost_proto::{ApiError, ErrorReason};
 use serde_json::{Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};

@@ -3,7 +3,7 @@
 //! One registry per server (tests run several in one process, so nothing is global). Two
 //! kinds of figures go into it:
 //! - **Recorded as they happen**: requests and their latency (the gateway's
-//!   [`RequestMetrics`](roost_gateway::metrics::RequestMetrics)) and turns with their
+//!   [`RequestMetrics`](roost_kit::request_metrics::RequestMetrics)) and turns with their
 //!   duration ([`turns::TurnMetrics`]). These are counters and histograms.
 //! - **Sampled at the scrape**: what ingest stored and refused, the ingest and turn queues,
 //!   agents by status, stream clients, the store, the updater, the process. Reading them
@@ -26,7 +26,7 @@ use prometheus_client::{
     metrics::{MetricType, counter::ConstCounter, gauge::ConstGauge},
     registry::{Registry, Unit},
 };
-use roost_gateway::metrics::RequestMetrics;
+use roost_kit::request_metrics::RequestMetrics;
 use roost_proto::v1::MetricsFormat;
 
 use crate::{

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use futures::{StreamExt as _, stream};
-use roost_gateway::streams::RpcStream;
+use roost_kit::streams::RpcStream;
 use roost_proto::{
     ApiError, ErrorReason,
     v1::{

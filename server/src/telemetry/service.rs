@@ -23,7 +23,7 @@ use roost_proto::v1::{
 };
 use tonic::{Request, Response, Status};
 
-use roost_gateway::access::AGENT_TOKEN_PREFIX;
+use roost_kit::agent_tokens::AGENT_TOKEN_PREFIX;
 use roost_proto::ApiError;
 
 use super::Telemetry;

@@ -13,7 +13,7 @@ use roost_proto::{
 };
 use tonic::{Request, Response, Status};
 
-use roost_gateway::brake::Brake;
+use roost_kit::brake::Brake;
 
 use super::passwords;
 use crate::{

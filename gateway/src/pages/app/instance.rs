@@ -484,7 +484,7 @@ async fn message(
         req.metadata_mut().insert("x-roost-source", tonic::metadata::MetadataValue::from_static("web"));
         return match core.agents.stream_message(req).await {
             Ok(events) => crate::routes::agents::turn_events(&core, events.into_inner()),
-            Err(status) => crate::HttpError::from(status).into_response(),
+            Err(status) => roost_kit::HttpError::from(status).into_response(),
         };
     }
     let mut req = page.request(SendMessageRequest { instance_id: id.clone(), text: form.text });

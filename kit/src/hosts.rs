@@ -78,7 +78,7 @@ impl HostAllowList {
 }
 
 /// The host name of a `Host` value: lower case, without port, brackets or a trailing dot.
-pub(crate) fn hostname(host: &str) -> String {
+pub fn hostname(host: &str) -> String {
     let host = host.trim();
     let name = if let Some(rest) = host.strip_prefix('[') {
         // `[::1]:8900`
