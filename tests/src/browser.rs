@@ -175,9 +175,30 @@ impl Browser {
         path
     }
 
-    /// Resizes the window (390 wide for a phone).
+    /// Sets the viewport to `width` × `height` CSS pixels (390 wide for a phone). Headless
+    /// Chromium keeps a window at least 500 px wide, so resizing the window alone gives a
+    /// 500 px page; the size is set with DevTools' device-metrics emulation instead (through
+    /// chromedriver's CDP endpoint). It is not a mobile viewport (which would lay out a page
+    /// without `<meta name=viewport>`, such as `about:blank`, 980 px wide): every page is
+    /// laid out at exactly `width` CSS pixels.
     pub async fn resize(&self, width: u32, height: u32) {
-        self.client.set_window_size(width, height).await.expect("window size");
+        self.client.set_window_size(width.max(500), height).await.expect("window size");
+        let url = format!("{}/session/{}/goog/cdp/execute", self.driver_url, self.session);
+        let params = json!({
+            "width": width,
+            "height": height,
+            "deviceScaleFactor": 1,
+            "mobile": false,
+        });
+        let answer = reqwest::Client::new()
+            .post(url)
+            .json(&json!({ "cmd": "Emulation.setDeviceMetricsOverride", "params": params }))
+            .send()
+            .await
+            .expect("chromedriver's CDP endpoint");
+        assert!(answer.status().is_success(), "device metrics: {}", answer.text().await.unwrap_or_default());
+        let inner = self.client.execute("return window.innerWidth;", vec![]).await.expect("innerWidth");
+        assert_eq!(inner.as_u64(), Some(u64::from(width)), "the viewport is {width} px wide");
     }
 
     /// Ends the session and chromedriver.

@@ -254,10 +254,17 @@ async fn every_page_loads_without_console_errors() {
         return;
     }
     let server = TestServer::start(Backend::Sqlite).await;
-    send_turn(&server, "sess-every-page", "every page turn").await;
-    // Every page at desktop and phone width, in the light and the dark scheme: each
-    // loads clean, and none scrolls sideways at 390 px (wide tables scroll inside their
-    // own box). The screenshots are for people to look at.
+    send_turn(&server, "sess-every-page-with-a-long-conversation-id-0001", "every page turn").await;
+    // Hosted agents, so the guard's agent picker lists some.
+    let account = server.account(0).await;
+    let api = server.api(Some(&account));
+    for brief in ["first", "second"] {
+        api.provision("echo", brief).await;
+    }
+    // Every page at desktop and phone width (a true 390 px viewport), in the light and the
+    // dark scheme: each loads clean, and none scrolls sideways at 390 px (wide tables
+    // scroll inside their own box, or read as cards). The screenshots are for people to
+    // look at.
     for dark in [false, true] {
         let browser = if dark { Browser::start_dark().await } else { Browser::start().await };
         for (width, height) in [(1280, 800), (390, 844)] {
@@ -272,6 +279,20 @@ async fn every_page_loads_without_console_errors() {
                 let wide = browser.client.execute("return document.documentElement.scrollWidth;", vec![]).await;
                 let wide = wide.unwrap().as_f64().unwrap();
                 assert!(wide <= f64::from(width), "{path} is {wide} px wide at {width}");
+                // A list read as cards shows every figure of a row on screen at a phone's
+                // width, not two columns of thirteen with the rest scrolled out of view.
+                let cut = browser
+                    .client
+                    .execute(
+                        "const cells = [...document.querySelectorAll('table:is(.sessions, .sessionless, .traces) tbody tr:first-child td')]\
+                           .filter(td => getComputedStyle(td).display !== 'none');\
+                         return cells.filter(td => td.getBoundingClientRect().right > window.innerWidth)\
+                           .map(td => td.dataset.label || td.textContent.trim());",
+                        vec![],
+                    )
+                    .await
+                    .unwrap();
+                assert_eq!(cut, serde_json::json!([]), "{path} at {width}: cells off screen");
                 let name = path.trim_start_matches("/dashboard").trim_start_matches('/');
                 let name = if name.is_empty() { "dashboard" } else { name };
                 let suffix = match (width, dark) {
