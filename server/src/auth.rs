@@ -2,7 +2,7 @@
 //! that, a web-app session token in the `x-roost-session` metadata entry (the web pages
 //! set it from their HttpOnly session cookie) → its user's account.
 //!
-//! The gateway copies HTTP headers into gRPC metadata, so REST, gRPC and MCP callers are
+//! The HTTP adapters copy HTTP headers into gRPC metadata, so REST, gRPC and MCP callers are
 //! authenticated by this one [`Authenticator`]. The REST routes never turn a cookie into a
 //! session, so a browser cannot be made to call the API with its cookie (no CSRF there);
 //! only the pages, whose forms carry a CSRF field, do.

@@ -2,7 +2,8 @@
 //! and the wiring that serves gRPC, gRPC-web and the HTTP gateway on one port.
 //!
 //! The tonic service implementations in this crate are the only implementation of roost's
-//! API; the gateway (REST, SSE, OTLP/HTTP, MCP) calls them through their service traits.
+//! API; the HTTP adapters of `gateway/` (REST, SSE, OTLP/HTTP, MCP) call them through
+//! their service traits.
 
 pub mod accounts;
 pub mod agents;

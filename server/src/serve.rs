@@ -93,7 +93,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         .context("recording the replica id in the data directory")?;
     let peers = Peers::load(&store).await.context("reading the cluster's internal token")?;
     // Hosted agents' model calls (`/llm`): an adapter of another protocol (OpenAI's,
-    // Anthropic's), not of roost's API, so it is served beside the gateway's routes. The
+    // Anthropic's), not of roost's API, so it is served beside the HTTP adapters' routes. The
     // assistant runtime calls it in-process.
     let models = crate::llm::ModelGateway::new(
         config.hosting.models.clone(),

@@ -14,7 +14,7 @@
 //!
 //! Events go through an unbounded channel: what a turn can write is bounded by its reply
 //! and its model calls, which the turn holds anyway, and a slow reader must never hold the
-//! runtime or the gateway back. A turn nobody streams has no channel, and writing is free.
+//! runtime or the model gateway back. A turn nobody streams has no channel, and writing is free.
 
 use std::{
     collections::HashMap,

@@ -60,7 +60,7 @@ pub struct Agent {
     pub turns: Arc<tokio::sync::Mutex<()>>,
     /// Bounds the queue: a permit per caller waiting or running.
     pub queue: Arc<Semaphore>,
-    /// The turn running now, which the agent's model calls through the gateway join.
+    /// The turn running now, which the agent's model calls through the model gateway join.
     pub model_turn: crate::callers::TurnSlot,
     /// The epoch of this replica's lease of the agent: its writes go in only while the
     /// lease is still held at it. A lease taken again later makes a new `Agent`.

@@ -33,7 +33,7 @@ const HOLD_SLACK_MS: i64 = 60_000;
 
 impl Hosting {
     /// The price turns of `runtime` in `mode` on `model` are metered at; `None` when they
-    /// are not metered (the gateway meters their calls instead, or nothing is paid). 400
+    /// are not metered (the model gateway meters their calls instead, or nothing is paid). 400
     /// `unpriced_model` for a managed assistant on a model the price book does not price.
     pub(super) fn metered_price(
         &self,

@@ -131,7 +131,7 @@ impl Hosting {
     /// `<data_dir>/runtimes`, send telemetry to `otlp` (roost itself), and are recorded in
     /// the store under the installation id in `<data_dir>/installation_id`.
     ///
-    /// The `assistant` runtime calls its model through `models`, the gateway process
+    /// The `assistant` runtime calls its model through `models`, the model gateway process
     /// runtimes call over HTTP. Turns are reported to `turn_events` as observed activity,
     /// when given. Agents' secrets are sealed with `secret_key` (see [`crate::secrets`]).
     /// It runs as `replica`, forwarding calls for other replicas' agents through `peers`.

@@ -157,7 +157,7 @@ fn turn_stream(
 
 impl Hosting {
     /// A turn as observed activity, written with it. When its runtime called the model
-    /// through the gateway, those calls' spans carry the tokens and cost: the event names
+    /// through the model gateway, those calls' spans carry the tokens and cost: the event names
     /// them in its data but counts none itself, so nothing is counted twice.
     fn event_of(&self, turn: &TurnRecord, runtime: &str, calls: TurnTotals) -> EventRow {
         let data = serde_json::json!({
@@ -393,7 +393,7 @@ impl Hosting {
         };
         // A turn that outlives its replica is found by the next owner (`super::in_flight`).
         let mark = self.recorder.mark_in_flight(&record);
-        // The runtime's model calls through the gateway from now on are this turn's.
+        // The runtime's model calls through the model gateway from now on are this turn's.
         let limits = agent.runtime.turn_limits(self.config.models.turn_limits);
         let meter = agent.model_turn.begin(&turn_id, limits, events.clone());
         let outcome = tokio::select! {
@@ -425,7 +425,7 @@ impl Hosting {
                 if !events.deltas_sent() {
                     events.delta(&out.reply);
                 }
-                // A runtime calling models: its usage is what its calls through the gateway
+                // A runtime calling models: its usage is what its calls through the model gateway
                 // add up to, not what it says about itself.
                 let (input, output) = if agent.runtime.driver.calls_models() {
                     (calls.input_tokens, calls.output_tokens)

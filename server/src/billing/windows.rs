@@ -4,7 +4,7 @@
 //! A metered model call must not start once its account's credits are spent, and calls
 //! at once must not overdraw by more than about one call ([`super::holds`]). Asking the
 //! store for every call costs a write transaction (an fsync) before each call, more than
-//! the gateway's whole overhead budget. So each replica reserves a *window* of an
+//! the model gateway's whole overhead budget. So each replica reserves a *window* of an
 //! account's credits with one hold row (`win:<replica>:<account>`), sized for several
 //! calls, and admits calls against it in memory:
 //!
@@ -23,7 +23,7 @@
 //! The bound: the store never lets windows and holds together reserve more than the
 //! balance, and a window admits past its slack only the call that takes the slack below
 //! 0, so an account overdraws by at most one call's estimate per replica serving it.
-//! Charges are written by the gateway's recorder and drawn from the window in memory;
+//! Charges are written by the model gateway's recorder and drawn from the window in memory;
 //! until the window is re-sized or released its row still counts them, which makes the
 //! store's view of the account's free credits lower than the truth, never higher.
 
@@ -225,7 +225,7 @@ impl CreditWindows {
         Ok(())
     }
 
-    /// Releases idle windows and renews the rows of busy ones; the gateway runs it every
+    /// Releases idle windows and renews the rows of busy ones; the model gateway runs it every
     /// second.
     pub async fn tend(&self) {
         let windows: Vec<Arc<Window>> =

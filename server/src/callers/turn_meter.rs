@@ -1,7 +1,7 @@
 //! Which turn an agent's model calls belong to, and what they add up to.
 //!
 //! While a turn runs, its agent's [`TurnSlot`] holds the turn's [`TurnMeter`]: every model
-//! call the runtime makes through the gateway meanwhile is the turn's (its span goes under
+//! call the runtime makes through the model gateway meanwhile is the turn's (its span goes under
 //! the turn's trace, its tokens and charge into the turn's totals). Calls made between
 //! turns (heartbeats, background jobs) find the slot empty and stand alone.
 //!
@@ -13,7 +13,7 @@
 //!
 //! A turn has limits ([`TurnLimits`]): a runtime stuck in a loop (one fed the same tool
 //! request made ~1,200 model calls in five minutes) is stopped at a number of calls or an
-//! amount spent. Past either the gateway refuses the turn's calls (429 `turn_limit`) and
+//! amount spent. Past either the model gateway refuses the turn's calls (429 `turn_limit`) and
 //! the turn ends as failed, saying which limit it hit ([`TurnMeter::tripped`]). Spend is
 //! what the turn's answered calls cost (byok included: a loop burns the agent's own key
 //! too), so only calls made in parallel, already in flight when it is reached, may pass it.

@@ -1,10 +1,10 @@
 //! The skills page (`/api/skills`): what the skill file and the MCP tools offer, each with
 //! its use count.
 //!
-//! The list is the gateway's own definitions (the routes it serves and documents in
+//! The list is the HTTP adapters' own definitions (the routes they serve and document in
 //! `/skill.md`, and its tool table), handed in when roost is wired up, so the page cannot
 //! drift from the file. The counts come
-//! from the gateway's in-memory counters, added to the `skill_usage` table every
+//! from the HTTP adapters' in-memory counters, added to the `skill_usage` table every
 //! [`FLUSH_EVERY`], on shutdown, and before the page is answered. gRPC calls are not counted:
 //! the skill file documents REST and MCP.
 
@@ -33,8 +33,8 @@ pub struct Skills {
 }
 
 impl Skills {
-    /// Skills over `store`, flushing `counters` (the gateway's), listing `catalogue` (the
-    /// gateway's routes and tools).
+    /// Skills over `store`, flushing `counters` (the HTTP adapters'), listing `catalogue`
+    /// (their routes and tools).
     pub fn new(store: Store, counters: Arc<UsageCounters>, catalogue: Vec<Skill>) -> Arc<Self> {
         Arc::new(Self { store, counters, catalogue })
     }

@@ -1,6 +1,6 @@
-//! The Anthropic Messages protocol, as the gateway reads it: what an answer reports (whole,
+//! The Anthropic Messages protocol, as the model gateway reads it: what an answer reports (whole,
 //! or streamed as `message_start` … `message_delta` events). Anthropic's `input_tokens`
-//! leave out the cache's; the gateway adds them back (the GenAI convention).
+//! leave out the cache's; the model gateway adds them back (the GenAI convention).
 
 use serde_json::Value;
 

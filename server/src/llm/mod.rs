@@ -83,7 +83,7 @@ use crate::{
     time::now_ms,
 };
 
-/// The gateway's paths, below roost's root.
+/// The model gateway's paths, below roost's root.
 pub const PREFIX: &str = "/llm";
 
 /// Which protocol a call speaks.
@@ -125,7 +125,7 @@ impl std::fmt::Debug for Upstream {
     }
 }
 
-/// How the gateway is set up.
+/// How the model gateway is set up.
 #[derive(Debug, Clone)]
 pub struct GatewayConfig {
     /// Managed agents' OpenAI-compatible upstream (`--model-upstream-url`, `…-key`).
@@ -170,7 +170,7 @@ impl Default for GatewayConfig {
     }
 }
 
-/// The gateway; clones share it.
+/// The model gateway; clones share it.
 #[derive(Clone)]
 pub struct ModelGateway {
     inner: Arc<Inner>,
@@ -189,9 +189,9 @@ struct Inner {
     in_flight: Mutex<HashMap<String, Arc<Semaphore>>>,
 }
 
-/// Largest upstream answer the gateway reads whole (a non-streamed answer, an error).
+/// Largest upstream answer the model gateway reads whole (a non-streamed answer, an error).
 const MAX_ANSWER_BYTES: usize = 64 << 20;
-/// Request headers passed on to the upstream (auth is the gateway's own).
+/// Request headers passed on to the upstream (auth is the model gateway's own).
 const FORWARDED: [&str; 4] = ["accept", "anthropic-version", "anthropic-beta", "openai-beta"];
 /// Response headers passed back to the agent.
 const RETURNED: [&str; 5] = ["content-type", "retry-after", "x-request-id", "request-id", "openai-processing-ms"];
@@ -376,7 +376,7 @@ impl ModelGateway {
     }
 
     /// Admits a managed call that may cost `estimate` nanocents against its account's credits.
-    /// Calls answered but not yet written still count: before answering 402 the gateway
+    /// Calls answered but not yet written still count: before answering 402 the model gateway
     /// waits for them to be charged (a few milliseconds) and asks again, so an agent
     /// calling one call after another is never refused for its own last call.
     async fn admit(&self, account_id: &str, estimate: i64) -> Result<Admitted, ApiError> {
@@ -485,7 +485,7 @@ impl ModelGateway {
     }
 
     /// One model call of `agent`, from its request to its metered answer. `raw` is the
-    /// request as the agent sent it over HTTP, forwarded as it is unless the gateway adds
+    /// request as the agent sent it over HTTP, forwarded as it is unless the model gateway adds
     /// to it; a call roost makes itself has none, and its request is written once, here.
     async fn forward(
         &self,

@@ -1,6 +1,6 @@
-//! The OpenAI Chat Completions protocol, as the gateway reads it: how much output a
+//! The OpenAI Chat Completions protocol, as the model gateway reads it: how much output a
 //! request may be charged for, what an answer reports (whole, or streamed as
-//! `chat.completion.chunk`s), and which chunk is the usage-only one the gateway asked for
+//! `chat.completion.chunk`s), and which chunk is the usage-only one the model gateway asked for
 //! on the client's behalf.
 
 use serde_json::Value;
@@ -55,7 +55,7 @@ pub fn wants_usage(request: &Value) -> bool {
     request.pointer("/stream_options/include_usage") == Some(&Value::Bool(true))
 }
 
-/// Asks a streamed request's upstream for the usage chunk (which the gateway meters by).
+/// Asks a streamed request's upstream for the usage chunk (which the model gateway meters by).
 pub fn ask_usage(request: &mut Value) {
     if let Some(object) = request.as_object_mut() {
         let options = object.entry("stream_options").or_insert_with(|| Value::Object(Default::default()));

@@ -1,6 +1,6 @@
-//! Server-sent events as they pass through the gateway: the byte stream is cut into whole
+//! Server-sent events as they pass through the model gateway: the byte stream is cut into whole
 //! events (each ends with a blank line), so each goes to the client the moment its last
-//! line arrives, unchanged, and the gateway can read the ones that carry usage.
+//! line arrives, unchanged, and the model gateway can read the ones that carry usage.
 
 use bytes::{Bytes, BytesMut};
 

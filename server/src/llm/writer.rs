@@ -1,4 +1,4 @@
-//! The gateway's call writer: finished calls are stored and charged in batches, off the
+//! The model gateway's call writer: finished calls are stored and charged in batches, off the
 //! path of the agent's answer.
 //!
 //! A call's answer goes to the agent as soon as the upstream's last byte is through; the

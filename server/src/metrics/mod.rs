@@ -2,7 +2,7 @@
 //!
 //! One registry per server (tests run several in one process, so nothing is global). Two
 //! kinds of figures go into it:
-//! - **Recorded as they happen**: requests and their latency (the gateway's
+//! - **Recorded as they happen**: requests and their latency (the HTTP adapters'
 //!   [`RequestMetrics`](roost_kit::request_metrics::RequestMetrics)) and turns with their
 //!   duration ([`turns::TurnMetrics`]). These are counters and histograms.
 //! - **Sampled at the scrape**: what ingest stored and refused, the ingest and turn queues,

@@ -8,7 +8,7 @@
 //! every model call was a quarter of roost's share of a streamed reply's first text.
 //!
 //! Its model call goes through the model gateway ([`crate::llm`]) in-process, as the agent
-//! the call is for: the gateway routes it (the operator's upstream when managed, the
+//! the call is for: the model gateway routes it (the operator's upstream when managed, the
 //! provider with the agent's `PROVIDER_API_KEY` when byok), admits it against the
 //! account's credits, charges and traces it, exactly as it does a `process` runtime's
 //! calls. So there is one metering implementation, and the turn's usage and charge are
@@ -67,7 +67,7 @@ impl AssistantDriver {
 pub struct AssistantMachine {
     store: Store,
     models: ModelGateway,
-    /// Whom its calls are for: the gateway routes, meters and traces them as this agent's.
+    /// Whom its calls are for: the model gateway routes, meters and traces them as this agent's.
     agent: Arc<AgentIdentity>,
     brief: String,
     model: String,
@@ -150,7 +150,7 @@ impl Machine for AssistantMachine {
             kept.pop_front();
         }
         drop(history);
-        // Tokens are the gateway's to count (the turn adds up its calls).
+        // Tokens are the model gateway's to count (the turn adds up its calls).
         Ok(TurnOutput { reply, model: model.unwrap_or_else(|| self.model.clone()), ..TurnOutput::default() })
     }
 
@@ -161,7 +161,7 @@ impl Machine for AssistantMachine {
     }
 }
 
-/// The gateway's refusals (402 spent credits, 400 unpriced model, 409 a byok agent without
+/// The model gateway's refusals (402 spent credits, 400 unpriced model, 409 a byok agent without
 /// its key, 429 its caps) are the turn's; a model that cannot be reached is the runtime
 /// failing.
 fn refused(err: ApiError) -> ApiError {

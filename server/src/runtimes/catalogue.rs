@@ -79,11 +79,11 @@ pub struct RuntimeSpec {
     pub default_model: String,
     /// How to run it.
     pub driver: DriverSpec,
-    /// Model calls one turn may make, when the runtime sets its own (else the gateway's
+    /// Model calls one turn may make, when the runtime sets its own (else the model gateway's
     /// `--llm-max-calls-per-turn`).
     pub max_calls_per_turn: Option<u32>,
     /// What one turn's model calls may cost, in cents, when the runtime sets its own (else
-    /// the gateway's `--llm-max-turn-spend-cents`).
+    /// the model gateway's `--llm-max-turn-spend-cents`).
     pub max_turn_spend_cents: Option<i64>,
     /// What one of its agents may use in its sandbox (`memory_mb`, `cpus`,
     /// `max_processes`, `tmp_mb`, `disk_mb`; roost's defaults where it sets none).

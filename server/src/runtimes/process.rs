@@ -31,8 +31,8 @@
 //! (`OPENAI_*`, `ANTHROPIC_*`). Either way an agent never sees the database URL, dashboard
 //! tokens or keys. Its model comes through roost's model gateway ([`crate::llm`]): the
 //! variables the official SDKs read (`OPENAI_BASE_URL`, `OPENAI_API_KEY`,
-//! `ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY`) name the gateway and this boot's agent token.
-//! The agent's own `PROVIDER_API_KEY` and `MESSAGING_BOT_TOKEN` stay in roost: the gateway
+//! `ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY`) name the model gateway and this boot's agent token.
+//! The agent's own `PROVIDER_API_KEY` and `MESSAGING_BOT_TOKEN` stay in roost: the model gateway
 //! puts the key on the agent's calls upstream, and roost runs the Telegram channel itself.
 
 use std::{
@@ -701,7 +701,7 @@ async fn read_turn_stream(resp: reqwest::Response, events: &TurnStream) -> Resul
 }
 
 /// A packaged runtime's streamed chat answer: OpenAI Chat Completions chunks. Usage is the
-/// gateway's, as for a whole answer.
+/// model gateway's, as for a whole answer.
 async fn read_chat_stream(resp: reqwest::Response, events: &TurnStream) -> Result<TurnOutput, String> {
     let (mut reply, mut error) = (String::new(), None);
     each_event(resp.bytes_stream(), |_, data| {

@@ -3,7 +3,7 @@
 //! else of roost's API.
 //!
 //! Every request still passes the same access check as on roost's listener, as a caller
-//! that is not on loopback: an agent token opens the gateway and ingest (as its agent),
+//! that is not on loopback: an agent token opens the model gateway and ingest (as its agent),
 //! the dashboard API stays shut even when roost trusts loopback, and any other path gets
 //! 404 before it is routed. One socket per agent, and every request on it handled as
 //! having arrived on that agent's socket ([`crate::callers::tokens::on_agent_socket`]):

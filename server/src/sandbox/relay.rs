@@ -92,7 +92,7 @@ fn relay(args: RelayArgs) -> std::io::Result<u8> {
         exposed.push((*fd, super::enter::inherited(*fd)?, *addr));
     }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    // Listening first: the runtime's first call to the gateway must find it there.
+    // Listening first: the runtime's first call to the model gateway must find it there.
     let listeners = runtime.block_on(async {
         let mut forwards = Vec::new();
         for (addr, socket) in &args.forward {

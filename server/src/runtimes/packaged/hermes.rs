@@ -19,7 +19,7 @@
 //! documented where it is set: the tirith scanner's download, the tool-search gate's
 //! model lookup, the model catalogue refresh and lazy package installs. Hermes' update
 //! check (`hermes_cli/banner.py`) needs no switch: only its CLI banner, `hermes version`
-//! and its web dashboard call it, and roost runs none of them (the gateway does not).
+//! and its web dashboard call it, and roost runs none of them (Hermes' gateway does not).
 //!
 //! Off unless the catalogue entry sets `background_model_use = true`, because they spend
 //! credits unasked: the skill curator (a periodic model job) and the kanban dispatcher.
@@ -84,7 +84,7 @@ pub(super) fn prepare(install: &Path, boot: &Boot<'_>) -> Launch {
             // Installs of optional backends' packages from PyPI when first used: roost runs
             // only what its lock pinned and checked.
             "allow_lazy_installs": false,
-            // At boot, when it is missing, the gateway downloads the tirith command scanner's
+            // At boot, when it is missing, Hermes' gateway downloads the tirith command scanner's
             // *latest* release from GitHub (`tools/tirith_security.py`; after a failure,
             // again a day later): an unpinned binary roost's lock does not cover, which the
             // sandbox's egress usually refuses anyway (it then fails open, scanning

@@ -17,7 +17,7 @@
 //!   the runtime starts ([`crate::sandbox::relay::write_files`]).
 //! - Turns ([`ChatApi`]): a message to the runtime's `POST /v1/chat/completions` with a
 //!   session key stable for the agent's life, so the runtime keeps its conversation across
-//!   turns, pauses and restarts. Usage and cost come from the gateway, which sees every
+//!   turns, pauses and restarts. Usage and cost come from the model gateway, which sees every
 //!   model call the turn makes (tool loops included).
 
 mod hermes;
@@ -219,7 +219,7 @@ pub struct Boot<'a> {
     pub workspace: &'a Path,
     /// roost's model gateway as the runtime reaches it, OpenAI-style (`…/llm/v1`).
     pub gateway_url: &'a str,
-    /// This boot's agent token: the runtime's key to the gateway.
+    /// This boot's agent token: the runtime's key to the model gateway.
     pub agent_token: &'a str,
     /// The port its HTTP API listens on (127.0.0.1 of its sandbox).
     pub port: u16,

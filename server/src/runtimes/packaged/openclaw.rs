@@ -1,6 +1,6 @@
 //! OpenClaw's configuration for one boot.
 //!
-//! The gateway runs headless (`openclaw.mjs gateway run`, no wizard) on the Node roost
+//! OpenClaw's gateway (its own server) runs headless (`openclaw.mjs gateway run`, no wizard) on the Node roost
 //! installed beside it. Everything it keeps lives in the workspace: its state
 //! (`.openclaw/`, sessions and memory included), its log file (`.openclaw/logs/`; its
 //! default `/tmp/openclaw` would be shared by every agent) and its agent workspace (the
@@ -11,7 +11,7 @@
 //! the version it runs), the hosted model catalogue refresh and downloads of its `fd` and
 //! `ripgrep` helpers. Each switch is OpenClaw's own (a config key or an environment
 //! variable of its documented set), with why beside it. One fetch has no switch: after
-//! ready, the gateway warms its dashboard's plugin list, which reads ClawHub's plugin feed
+//! ready, OpenClaw's gateway warms its dashboard's plugin list, which reads ClawHub's plugin feed
 //! (`clawhub.ai`). It resolves the name itself before connecting, so in the sandbox it
 //! fails at the lookup: nothing leaves, and the egress proxy never sees it.
 //!
