@@ -1,6 +1,8 @@
 //! `/` and `/dashboard`: the overview. Health checks, ingest rates, today's and this
 //! week's tokens and cost, sessions active in the last hour, and the update banner with
-//! its dismiss button (a form that calls the seed's dismiss endpoint's service).
+//! its dismiss button (a form that calls the seed's dismiss endpoint's service). When roost
+//! has spans but no model call at all, it says so: the usual cause is an app whose GenAI
+//! instrumentation is missing or failed to import, which no other page would show.
 
 use askama::Template;
 use axum::{
@@ -36,6 +38,9 @@ struct Overview {
     usage: Result<Usage, Failure>,
     active: Result<Vec<ActiveSession>, Failure>,
     active_warning: String,
+    /// The services roost has spans from, named for the sentence saying it has no model
+    /// call, when it has none ([`spans_without_model_calls`]).
+    no_model_calls: Option<String>,
 }
 
 struct Status {
@@ -121,6 +126,11 @@ pub(super) async fn overview(State(core): State<Core>, page: PageCall) -> Respon
             unpriced: s.unpriced_models.into_iter().map(|m| (m.model, count(m.calls))).collect(),
         }
     });
+    // Only looked into when the week holds no call (the usual case costs nothing more).
+    let no_model_calls = match &usage {
+        Ok(u) if u.week.as_ref().is_none_or(|w| w.calls == 0) => spans_without_model_calls(&core, &page).await,
+        _ => None,
+    };
     let usage = usage
         .map_err(Failure::from)
         .map(|u| Usage { today: Totals::of(u.today.as_ref()), week: Totals::of(u.week.as_ref()) });
@@ -178,7 +188,41 @@ pub(super) async fn overview(State(core): State<Core>, page: PageCall) -> Respon
         usage,
         active,
         active_warning,
+        no_model_calls,
     })
+}
+
+/// Services shown by name in the sentence; more are counted.
+const NAMED_SERVICES: usize = 3;
+
+/// The services roost has spans from (`my-agent`, `a, b and 2 more`), when it has no model
+/// call at all: no usage of any model on any day (GenAI spans, log events and token
+/// metrics all count, q/1 `models`). `None` when there is a call, no span, or a query
+/// failed (the page shows failures elsewhere; this sentence is only a hint).
+async fn spans_without_model_calls(core: &Core, page: &PageCall) -> Option<String> {
+    let (models, services) = tokio::join!(
+        query::run(core, page, "models", json!({ "days": 3660, "limit": 1 })),
+        query::run(core, page, "health", json!({ "limit": 100 })),
+    );
+    let (models, services) = (models.ok()?, services.ok()?);
+    if !models.rows.is_empty() || !models.warning.is_empty() || !services.warning.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = services
+        .rows
+        .iter()
+        .filter(|r| int(r, "spans") > 0)
+        .map(|r| match text(r, "service") {
+            name if name.is_empty() => "an app with no service.name".to_owned(),
+            name => name,
+        })
+        .collect();
+    match names.len() {
+        0 => None,
+        1 => Some(names[0].clone()),
+        n if n <= NAMED_SERVICES => Some(format!("{} and {}", names[..n - 1].join(", "), names[n - 1])),
+        n => Some(format!("{} and {} more", names[..NAMED_SERVICES].join(", "), n - NAMED_SERVICES)),
+    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -2,6 +2,7 @@
 
 mod accounts;
 mod backup;
+mod fake_model;
 mod runtimes;
 mod serve;
 mod status;
@@ -76,6 +77,9 @@ enum Command {
     Backup(backup::BackupArgs),
     /// Restore a backup into a data directory no `roost serve` is running on.
     Restore(backup::RestoreArgs),
+    /// Serve an offline, deterministic OpenAI-compatible model (Chat Completions) for
+    /// trying roost without a model account: README step 4 and examples/python use it.
+    FakeModel(fake_model::FakeModelArgs),
     /// The relay roost runs as the first process of an agent's sandbox (internal).
     #[command(hide = true)]
     SandboxRelay(crate::sandbox::relay::RelayArgs),
@@ -117,7 +121,7 @@ pub fn main() -> ExitCode {
         _ => {}
     }
     let level = match cli.command {
-        Command::Serve(_) | Command::Daemon(_) => logging::LevelFilter::INFO,
+        Command::Serve(_) | Command::Daemon(_) | Command::FakeModel(_) => logging::LevelFilter::INFO,
         _ => logging::LevelFilter::WARN,
     };
     logging::init(cli.global.log_format, level);
@@ -141,6 +145,7 @@ pub fn main() -> ExitCode {
             Command::Update(args) => update::update(&cli.global, args).await,
             Command::Backup(args) => backup::backup(&cli.global, args).await,
             Command::Restore(args) => backup::restore(&cli.global, args).await,
+            Command::FakeModel(args) => fake_model::run(args).await,
             Command::SandboxRelay(_) | Command::SandboxEnter(_) => unreachable!("handled before the runtime starts"),
         }
     })

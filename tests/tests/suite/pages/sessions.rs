@@ -27,6 +27,7 @@ each_backend!(
     a_hosted_agents_turns_read_as_a_conversation,
     a_failed_model_call_reads_as_an_error_in_the_conversation,
     conversations_without_a_session_are_listed_one_per_trace,
+    the_overview_says_when_spans_come_without_model_calls,
     costs_show_their_digits_and_say_when_they_are_unpriced,
     filters_match_parts_suggest_sort_and_take_a_range,
     a_long_conversation_pages_without_losing_or_repeating_items,
@@ -688,6 +689,49 @@ async fn conversations_without_a_session_are_listed_one_per_trace(backend: Backe
     let traces = visitor.get("/dashboard/traces?sessionless=1").await;
     assert_eq!(traces.texts("tbody tr").len(), 1, "{}", traces.main_text());
     assert_eq!(traces.attrs("input[name=sessionless][checked]", "value"), ["1"]);
+}
+
+/// An app whose GenAI instrumentation is missing (or failed to import) sends spans but no
+/// model call: the overview says so, naming the app and README step 4, and links nowhere
+/// outside roost; once a model call arrives, it says nothing of the kind.
+async fn the_overview_says_when_spans_come_without_model_calls(backend: Backend) {
+    let server = TestServer::start(backend).await;
+    let mut visitor = Visitor::new(&server);
+    let empty = visitor.get("/dashboard").await;
+    assert!(empty.texts("#no-model-calls").is_empty(), "nothing received, nothing to say: {}", empty.main_text());
+
+    let plain = json!({"resourceSpans": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "my-agent"}}]},
+        "scopeSpans": [{"spans": [{
+            "traceId": "5a".repeat(16), "spanId": "6b".repeat(8), "name": "turn", "kind": 1,
+            "startTimeUnixNano": now_ns().to_string(), "endTimeUnixNano": (now_ns() + 1000).to_string(),
+            "attributes": [{"key": "session.id", "value": {"stringValue": "s-no-calls"}}],
+        }]}],
+    }]});
+    crate::pages::usage::post_json(&server, "/v1/traces", &plain).await;
+    let page = visitor.get("/dashboard").await;
+    let said = page.texts("#no-model-calls");
+    let [sentence] = &said[..] else { panic!("one sentence: {}", page.main_text()) };
+    assert!(
+        sentence.starts_with(
+            "roost has spans from my-agent but no model calls: is the app's GenAI instrumentation installed"
+        ),
+        "{sentence}"
+    );
+    assert!(sentence.contains("opentelemetry-instrumentation-openai-v2"), "{sentence}");
+    assert!(
+        sentence.contains("See step 4 of the Quick start in roost's README, “Send telemetry from your app”"),
+        "{sentence}"
+    );
+    for href in page.attrs("a[href]", "href") {
+        assert!(href.starts_with('/') && !href.starts_with("//"), "only roost's own pages are linked: {href}");
+    }
+
+    let usage = json!([{"key": "gen_ai.usage.input_tokens", "value": {"intValue": "40"}},
+                       {"key": "gen_ai.usage.output_tokens", "value": {"intValue": "12"}}]);
+    crate::pages::usage::post_json(&server, "/v1/traces", &chat_span("7c", "8d", "gpt-4o-mini", usage)).await;
+    let page = visitor.get("/dashboard").await;
+    assert!(page.texts("#no-model-calls").is_empty(), "a model call arrived: {}", page.main_text());
 }
 
 /// A cheap call's cost has its digits (`$0.000045`, never `$0.0000`); a model with no price

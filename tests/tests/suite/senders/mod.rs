@@ -9,6 +9,7 @@
 //! say so.
 
 mod agents;
+mod example;
 mod libraries;
 
 use std::{
