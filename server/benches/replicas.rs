@@ -1,5 +1,5 @@
-//! Replicas on one PostgreSQL (docs/architecture.md#performance-targets: agent takeover after a replica is killed
-//! < lease TTL + 5 s), with the real `roost` binary.
+//! Replicas on one PostgreSQL (docs/architecture.md#performance-targets: agent takeover after a
+//! replica is killed < lease TTL + 5 s), with the real `roost` binary.
 //!
 //! `cargo bench -p roost-server --bench replicas` (release build; needs the PostgreSQL the
 //! tests use, `ROOST_TEST_DATABASE_URL` or the default). It measures:

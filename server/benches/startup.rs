@@ -1,5 +1,5 @@
-//! Start-up and idle footprint of the real `roost` binary (docs/architecture.md#performance-targets: start to
-//! `/healthz` < 300 ms, idle memory < 40 MB).
+//! Start-up and idle footprint of the real `roost` binary
+//! (docs/architecture.md#performance-targets: start to `/healthz` < 300 ms, idle memory < 40 MB).
 //!
 //! `cargo bench -p roost-server --bench startup` (release build). For each run it starts
 //! `roost serve` on a free port, times the first 200 from `/healthz` (cold: a new data dir,

@@ -1,6 +1,6 @@
-//! Hosted-agent benchmarks (docs/architecture.md#performance-targets: echo turn overhead p50 < 1 ms and ≥ 10,000
-//! turns/s across 1,000 agents; provision → running < 50 ms for echo, < 1 s for a process),
-//! and at the end a `GET /metrics` scrape with those agents and every turn series filled.
+//! Hosted-agent benchmarks (docs/architecture.md#performance-targets: echo turn overhead p50 < 1
+//! ms and ≥ 10,000 turns/s across 1,000 agents; provision → running < 50 ms for echo, < 1 s for a
+//! process), and at the end a `GET /metrics` scrape with those agents and every turn series filled.
 //!
 //! `cargo bench -p roost-tests --bench hosted` runs the real server in this process (SQLite,
 //! release build) and drives it with real clients on loopback, so the clients' CPU time is

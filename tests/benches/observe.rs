@@ -1,6 +1,6 @@
-//! Observing benchmarks (docs/architecture.md#performance-targets: OTLP/HTTP protobuf span ingest on SQLite,
-//! acknowledged = committed, ≥ 100,000 spans/s; q/1 `sessions`, `spans` and `traces` with
-//! 1M spans stored, p99 < 20 ms; every dashboard page's server time p99 < 20 ms with 1M
+//! Observing benchmarks (docs/architecture.md#performance-targets: OTLP/HTTP protobuf span ingest
+//! on SQLite, acknowledged = committed, ≥ 100,000 spans/s; q/1 `sessions`, `spans` and `traces`
+//! with 1M spans stored, p99 < 20 ms; every dashboard page's server time p99 < 20 ms with 1M
 //! spans stored, and a first load under 200 KB).
 //!
 //! `cargo bench -p roost-tests --bench observe` runs the real server in this process

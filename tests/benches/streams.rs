@@ -1,5 +1,5 @@
-//! Stream benchmark (docs/architecture.md#performance-targets: ingest → SSE client p99 < 50 ms with 10 clients per
-//! stream).
+//! Stream benchmark (docs/architecture.md#performance-targets: ingest → SSE client p99 < 50 ms
+//! with 10 clients per stream).
 //!
 //! `cargo bench -p roost-tests --bench streams` runs the real server in this process
 //! (release build) with 10 SSE clients on each of the brain, log and health streams, then

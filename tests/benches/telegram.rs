@@ -1,6 +1,6 @@
-//! Telegram channel benchmark (docs/architecture.md#performance-targets: message → reply sent, echo runtime,
-//! p99 < 200 ms after getUpdates returns). One echo agent with a bot on the suite's fake
-//! Bot API; messages one at a time, each from its own chat (so the one-message-a-second
+//! Telegram channel benchmark (docs/architecture.md#performance-targets: message → reply sent,
+//! echo runtime, p99 < 200 ms after getUpdates returns). One echo agent with a bot on the suite's
+//! fake Bot API; messages one at a time, each from its own chat (so the one-message-a-second
 //! pacing per chat never applies), at most 20 a second (a bot sends at most 25 a second:
 //! faster, the bench would measure that limit's waits, not the channel). Two figures:
 //! - **after getUpdates**: from the moment the fake's long poll returned the message to the

@@ -1,7 +1,7 @@
-//! Web-app benchmarks: the server time of the signed-in pages (docs/architecture.md#performance-targets, the page target,
-//! p99 < 20 ms) for an account with many agents and charges; what a sign-in costs; and
-//! that a wrong password and an unknown email cost the same (argon2 against the stored
-//! hash, or against the decoy).
+//! Web-app benchmarks: the server time of the signed-in pages
+//! (docs/architecture.md#performance-targets, the page target, p99 < 20 ms) for an account with
+//! many agents and charges; what a sign-in costs; and that a wrong password and an unknown email
+//! cost the same (argon2 against the stored hash, or against the decoy).
 //!
 //! `cargo bench -p roost-tests --bench webapp` runs the real server in this process
 //! (release build) on loopback. Knobs: ROOST_BENCH_BACKEND (sqlite|postgres),

@@ -1,7 +1,7 @@
-//! Hosted agents (the hosted-agent API, docs/hosting.md, with the decisions in docs/architecture.md#hosted-agents): provisioning and
-//! the lifecycle, synchronous turns, activity, and each agent's Telegram bot ([`channel`]).
-//! [`Hosting`] is the core; [`service`] is its gRPC face, which the REST gateway (and MCP)
-//! call.
+//! Hosted agents (the hosted-agent API, docs/hosting.md, with the decisions in
+//! docs/architecture.md#hosted-agents): provisioning and the lifecycle, synchronous turns,
+//! activity, and each agent's Telegram bot ([`channel`]). [`Hosting`] is the core; [`service`] is
+//! its gRPC face, which the REST adapters (and MCP) call.
 //!
 //! Store first, memory second: every lifecycle change commits to the store and then updates
 //! the live agent, under the agent's lifecycle lock. Reads of an agent take its status from

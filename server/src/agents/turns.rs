@@ -69,7 +69,6 @@ enum Outcome {
     HungUp,
 }
 
-/// A delta or tool step as the API sends it.
 /// The agent's turn lock, once the turns queued before this one have run; an error when
 /// the caller hangs up first. The lock is fair, so the order turns take it is the agent's
 /// queue.
@@ -82,6 +81,7 @@ async fn turn_lock(agent: &Agent, origin: &Origin) -> Result<OwnedMutexGuard<()>
     }
 }
 
+/// A delta or tool step as the API sends it.
 fn event_message(event: TurnEvent) -> StreamMessageResponse {
     match event {
         TurnEvent::Delta(text) => StreamMessageResponse { delta: Some(ReplyDelta { text }), ..Default::default() },

@@ -1,5 +1,5 @@
-//! Several `roost serve` on one store (docs/architecture.md#replicas). Each process is a replica with
-//! an id of its own. Work that must happen once per cluster runs under a leader lease
+//! Several `roost serve` on one store (docs/architecture.md#replicas). Each process is a replica
+//! with an id of its own. Work that must happen once per cluster runs under a leader lease
 //! ([`leader`]); each hosted agent runs on the replica holding its agent lease
 //! (`crate::agents::ownership`), and calls for it that arrive elsewhere are forwarded there
 //! over the internal gRPC API ([`peers`]). Replicas tell each other of stored rows and

@@ -43,7 +43,8 @@ use crate::{
 /// Largest OTLP export accepted over gRPC (tonic's default is 4 MiB; exporters batch more).
 const MAX_OTLP_MESSAGE: usize = 32 * 1024 * 1024;
 
-/// The core services the server exposes over gRPC (and, through the HTTP adapters of `gateway/`, REST).
+/// The core services the server exposes over gRPC (and, through the HTTP adapters of `gateway/`,
+/// REST).
 #[derive(Clone)]
 pub struct Services {
     /// Health and version.

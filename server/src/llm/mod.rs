@@ -24,7 +24,8 @@
 //!   which is not forwarded to a client that did not ask. byok calls are recorded and
 //!   costed, never charged.
 //! - **Observed:** each call is a `model_calls` row and a GenAI span in the agent's session,
-//!   under the running turn's trace ([`crate::callers::TurnSlot`]) or in a trace of its own between turns.
+//!   under the running turn's trace ([`crate::callers::TurnSlot`]) or in a trace of its own
+//!   between turns.
 //! - **Limits:** a request body cap (413), a per-agent cap on calls at once (429 with
 //!   `Retry-After`), a per-turn cap on calls and on spend (429 `turn_limit`, and the turn
 //!   fails saying so: [`TurnLimits`]), an upstream timeout (to the answer's headers,

@@ -1,5 +1,6 @@
 //! The gRPC face of ingest: OpenTelemetry's collector services (traces, logs, metrics) and
-//! roost's `IngestService`. The OTLP/HTTP and REST routes of the HTTP adapters (`gateway/`) call these.
+//! roost's `IngestService`. The OTLP/HTTP and REST routes of the HTTP adapters (`gateway/`) call
+//! these.
 
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! OpenClaw's configuration for one boot.
 //!
-//! OpenClaw's gateway (its own server) runs headless (`openclaw.mjs gateway run`, no wizard) on the Node roost
-//! installed beside it. Everything it keeps lives in the workspace: its state
+//! OpenClaw's gateway (its own server) runs headless (`openclaw.mjs gateway run`, no wizard) on
+//! the Node roost installed beside it. Everything it keeps lives in the workspace: its state
 //! (`.openclaw/`, sessions and memory included), its log file (`.openclaw/logs/`; its
 //! default `/tmp/openclaw` would be shared by every agent) and its agent workspace (the
 //! workspace itself, where its file tools write and where `SOUL.md`, the brief, is read).

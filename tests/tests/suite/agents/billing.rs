@@ -1,5 +1,5 @@
-//! Billing as docs/architecture.md#money has it: renewals each period, suspension when unpaid, resume
-//! paying the renewal, and metered managed-model turns, with an OpenAI-compatible upstream
+//! Billing as docs/architecture.md#money has it: renewals each period, suspension when unpaid,
+//! resume paying the renewal, and metered managed-model turns, with an OpenAI-compatible upstream
 //! played by a local server.
 
 use std::{
