@@ -258,8 +258,10 @@ async fn every_page_loads_without_console_errors() {
     // Hosted agents, so the guard's agent picker lists some.
     let account = server.account(0).await;
     let api = server.api(Some(&account));
+    // One deploy at a time per account: each is up before the next is asked for.
     for brief in ["first", "second"] {
-        api.provision("echo", brief).await;
+        let id = api.provision("echo", brief).await["id"].as_str().unwrap().to_owned();
+        api.wait_status(&id, "running").await;
     }
     // Every page at desktop and phone width (a true 390 px viewport), in the light and the
     // dark scheme: each loads clean, and none scrolls sideways at 390 px (wide tables
