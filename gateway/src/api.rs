@@ -83,7 +83,7 @@ pub enum Answer {
     Otlp,
     /// The MCP Streamable HTTP transport.
     Mcp,
-    /// A document of the given media type.
+    /// A document of the given media type (or of one of several, separated by commas).
     Document(&'static str),
 }
 

@@ -31,8 +31,8 @@ use opentelemetry_proto::tonic::collector::{
 use roost_proto::v1::{
     account_service_server::AccountService, billing_service_server::BillingService,
     control_service_server::ControlService, feature_service_server::FeatureService,
-    ingest_service_server::IngestService, query_service_server::QueryService, system_service_server::SystemService,
-    update_service_server::UpdateService, web_app_service_server::WebAppService,
+    ingest_service_server::IngestService, system_service_server::SystemService, update_service_server::UpdateService,
+    web_app_service_server::WebAppService,
 };
 
 pub use access::AccessPolicy;
@@ -60,7 +60,7 @@ pub struct Core {
     /// Custom runs and node push.
     pub ingest: Arc<dyn IngestService>,
     /// q/1.
-    pub query: Arc<dyn QueryService>,
+    pub query: Arc<roost_kit::streams::DynQueryService>,
     /// Live streams (SSE).
     pub streams: Arc<roost_kit::streams::DynStreamService>,
     /// Feature APIs of the dashboard's pages.

@@ -227,8 +227,11 @@ fn response(answer: Answer, messages: &mut BTreeSet<String>) -> (u16, Value) {
                 "text/event-stream": {"schema": {"type": "string"}},
             }}),
         ),
+        // One media type, or several separated by commas (the request picks one).
         Answer::Document(media) => {
-            (200, json!({"description": "The document.", "content": {media: {"schema": {"type": "string"}}}}))
+            let content: Map<String, Value> =
+                media.split(',').map(|m| (m.trim().to_owned(), json!({"schema": {"type": "string"}}))).collect();
+            (200, json!({"description": "The document.", "content": content}))
         }
     }
 }

@@ -1,12 +1,12 @@
-//! The stream types the gateway and the core agree on: `StreamService` and `AgentService`
-//! with boxed response streams, so the gateway can hold them as trait objects.
+//! The stream types the gateway and the core agree on: `StreamService`, `AgentService` and
+//! `QueryService` with boxed response streams, so the gateway can hold them as trait objects.
 
 use std::pin::Pin;
 
 use futures::Stream;
 use roost_proto::v1::{
-    BrainStreamResponse, HealthStreamResponse, LogStreamResponse, StreamMessageResponse,
-    agent_service_server::AgentService, stream_service_server::StreamService,
+    BrainStreamResponse, ExportResponse, HealthStreamResponse, LogStreamResponse, StreamMessageResponse,
+    agent_service_server::AgentService, query_service_server::QueryService, stream_service_server::StreamService,
 };
 
 /// A server-streaming rpc's response stream.
@@ -18,6 +18,9 @@ pub type DynStreamService = dyn StreamService<
         HealthStreamStream = RpcStream<HealthStreamResponse>,
         LogStreamStream = RpcStream<LogStreamResponse>,
     >;
+
+/// `QueryService` with its response stream (`Export`) boxed.
+pub type DynQueryService = dyn QueryService<ExportStream = RpcStream<ExportResponse>>;
 
 /// `AgentService` with its response stream (`StreamMessage`) boxed.
 pub type DynAgentService = dyn AgentService<StreamMessageStream = RpcStream<StreamMessageResponse>>;

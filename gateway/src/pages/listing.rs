@@ -143,6 +143,15 @@ pub(super) fn rows_warning(rows: &query::Rows) -> String {
 pub(super) trait Filters {
     /// The list's path.
     const PATH: &'static str;
+    /// The q/1 shape the list shows.
+    const SHAPE: &'static str;
+
+    /// The shape's arguments for these filters, page `number`, with `since` and `until`
+    /// read from the window or the range.
+    fn args(&self, since: Option<String>, until: Option<String>, number: i64) -> Value;
+
+    /// The activity window, and the custom range's `from` and `to` as typed.
+    fn range(&self) -> (&str, &str, &str);
 
     /// The filters as query parameters, in the order links write them (`page` apart).
     fn params(&self) -> Vec<(&'static str, &str)>;
@@ -155,6 +164,11 @@ pub(super) trait Filters {
     /// The first page of this list.
     fn first_page(&self) -> String {
         self.href(("", ""), 1)
+    }
+
+    /// Every row of this list (not one page) as a file in `format` (`csv`, `jsonl`).
+    fn export_href(&self, format: &str) -> String {
+        link(&format!("{}.{format}", Self::PATH), &self.params())
     }
 
     /// Page `page` of this list with `change` made: (name, value) replaced.
@@ -193,6 +207,55 @@ pub(super) fn rows_page<R>(
     let shown = rows.as_ref().map_or(0, Vec::len);
     let pager = Pager::new(noun, number, shown, more, |n| filter.href(("", ""), n));
     (rows, warning, pager)
+}
+
+/// The formats a list exports to, as the path's extension says (`/dashboard/sessions.csv`).
+pub(super) const EXPORT_FORMATS: &[&str] = &["csv", "jsonl"];
+
+/// Every row a list's filters select, as a file (`/dashboard/sessions.csv?…`): its filters
+/// without its pages, and without a text search (which replaces the list on the page).
+pub(super) async fn export_list<F: Filters>(
+    core: &crate::Core,
+    page: &super::layout::PageCall,
+    filter: &F,
+    format: &str,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    let (window, from, to) = filter.range();
+    match range_bound("From", from, false).and_then(|from| Ok((from, range_bound("To", to, true)?))) {
+        Err(message) => crate::HttpError::from(ApiError::invalid_argument(message)).into_response(),
+        Ok((from, to)) => {
+            let since = from.or_else(|| window_since(window));
+            export(core, page, F::SHAPE, filter.args(since, to, 1), format).await
+        }
+    }
+}
+
+/// Every row of `shape` that `args` select (a page's filters: its `limit` and `offset` are
+/// dropped, like its unset filters) as a download named `shape.format`, streamed from the
+/// store: the `Export` call, noted as its REST twin. A refused export is its error.
+async fn export(
+    core: &crate::Core,
+    page: &super::layout::PageCall,
+    shape: &str,
+    args: Value,
+    format: &str,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    let mut args = match args {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
+    args.retain(|k, v| !(k == "limit" || k == "offset" || v.is_null() || v.as_str().is_some_and(str::is_empty)));
+    let request = roost_proto::v1::ExportRequest {
+        shape: shape.to_owned(),
+        args: Some(roost_proto::json::value::map_to_struct(&args)),
+        format: format.to_owned(),
+    };
+    match core.query.export(page.request(request)).await {
+        Ok(parts) => crate::routes::query::export_file(parts.into_inner(), &format!("{shape}.{format}")),
+        Err(status) => crate::HttpError::from(status).into_response(),
+    }
 }
 
 #[cfg(test)]

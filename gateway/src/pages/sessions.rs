@@ -43,8 +43,8 @@ use super::{
     Failure, When, count, float, format, int,
     layout::{Chrome, PageCall, percent_encode},
     listing::{
-        Filters, PAGE_SIZE, Pager, WINDOWS, known_choice, known_window, link, page_number, range_bound, rows_page,
-        rows_warning, suggestions, window_since,
+        EXPORT_FORMATS, Filters, PAGE_SIZE, Pager, WINDOWS, export_list, known_choice, known_window, link, page_number,
+        range_bound, rows_page, rows_warning, suggestions, window_since,
     },
     query,
     search::{self, Found},
@@ -64,7 +64,17 @@ const ACTIVITY_CHARS: usize = 300;
 const ARGUMENT_CHARS: usize = 2000;
 
 pub(super) fn routes() -> Router<Core> {
-    Router::new().route("/dashboard/sessions", get(list)).route("/dashboard/sessions/{session_id}", get(detail))
+    let mut router =
+        Router::new().route("/dashboard/sessions", get(list)).route("/dashboard/sessions/{session_id}", get(detail));
+    for format in EXPORT_FORMATS {
+        router = router.route(
+            &format!("/dashboard/sessions.{format}"),
+            get(async |State(core): State<Core>, page: PageCall, Query(filter): Query<ListQuery>| {
+                export_list(&core, &page, &filter.trimmed(), format).await
+            }),
+        );
+    }
+    router
 }
 
 // ---------------------------------------------------------------------------------------
@@ -443,6 +453,15 @@ struct ListQuery {
     service: String,
     #[serde(default)]
     model: String,
+    /// The user, matched whole.
+    #[serde(default)]
+    user: String,
+    /// A tag, matched whole.
+    #[serde(default)]
+    tag: String,
+    /// A metadata key, or `key=value`, matched whole.
+    #[serde(default)]
+    meta: String,
     #[serde(default)]
     window: String,
     /// A custom range's start (`datetime-local`, a date or RFC 3339; UTC): replaces the window.
@@ -469,6 +488,9 @@ impl ListQuery {
             agent: self.agent.trim().to_owned(),
             service: self.service.trim().to_owned(),
             model: self.model.trim().to_owned(),
+            user: self.user.trim().to_owned(),
+            tag: self.tag.trim().to_owned(),
+            meta: self.meta.trim().to_owned(),
             window: known_window(self.window.trim()),
             from: self.from.trim().to_owned(),
             to: self.to.trim().to_owned(),
@@ -480,6 +502,28 @@ impl ListQuery {
 
 impl Filters for ListQuery {
     const PATH: &'static str = "/dashboard/sessions";
+    const SHAPE: &'static str = "sessions";
+
+    fn args(&self, since: Option<String>, until: Option<String>, number: i64) -> Value {
+        json!({
+            "limit": PAGE_SIZE + 1,
+            "offset": (number - 1) * PAGE_SIZE,
+            "search": self.search,
+            "agent_id": self.agent,
+            "service_contains": self.service,
+            "model_contains": self.model,
+            "user": self.user,
+            "tag": self.tag,
+            "metadata": self.meta,
+            "since": since,
+            "until": until,
+            "order": self.order,
+        })
+    }
+
+    fn range(&self) -> (&str, &str, &str) {
+        (&self.window, &self.from, &self.to)
+    }
 
     fn params(&self) -> Vec<(&'static str, &str)> {
         vec![
@@ -488,6 +532,9 @@ impl Filters for ListQuery {
             ("agent", &self.agent),
             ("service", &self.service),
             ("model", &self.model),
+            ("user", &self.user),
+            ("tag", &self.tag),
+            ("meta", &self.meta),
             ("window", &self.window),
             ("from", &self.from),
             ("to", &self.to),
@@ -561,18 +608,7 @@ async fn list(State(core): State<Core>, page: PageCall, Query(filter): Query<Lis
         Ok(_) if found.is_some() => (Ok(Vec::new()), String::new(), none()),
         Ok((from, to)) => {
             let since = from.or_else(|| window_since(&filter.window));
-            let args = json!({
-                "limit": PAGE_SIZE + 1,
-                "offset": (number - 1) * PAGE_SIZE,
-                "search": filter.search,
-                "agent_id": filter.agent,
-                "service_contains": filter.service,
-                "model_contains": filter.model,
-                "since": since,
-                "until": to,
-                "order": filter.order,
-            });
-            let answer = query::run(&core, &page, "sessions", args).await;
+            let answer = query::run(&core, &page, "sessions", filter.args(since.clone(), to.clone(), number)).await;
             let listed = rows_page(answer, "Sessions", number, &filter, |r| session_row(r, &filter));
             if number == 1 && filter.agent.is_empty() && filter.search.is_empty() {
                 let args = json!({
@@ -580,6 +616,9 @@ async fn list(State(core): State<Core>, page: PageCall, Query(filter): Query<Lis
                     "sessionless": true,
                     "service_contains": filter.service,
                     "model_contains": filter.model,
+                    "user": filter.user,
+                    "tag": filter.tag,
+                    "metadata": filter.meta,
                     "since": since,
                     "until": to,
                 });
@@ -592,6 +631,9 @@ async fn list(State(core): State<Core>, page: PageCall, Query(filter): Query<Lis
                                     ("sessionless", "1"),
                                     ("service", &filter.service),
                                     ("model", &filter.model),
+                                    ("user", &filter.user),
+                                    ("tag", &filter.tag),
+                                    ("meta", &filter.meta),
                                     ("window", &filter.window),
                                     ("from", &filter.from),
                                     ("to", &filter.to),

@@ -32,8 +32,8 @@ use super::{
     Failure, When, count, float, format, int,
     layout::{Chrome, PageCall, percent_encode},
     listing::{
-        Filters, PAGE_SIZE, Pager, WINDOWS, known_choice, known_window, link, page_number, range_bound, rows_page,
-        rows_warning, suggestions, window_since,
+        EXPORT_FORMATS, Filters, PAGE_SIZE, Pager, WINDOWS, export_list, known_choice, known_window, link, page_number,
+        range_bound, rows_page, rows_warning, suggestions, window_since,
     },
     query,
     search::{self, Found},
@@ -50,7 +50,17 @@ const TRANSCRIPT_ITEMS: i64 = 500;
 const MAX_GUIDE_DEPTH: usize = 16;
 
 pub(super) fn routes() -> Router<Core> {
-    Router::new().route("/dashboard/traces", get(list)).route("/dashboard/traces/{trace_id}", get(detail))
+    let mut router =
+        Router::new().route("/dashboard/traces", get(list)).route("/dashboard/traces/{trace_id}", get(detail));
+    for format in EXPORT_FORMATS {
+        router = router.route(
+            &format!("/dashboard/traces.{format}"),
+            get(async |State(core): State<Core>, page: PageCall, Query(filter): Query<ListQuery>| {
+                export_list(&core, &page, &filter.trimmed(), format).await
+            }),
+        );
+    }
+    router
 }
 
 // ---------------------------------------------------------------------------------------
@@ -69,6 +79,15 @@ struct ListQuery {
     model: String,
     #[serde(default)]
     errors: String,
+    /// The user, matched whole.
+    #[serde(default)]
+    user: String,
+    /// A tag, matched whole.
+    #[serde(default)]
+    tag: String,
+    /// A metadata key, or `key=value`, matched whole.
+    #[serde(default)]
+    meta: String,
     /// Only conversations without a session (traces with model calls and no session id).
     #[serde(default)]
     sessionless: String,
@@ -104,6 +123,9 @@ impl ListQuery {
             service: self.service.trim().to_owned(),
             model: self.model.trim().to_owned(),
             errors: ticked(&self.errors),
+            user: self.user.trim().to_owned(),
+            tag: self.tag.trim().to_owned(),
+            meta: self.meta.trim().to_owned(),
             sessionless: ticked(&self.sessionless),
             window: known_window(self.window.trim()),
             from: self.from.trim().to_owned(),
@@ -124,6 +146,29 @@ impl ListQuery {
 
 impl Filters for ListQuery {
     const PATH: &'static str = "/dashboard/traces";
+    const SHAPE: &'static str = "traces";
+
+    fn args(&self, since: Option<String>, until: Option<String>, number: i64) -> Value {
+        json!({
+            "limit": PAGE_SIZE + 1,
+            "offset": (number - 1) * PAGE_SIZE,
+            "session_contains": self.session,
+            "service_contains": self.service,
+            "model_contains": self.model,
+            "errors_only": self.errors_only().then_some(true),
+            "sessionless": self.sessionless_only().then_some(true),
+            "user": self.user,
+            "tag": self.tag,
+            "metadata": self.meta,
+            "since": since,
+            "until": until,
+            "order": self.order,
+        })
+    }
+
+    fn range(&self) -> (&str, &str, &str) {
+        (&self.window, &self.from, &self.to)
+    }
 
     fn params(&self) -> Vec<(&'static str, &str)> {
         vec![
@@ -132,6 +177,9 @@ impl Filters for ListQuery {
             ("service", &self.service),
             ("model", &self.model),
             ("errors", &self.errors),
+            ("user", &self.user),
+            ("tag", &self.tag),
+            ("meta", &self.meta),
             ("sessionless", &self.sessionless),
             ("window", &self.window),
             ("from", &self.from),
@@ -179,18 +227,7 @@ async fn list(State(core): State<Core>, page: PageCall, Query(filter): Query<Lis
         Err(message) => (Ok(Vec::new()), message, none()),
         Ok(_) if found.is_some() => (Ok(Vec::new()), String::new(), none()),
         Ok((from, to)) => {
-            let args = json!({
-                "limit": PAGE_SIZE + 1,
-                "offset": (number - 1) * PAGE_SIZE,
-                "session_contains": filter.session,
-                "service_contains": filter.service,
-                "model_contains": filter.model,
-                "errors_only": filter.errors_only().then_some(true),
-                "sessionless": filter.sessionless_only().then_some(true),
-                "since": from.or_else(|| window_since(&filter.window)),
-                "until": to,
-                "order": filter.order,
-            });
+            let args = filter.args(from.or_else(|| window_since(&filter.window)), to, number);
             let answer = query::run(&core, &page, "traces", args).await;
             rows_page(answer, "Traces", number, &filter, |r| {
                 let trace = TraceRow::of(r);

@@ -37,7 +37,15 @@ pub(super) fn routes() -> Router<Core> {
 struct Range {
     #[serde(default)]
     days: Option<String>,
+    /// What a latency row is: one of [`LATENCY_GROUPS`]' values.
+    #[serde(default)]
+    latency: Option<String>,
 }
+
+/// What the latency table groups by: (value, label).
+const LATENCY_GROUPS: &[(&str, &str)] = &[("model", "Model"), ("service", "Service"), ("agent", "Agent")];
+/// The most hours the `latency` shape reads back (90 days).
+const LATENCY_HOURS: i64 = 2160;
 
 /// The ranges the page offers, in days: 1 is today (UTC), charted by the hour.
 const RANGES: &[i32] = &[1, 7, 30, 90, 365];
@@ -52,6 +60,12 @@ struct Usage {
     period: String,
     /// What a chart's point is: "hour" for today, else "day".
     unit: &'static str,
+    /// Latency per model, service or agent over the period (at most its last 90 days).
+    latency: Result<Vec<LatencyLine>, Failure>,
+    latency_group: &'static str,
+    latency_groups: &'static [(&'static str, &'static str)],
+    /// Says when the period is longer than the latency table reads.
+    latency_note: String,
     summary: Result<Summary, Failure>,
     chart_data: String,
     chart_warning: String,
@@ -81,6 +95,19 @@ struct Line {
     bar: String,
 }
 
+/// A row of the latency table: the group (a model, service or agent) and its figures.
+struct LatencyLine {
+    label: String,
+    calls: String,
+    mean: String,
+    p50: String,
+    p95: String,
+    p99: String,
+    ttft_p50: String,
+    ttft_p95: String,
+    ttft_p99: String,
+}
+
 struct SessionLine {
     id: String,
     href: String,
@@ -106,13 +133,23 @@ async fn usage(State(core): State<Core>, page: PageCall, Query(range): Query<Ran
     } else {
         ("models", "day", json!({ "days": days, "limit": 1000 }))
     };
-    let (summary, models) = tokio::join!(
+    let group = LATENCY_GROUPS
+        .iter()
+        .map(|(value, _)| *value)
+        .find(|value| range.latency.as_deref() == Some(*value))
+        .unwrap_or("model");
+    // The period's hours: every hour of its days so far, today's included.
+    let hours = i64::from(days - 1) * 24 + now_s.div_euclid(3600).rem_euclid(24) + 1;
+    let latency_args = json!({ "hours": hours.min(LATENCY_HOURS), "group": group, "limit": 50 });
+    let (summary, models, latency) = tokio::join!(
         page.load(
             format!("GET /api/usage?days={days}"),
             core.features.get_usage(page.request(GetUsageRequest { days }))
         ),
         query::run(&core, &page, shape, args),
+        query::run(&core, &page, "latency", latency_args),
     );
+    let latency = latency.map(|rows| rows.rows.iter().map(|r| latency_line(r, group)).collect()).map_err(Failure::from);
     let summary = summary.map(summarise).map_err(Failure::from);
     let (chart_data, chart_warning) = match models {
         Ok(rows) => (chart_json(&rows.rows, key, &buckets), rows.warning),
@@ -127,8 +164,35 @@ async fn usage(State(core): State<Core>, page: PageCall, Query(range): Query<Ran
         summary,
         chart_data,
         chart_warning,
+        latency,
+        latency_group: group,
+        latency_groups: LATENCY_GROUPS,
+        latency_note: if hours > LATENCY_HOURS { "Latency covers the last 90 days.".into() } else { String::new() },
     };
     page.render(&view)
+}
+
+/// A `latency` row as the table shows it: milliseconds under 10 s, seconds past.
+fn latency_line(r: &serde_json::Map<String, serde_json::Value>, group: &str) -> LatencyLine {
+    let time = |key: &str| match r.get(key).and_then(serde_json::Value::as_f64) {
+        None => "–".to_owned(),
+        Some(ms) if ms >= 10_000.0 => format!("{:.1} s", ms / 1000.0),
+        Some(ms) if ms >= 100.0 => format!("{ms:.0} ms"),
+        Some(ms) => format!("{ms:.1} ms"),
+    };
+    let key = if group == "agent" { "agent_id" } else { group };
+    let label = text(r, key);
+    LatencyLine {
+        label: if label.is_empty() { format!("(no {group})") } else { label },
+        calls: count(int(r, "calls")),
+        mean: time("mean_ms"),
+        p50: time("p50_ms"),
+        p95: time("p95_ms"),
+        p99: time("p99_ms"),
+        ttft_p50: time("ttft_p50_ms"),
+        ttft_p95: time("ttft_p95_ms"),
+        ttft_p99: time("ttft_p99_ms"),
+    }
 }
 
 fn summarise(usage: GetUsageResponse) -> Summary {

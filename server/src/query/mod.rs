@@ -6,18 +6,21 @@
 //! An answer holds at most [`MAX_ANSWER_BYTES`] of rows; past it, it says `truncated`.
 
 pub mod args;
+pub mod export;
+pub mod latency;
 pub mod registry;
 pub mod run;
 pub mod search;
 
 use std::{sync::Arc, time::Instant};
 
+use roost_kit::streams::RpcStream;
 use roost_proto::{
     ApiError,
     json::value::{from_json, map_to_struct, struct_to_map},
     v1::{
-        ListSessionsRequest, ListSessionsResponse, ListShapesRequest, ListShapesResponse, QueryRequest, QueryResponse,
-        ShapeArg, ShapeInfo, query_service_server::QueryService,
+        ExportRequest, ExportResponse, ListSessionsRequest, ListSessionsResponse, ListShapesRequest,
+        ListShapesResponse, QueryRequest, QueryResponse, ShapeArg, ShapeInfo, query_service_server::QueryService,
     },
 };
 use serde_json::{Map, Value as Json};
@@ -43,13 +46,14 @@ pub struct Rows {
 pub struct QueryCore {
     store: Store,
     failures: Arc<HandlerFailures>,
+    exports: export::Exports,
 }
 
 impl QueryCore {
     /// Queries `store`; a shape that cannot run answers empty with a warning, noted in
     /// `failures` for `roost status`.
     pub fn new(store: Store, failures: Arc<HandlerFailures>) -> Self {
-        Self { store, failures }
+        Self { store, failures, exports: export::Exports::default() }
     }
 
     /// Runs `shape` with `args` (a JSON object).
@@ -65,6 +69,22 @@ impl QueryCore {
             truncated: fetched.truncated,
             elapsed_ms: started.elapsed().as_secs_f64() * 1000.0,
         })
+    }
+
+    /// Starts exporting every row of list shape `shape` for `args` in `format`
+    /// ([`export`]): the file's bytes, in order.
+    pub fn export(
+        &self,
+        shape: &str,
+        args: &Map<String, Json>,
+        format: &str,
+    ) -> Result<impl futures::Stream<Item = Result<bytes::Bytes>> + Send + 'static> {
+        let shape = registry::shape(shape).ok_or_else(|| {
+            ApiError::invalid_argument(format!("unknown shape {shape:?}; allowed: {}", registry::names().join(", ")))
+        })?;
+        let format = export::Format::parse(format)?;
+        let args = Args::check(shape.name, shape.args, args)?;
+        export::start(self.store.clone(), &self.exports, shape, args, format, now_ms() * 1_000_000)
     }
 }
 
@@ -99,6 +119,17 @@ pub fn allowed_shapes() -> Vec<String> {
 
 #[tonic::async_trait]
 impl QueryService for QueryCore {
+    type ExportStream = RpcStream<ExportResponse>;
+
+    async fn export(&self, req: Request<ExportRequest>) -> Result<Response<Self::ExportStream>, Status> {
+        use futures::StreamExt as _;
+        let req = req.into_inner();
+        let args = req.args.as_ref().map(struct_to_map).unwrap_or_default();
+        let bytes = QueryCore::export(self, &req.shape, &args, &req.format)?;
+        let parts = bytes.map(|part| part.map(|data| ExportResponse { data: data.to_vec() }).map_err(Status::from));
+        Ok(Response::new(Box::pin(parts)))
+    }
+
     async fn query(&self, req: Request<QueryRequest>) -> Result<Response<QueryResponse>, Status> {
         let req = req.into_inner();
         let args = req.args.as_ref().map(struct_to_map).unwrap_or_default();

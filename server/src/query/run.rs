@@ -38,6 +38,11 @@ impl Sql {
         self.binds.push(value);
         format!("${}", self.binds.len())
     }
+
+    /// The values bound, in placeholder order.
+    pub(super) fn binds(&self) -> &[Bind] {
+        &self.binds
+    }
 }
 
 /// Most bytes of rows in one answer, as JSON. A row is measured as it is read (from the
@@ -67,11 +72,12 @@ pub async fn run(store: &Store, shape: &Shape, args: &Args, now_ns: i64) -> Resu
         Plan::Table { from, filters, order, orders } => {
             let order =
                 args.string("order").and_then(|o| orders.iter().find(|(name, _)| *name == o)).map_or(order, |o| o.1);
-            table(shape, from, filters, order, args, now_ns, store.kind())
+            table(shape, from, filters, order, args, now_ns, store.kind(), true)
         }
         Plan::Transcript => transcript(args, store.kind()),
         Plan::Span => span(shape, args),
         Plan::Search => return super::search::run(store, args).await,
+        Plan::Latency => return super::latency::run(store, args, now_ns).await,
     };
     let mut fetched = fetch(store, sql, shape.columns, ENVELOPE_BYTES).await?;
     match shape.plan {
@@ -104,7 +110,10 @@ fn for_backend(sql: &str, kind: BackendKind) -> String {
     sql.replace("{session_traces}", traces)
 }
 
-fn table(
+/// A table shape's SELECT for `args`: one page (`limit`, `offset`) when `paged`, else every
+/// row the filters select ([`super::export`]).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn table(
     shape: &Shape,
     from: &str,
     filters: &[super::registry::Filter],
@@ -112,6 +121,7 @@ fn table(
     args: &Args,
     now_ns: i64,
     kind: BackendKind,
+    paged: bool,
 ) -> Sql {
     let mut sql = Sql::default();
     let mut conditions = Vec::new();
@@ -164,16 +174,18 @@ fn table(
         };
         conditions.extend(condition);
     }
-    let limit = sql.bind(Bind::Int(args.integer("limit")));
     let mut text = format!("SELECT {} FROM {from}", select_list(shape.columns));
     if !conditions.is_empty() {
         text.push_str(" WHERE ");
         text.push_str(&conditions.join(" AND "));
     }
-    text.push_str(&format!(" ORDER BY {order} LIMIT {limit}"));
-    let offset = args.integer("offset");
-    if offset > 0 {
-        text.push_str(&format!(" OFFSET {}", sql.bind(Bind::Int(offset))));
+    text.push_str(&format!(" ORDER BY {order}"));
+    if paged {
+        text.push_str(&format!(" LIMIT {}", sql.bind(Bind::Int(args.integer("limit")))));
+        let offset = args.integer("offset");
+        if offset > 0 {
+            text.push_str(&format!(" OFFSET {}", sql.bind(Bind::Int(offset))));
+        }
     }
     sql.text = text;
     sql
@@ -397,7 +409,7 @@ pub(super) async fn fetch(store: &Store, sql: Sql, columns: &'static [Col], spen
 
 /// Reads a row's columns by kind; implemented for both backends' rows by one body. Each
 /// value comes with an upper bound of its size as JSON.
-trait JsonRow {
+pub(super) trait JsonRow {
     fn column_json(&self, index: usize, kind: ColKind) -> std::result::Result<(Json, usize), sqlx::Error>;
 }
 
@@ -453,7 +465,10 @@ impl_json_row!(sqlx::sqlite::SqliteRow, sqlx::postgres::PgRow);
 const PACKED_ATTRIBUTES: &str = "_packed_attributes";
 
 /// A row as a JSON object, and an upper bound of its size as JSON text.
-fn row_json(row: &impl JsonRow, columns: &[Col]) -> std::result::Result<(Map<String, Json>, usize), sqlx::Error> {
+pub(super) fn row_json(
+    row: &impl JsonRow,
+    columns: &[Col],
+) -> std::result::Result<(Map<String, Json>, usize), sqlx::Error> {
     let mut size = 2;
     let mut map = Map::new();
     for (i, col) in columns.iter().enumerate() {
@@ -493,7 +508,7 @@ mod tests {
         let args = Args::check(name, shape.args, args.as_object().unwrap()).unwrap();
         let Plan::Table { from, filters, order, orders } = shape.plan else { panic!("{name} is not a table") };
         let order = args.string("order").and_then(|o| orders.iter().find(|(n, _)| *n == o)).map_or(order, |o| o.1);
-        let sql = table(shape, from, filters, order, &args, 0, BackendKind::Sqlite);
+        let sql = table(shape, from, filters, order, &args, 0, BackendKind::Sqlite, true);
         let binds = sql
             .binds
             .iter()

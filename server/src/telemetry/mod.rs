@@ -13,6 +13,8 @@ pub use roost_proto::attribute_map;
 pub mod agent_claims;
 pub mod announce;
 pub mod attributes;
+pub mod labels;
+pub mod latency;
 pub mod limits;
 pub mod message_texts;
 pub mod messages;

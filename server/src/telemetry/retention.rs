@@ -63,6 +63,10 @@ const TABLES: &[(&str, &str)] = &[
     // A text stored once goes when nothing newer than the cutoff refers to it (its
     // `last_ns` may be up to `message_texts::REFRESH_NS` stale: that margin is kept).
     ("message_texts", "last_ns"),
+    // Labels go with the newest item that carried them (a label of a trace or session
+    // still active is renewed by each item bringing it).
+    ("trace_labels", "time_ns"),
+    ("session_labels", "time_ns"),
     ("traces", "end_ns"),
     ("sessions", "last_ns"),
 ];
@@ -118,19 +122,18 @@ pub async fn sweep(store: &Store, config: &RetentionConfig, now_ns: i64) -> Resu
 async fn delete_before(store: &Store, cutoff_ns: i64) -> Result<u64> {
     let mut total = 0;
     for (table, column) in TABLES {
-        let key = if matches!(*table, "traces") {
-            "trace_id"
-        } else if matches!(*table, "sessions") {
-            "session_id"
-        } else if matches!(*table, "events") {
-            "seq"
-        } else {
-            "id"
+        let key = match *table {
+            "traces" => "trace_id",
+            "sessions" => "session_id",
+            "events" => "seq",
+            "trace_labels" => "label, trace_id",
+            "session_labels" => "label, session_id",
+            _ => "id",
         };
         let cutoff_ns =
             if *table == "message_texts" { cutoff_ns.saturating_sub(message_texts::REFRESH_NS) } else { cutoff_ns };
         let sql = format!(
-            "DELETE FROM {table} WHERE {key} IN (SELECT {key} FROM {table} WHERE {column} < $1 ORDER BY {column} LIMIT $2)"
+            "DELETE FROM {table} WHERE ({key}) IN (SELECT {key} FROM {table} WHERE {column} < $1 ORDER BY {column} LIMIT $2)"
         );
         loop {
             // Each chunk's delete and the change of the row counts commit together.

@@ -115,6 +115,11 @@ pub struct SpanRow {
     /// The hosted agent roost attributed the span to ('' when none): set only for spans a
     /// runtime sent with its own agent token, never from what the span claims.
     pub agent_instance: String,
+    /// Its [labels](super::labels): user, tags, metadata.
+    pub labels: Vec<String>,
+    /// For a model call, the time its first token took (ns), when the sender says
+    /// ([`super::latency::first_token_ns`]).
+    pub first_token_ns: Option<i64>,
 }
 
 impl SpanRow {
@@ -165,6 +170,8 @@ pub struct LogRow {
     pub is_message: bool,
     /// Attributes as a JSON object.
     pub attributes: String,
+    /// Its [labels](super::labels): user, tags, metadata.
+    pub labels: Vec<String>,
 }
 
 /// One data point of a metric.

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::{
+    latency,
     row_counts::{RowCountTx as _, RowCounts},
     rows::{EventRow, GenAi, LogRow, MetricRow, MetricUsage, SpanRow, UsageKind},
     trace_sessions::{MovedIn, TraceSession, UNNAMED},
@@ -31,6 +32,10 @@ pub const USAGE_WITH_METRICS: &str = "(SELECT day, model, CAST(SUM(calls) AS BIG
                  m.cost_nanocents, 0 FROM metric_usage_daily m \
            WHERE NOT EXISTS (SELECT 1 FROM services s WHERE s.service = m.service AND s.usage_calls > 0)) AS u \
     GROUP BY day, model) AS usage";
+
+/// Most rows one upsert of labels or latency writes (8 values each at most: far below
+/// either backend's limit on bound values).
+const ROWS_PER_STATEMENT: usize = 1000;
 
 /// OTLP severity number from which a log record counts as an error.
 const ERROR_SEVERITY: i32 = 17;
@@ -129,6 +134,9 @@ struct RunDelta {
     cost: i64,
 }
 
+/// A latency histogram's bucket: (hour, model, service, agent, measure, bucket).
+type LatencyKey = (String, String, String, String, i64, i64);
+
 /// Summary deltas of one write group. Kept in key order, so every transaction upserts
 /// summary rows in the same order: two writers (the ingest writer and the turn recorder,
 /// or replicas on one PostgreSQL) touching the same rows wait for each other instead of
@@ -144,6 +152,14 @@ pub struct Summaries {
     metric_usage: BTreeMap<(String, String, String), MetricUsageDelta>,
     activity: BTreeMap<String, ActivityDelta>,
     runs: BTreeMap<String, RunDelta>,
+    /// [Labels](super::labels) of traces (from their spans), by (label, trace), with the
+    /// newest time one came.
+    trace_labels: BTreeMap<(String, String), i64>,
+    /// Labels of sessions from their log records (which have no trace), likewise.
+    session_labels: BTreeMap<(String, String), i64>,
+    /// Model call [latency](super::latency) histograms: (hour, model, service, agent,
+    /// measure, bucket) → (calls, total ns).
+    latency: BTreeMap<LatencyKey, (i64, i64)>,
     /// Rows added to the tables [`super::row_counts`] keeps; the sessions among them are
     /// counted by the upsert that inserts them ([`SummaryTx::apply_summaries`]).
     rows: RowCounts,
@@ -264,6 +280,24 @@ impl Summaries {
             delta.service = service.to_owned();
         }
         self.gen_ai_call(g, span.start_ns, span.end_ns, false);
+        for label in &span.labels {
+            let time = self.trace_labels.entry((label.clone(), span.trace_id.clone())).or_default();
+            *time = (*time).max(span.end_ns);
+        }
+        if let Some(model) = g.model().filter(|_| !g.aggregate && !g.self_reported) {
+            let group =
+                (utc_hour(span.start_ns), model.to_owned(), service.to_owned(), g.agent_id.clone().unwrap_or_default());
+            let measures =
+                [(latency::DURATION, Some(span.end_ns - span.start_ns)), (latency::FIRST_TOKEN, span.first_token_ns)];
+            for (measure, ns) in measures {
+                let Some(ns) = ns.filter(|ns| *ns >= 0) else { continue };
+                let key =
+                    (group.0.clone(), group.1.clone(), group.2.clone(), group.3.clone(), measure, latency::bucket(ns));
+                let histogram = self.latency.entry(key).or_default();
+                histogram.0 += 1;
+                histogram.1 = histogram.1.saturating_add(ns);
+            }
+        }
         let svc = self.service(service, span.start_ns, span.end_ns);
         svc.spans += 1;
         svc.errors += error;
@@ -326,6 +360,10 @@ impl Summaries {
     pub fn log(&mut self, log: &LogRow, service: &str) {
         let error = i64::from(log.severity_number >= ERROR_SEVERITY);
         if let Some(session) = &log.gen_ai.session_id {
+            for label in &log.labels {
+                let time = self.session_labels.entry((label.clone(), session.clone())).or_default();
+                *time = (*time).max(log.time_ns);
+            }
             let delta = self.session(session, log.time_ns, log.time_ns);
             delta.logs += 1;
             delta.errors += error;
@@ -624,6 +662,37 @@ impl_for_connections! {
                      input_tokens = activity_daily.input_tokens + excluded.input_tokens, \
                      output_tokens = activity_daily.output_tokens + excluded.output_tokens, \
                      cost_nanocents = activity_daily.cost_nanocents + excluded.cost_nanocents",
+                );
+                q.build().execute(&mut *self).await?;
+            }
+            // Labels and latency come many per item: in statements of a bounded size.
+            for (table, owner, labels) in
+                [("trace_labels", "trace_id", &s.trace_labels), ("session_labels", "session_id", &s.session_labels)]
+            {
+                let labels: Vec<_> = labels.iter().collect();
+                for chunk in labels.chunks(ROWS_PER_STATEMENT) {
+                    let mut q = sqlx::QueryBuilder::new(format!("INSERT INTO {table} (label, {owner}, time_ns) "));
+                    q.push_values(chunk, |mut row, ((label, id), time)| {
+                        row.push_bind(label).push_bind(id).push_bind(*time);
+                    });
+                    q.push(format!(
+                        " ON CONFLICT (label, {owner}) DO UPDATE SET time_ns = {greatest}({table}.time_ns, excluded.time_ns)"
+                    ));
+                    q.build().execute(&mut *self).await?;
+                }
+            }
+            let latency: Vec<_> = s.latency.iter().collect();
+            for chunk in latency.chunks(ROWS_PER_STATEMENT) {
+                let mut q = sqlx::QueryBuilder::new(
+                    "INSERT INTO latency_hourly (hour, model, service, agent_id, measure, bucket, calls, total_ns) ",
+                );
+                q.push_values(chunk, |mut row, ((hour, model, service, agent, measure, bucket), (calls, total))| {
+                    row.push_bind(hour).push_bind(model).push_bind(service).push_bind(agent).push_bind(*measure)
+                        .push_bind(*bucket).push_bind(*calls).push_bind(*total);
+                });
+                q.push(
+                    " ON CONFLICT (hour, model, service, agent_id, measure, bucket) DO UPDATE SET \
+                     calls = latency_hourly.calls + excluded.calls, total_ns = latency_hourly.total_ns + excluded.total_ns",
                 );
                 q.build().execute(&mut *self).await?;
             }

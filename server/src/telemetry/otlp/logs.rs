@@ -57,6 +57,7 @@ pub fn convert(request: &ExportLogsServiceRequest, prices: &PriceBook) -> (Batch
                     is_message: !log_messages.is_empty(),
                     messages: log_messages,
                     attributes: to_json_text(&record.attributes),
+                    labels: crate::telemetry::labels::of(&record.attributes, resource),
                 });
             }
         }

@@ -7,6 +7,7 @@ use crate::{
     billing::metering::PriceBook,
     telemetry::{
         attributes::{gen_ai, to_json_text, to_map},
+        labels, latency,
         limits::time_in_range,
         messages, packed_attributes,
         rows::{Batch, SpanEventRow, SpanRow},
@@ -89,6 +90,12 @@ pub fn convert(request: &ExportTraceServiceRequest, prices: &PriceBook) -> (Batc
                     new_from,
                     tool_io: messages::tool_io(&span.attributes),
                     agent_instance: String::new(),
+                    labels: labels::of(&span.attributes, resource),
+                    first_token_ns: latency::first_token_ns(
+                        &span.attributes,
+                        ns(span.start_time_unix_nano),
+                        ns(span.end_time_unix_nano.max(span.start_time_unix_nano)),
+                    ),
                 });
             }
         }

@@ -7,6 +7,7 @@ mod empty_answers;
 mod features;
 mod hosted;
 mod limits;
+mod lists;
 mod node;
 pub mod otlp;
 mod query;

@@ -16,13 +16,16 @@ fn now_ns() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
 }
 
-/// Spans of trace `trace`, session `session`, starting `age` ago.
+/// Spans of trace `trace`, session `session` and user `session`, starting `age` ago.
 async fn spans_aged(server: &TestServer, trace: u8, count: usize, session: &str, age: Duration) {
+    use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value::Value};
     let mut request = traces_request(trace, count, session);
     let start = now_ns() - age.as_nanos() as u64;
     for (i, span) in request.resource_spans[0].scope_spans[0].spans.iter_mut().enumerate() {
         span.start_time_unix_nano = start + i as u64 * 1000;
         span.end_time_unix_nano = span.start_time_unix_nano + 500;
+        let user = AnyValue { value: Some(Value::StringValue(session.into())) };
+        span.attributes.push(KeyValue { key: "user.id".into(), value: Some(user), ..Default::default() });
     }
     TraceServiceClient::new(server.channel().await).export(request).await.unwrap();
 }
@@ -64,6 +67,9 @@ async fn the_worker_deletes_what_is_too_old(backend: Backend) {
         q1(&api, "sessions", json!({})).await.iter().map(|s| s["session_id"].as_str().unwrap().to_owned()).collect();
     assert!(sessions.contains(&"new".to_owned()) && !sessions.contains(&"old".to_owned()), "{sessions:?}");
     assert_eq!(q1(&api, "traces", json!({})).await.len(), 1);
+    // Labels go with their traces.
+    let labels = server.sql("SELECT COUNT(*) FROM trace_labels WHERE label = 'user:old'").await.unwrap();
+    assert_eq!((labels, q1(&api, "traces", json!({"user": "new"})).await.len()), (vec![0], 1));
     let events: Vec<String> =
         q1(&api, "events", json!({"run_id": run})).await.iter().map(|e| e["id"].as_str().unwrap().to_owned()).collect();
     assert_eq!(events, ["new"]);
