@@ -23,7 +23,7 @@
 use std::time::{Duration, Instant};
 
 use roost_server::{
-    billing::metering::PriceBook,
+    billing::prices::PriceBook,
     llm::Upstream,
     runtimes::{Catalogue, packaged::Package},
 };

@@ -13,6 +13,7 @@
 //! reads of any agent come from the store.
 
 pub mod activity;
+mod admission;
 pub mod channel;
 pub mod files;
 pub mod in_flight;
@@ -20,7 +21,6 @@ pub mod instances;
 pub mod lifecycle;
 pub mod limits;
 pub mod live;
-mod metering;
 pub mod ownership;
 pub mod recorder;
 pub mod routing;
@@ -32,7 +32,7 @@ use std::{path::Path, sync::Arc, time::Duration};
 use tokio::task::JoinHandle;
 
 use crate::{
-    billing::{BillingConfig, metering::PriceBook},
+    billing::{BillingConfig, prices::PriceBook},
     cluster::{Replica, peers::Peers},
     runtimes::{Catalogue, Drivers, assistant, orphans::ChildRecords, process},
     secrets::SecretKey,

@@ -19,7 +19,7 @@
 
 use roost_proto::{ApiError, ErrorReason, numbers::usd_exact};
 
-use super::{MoneyTx as _, metering::ModelPrice};
+use super::{MoneyTx as _, prices::ModelPrice};
 use crate::{
     Result,
     store::{BeginWrite, Store, impl_for_connections, on_writer},

@@ -10,8 +10,8 @@
 
 pub mod holds;
 pub mod ledger;
-pub mod metering;
 pub mod money;
+pub mod prices;
 pub mod renewal;
 pub mod service;
 pub mod stripe;

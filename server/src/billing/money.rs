@@ -5,7 +5,7 @@ use roost_proto::{ApiError, ErrorReason};
 use crate::{Error, Result, billing::LedgerEntry, store::impl_for_connections};
 
 /// Nanocents (10⁻⁹ cent) in a cent: the unit every amount of money is kept in.
-pub use super::metering::NANOCENTS_PER_CENT;
+pub use super::prices::NANOCENTS_PER_CENT;
 
 /// The most an account's balance may hold either way, in cents: $10 million. Every
 /// movement is checked against it, so no sum of credits can overflow the store's 64-bit

@@ -82,7 +82,7 @@ pub struct TurnLimits {
 
 impl Default for TurnLimits {
     fn default() -> Self {
-        Self { max_calls: 200, max_cost_nanocents: 1_000 * crate::billing::metering::NANOCENTS_PER_CENT }
+        Self { max_calls: 200, max_cost_nanocents: 1_000 * crate::billing::prices::NANOCENTS_PER_CENT }
     }
 }
 
@@ -162,7 +162,7 @@ impl TurnMeter {
         } else if state.totals.cost_nanocents >= limits.max_cost_nanocents {
             Some(format!(
                 "the turn's model calls reached its spending limit of {} cents; it ends here",
-                limits.max_cost_nanocents / crate::billing::metering::NANOCENTS_PER_CENT
+                limits.max_cost_nanocents / crate::billing::prices::NANOCENTS_PER_CENT
             ))
         } else {
             None

@@ -43,7 +43,7 @@ use clap::Args;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::billing::metering::PriceBook;
+use crate::billing::prices::PriceBook;
 
 /// The model answers name when the requested one is not in the built-in price book.
 pub const DEFAULT_MODEL: &str = "gpt-4o-mini";

@@ -10,7 +10,7 @@ use super::GlobalArgs;
 use crate::{
     ServeConfig,
     billing::{
-        metering::PriceBook,
+        prices::PriceBook,
         stripe::{DEFAULT_AMOUNTS_CENTS, StripeConfig},
     },
     llm::Upstream,
@@ -341,7 +341,7 @@ impl ServeArgs {
         models.upstream_timeout = Duration::from_secs(self.llm_upstream_timeout_secs);
         models.turn_limits = crate::callers::TurnLimits {
             max_calls: self.llm_max_calls_per_turn,
-            max_cost_nanocents: self.llm_max_turn_spend_cents * crate::billing::metering::NANOCENTS_PER_CENT,
+            max_cost_nanocents: self.llm_max_turn_spend_cents * crate::billing::prices::NANOCENTS_PER_CENT,
         };
         if let Some(path) = &self.llm_upstream_ca_file {
             let pem = std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))?;

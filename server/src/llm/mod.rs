@@ -71,7 +71,7 @@ pub use record::CallRecord;
 use crate::{
     billing::{
         holds::estimate_nanocents,
-        metering::{ModelPrice, PriceBook},
+        prices::{ModelPrice, PriceBook},
         windows::{Admitted, CreditWindows},
     },
     callers::{

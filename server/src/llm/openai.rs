@@ -202,7 +202,7 @@ mod tests {
 
     #[test]
     fn a_calls_estimate_counts_the_prompt_once_and_the_output_of_every_choice() {
-        use crate::billing::{holds::estimate_nanocents, metering::ModelPrice};
+        use crate::billing::{holds::estimate_nanocents, prices::ModelPrice};
         // 1 cent a prompt token, 2 cents an output token.
         let price = ModelPrice { input: 1_000_000_000, output: 2_000_000_000, cache_read: 0, cache_write: 0 };
         let request = |n: i64| json!({"model": "m", "max_tokens": 1000, "n": n, "messages": []});
@@ -211,7 +211,7 @@ mod tests {
             let prompt_bytes = request.to_string().len();
             (prompt_bytes, estimate_nanocents(price, prompt_bytes, max_output_tokens(&request).unwrap()))
         };
-        let cent = crate::billing::metering::NANOCENTS_PER_CENT;
+        let cent = crate::billing::prices::NANOCENTS_PER_CENT;
         let (bytes, one) = estimate(1);
         assert_eq!(one, (i64::try_from(bytes).unwrap() + 2_000) * cent);
         let (bytes, eight) = estimate(8);

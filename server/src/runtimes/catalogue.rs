@@ -99,7 +99,7 @@ impl RuntimeSpec {
         crate::callers::TurnLimits {
             max_calls: self.max_calls_per_turn.unwrap_or(defaults.max_calls),
             max_cost_nanocents: self.max_turn_spend_cents.map_or(defaults.max_cost_nanocents, |cents| {
-                cents.saturating_mul(crate::billing::metering::NANOCENTS_PER_CENT)
+                cents.saturating_mul(crate::billing::prices::NANOCENTS_PER_CENT)
             }),
         }
     }

@@ -189,7 +189,7 @@ mod tests {
 
     use super::*;
     use crate::{
-        billing::metering::PriceBook,
+        billing::prices::PriceBook,
         callers::ModelMode,
         callers::TurnSlot,
         telemetry::{attributes::to_map, otlp},

@@ -8,7 +8,7 @@ use super::{
     attribute_map::{BY_KEY, Count, Field, is_aggregate},
     rows::GenAi,
 };
-use crate::billing::metering::PriceBook;
+use crate::billing::prices::PriceBook;
 
 /// An attribute value as JSON. Bytes are hex (they rarely occur in agent telemetry).
 pub fn any_to_json(value: &AnyValue) -> Json {

@@ -42,7 +42,7 @@ use prost::Message;
 use roost_proto::ApiError;
 use tokio::task::JoinHandle;
 
-use crate::{billing::metering::PriceBook, callers::tokens::AgentIdentity, store::Store};
+use crate::{billing::prices::PriceBook, callers::tokens::AgentIdentity, store::Store};
 use announce::LiveFeed;
 use limits::{Bounds, Limits};
 use otlp::Stored;

@@ -13,7 +13,7 @@ use super::{
 };
 use crate::{
     Result,
-    billing::metering::PriceBook,
+    billing::prices::PriceBook,
     ids::new_id,
     store::on_reader,
     time::{now_ms, timestamp_ms},

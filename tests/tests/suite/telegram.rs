@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use roost_proto::v1::{GetChannelRequest, PairChannelRequest};
-use roost_server::billing::metering::PriceBook;
+use roost_server::billing::prices::PriceBook;
 use roost_server::telegram::{
     TelegramClient, TelegramError,
     split::{PART_CHARS, split_reply},

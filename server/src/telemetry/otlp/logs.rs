@@ -6,7 +6,7 @@ use opentelemetry_proto::tonic::{collector::logs::v1::ExportLogsServiceRequest, 
 
 use super::{Rejected, Resources, id_hex, ns};
 use crate::{
-    billing::metering::PriceBook,
+    billing::prices::PriceBook,
     telemetry::{
         attributes::{any_to_text, gen_ai, string, to_json_text},
         limits::time_in_range,

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::{Rejected, Resources, ns};
 use crate::{
-    billing::metering::PriceBook,
+    billing::prices::PriceBook,
     telemetry::{
         attributes::{is_self_reported, string, to_json_text},
         limits::time_in_range,

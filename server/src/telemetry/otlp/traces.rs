@@ -4,7 +4,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
 use super::{Rejected, Resources, id_hex, ns};
 use crate::{
-    billing::metering::PriceBook,
+    billing::prices::PriceBook,
     telemetry::{
         attributes::{gen_ai, to_json_text, to_map},
         labels, latency,

@@ -8,7 +8,7 @@ use std::{
 };
 
 use axum::{Json, Router, extract::State, http::HeaderMap, routing::post};
-use roost_server::{billing::metering::PriceBook, llm::Upstream};
+use roost_server::{billing::prices::PriceBook, llm::Upstream};
 use roost_tests::{Backend, each_backend};
 use serde_json::{Value, json};
 

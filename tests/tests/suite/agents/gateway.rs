@@ -8,7 +8,7 @@
 
 use std::{path::Path, time::Duration};
 
-use roost_server::{billing::metering::PriceBook, llm::Upstream};
+use roost_server::{billing::prices::PriceBook, llm::Upstream};
 use roost_tests::{
     Api, Backend, TestServer, each_backend,
     fake_models::{self, FakeModels},

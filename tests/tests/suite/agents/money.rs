@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use roost_proto::v1::DestroyRequest;
-use roost_server::billing::metering::PriceBook;
+use roost_server::billing::prices::PriceBook;
 use roost_tests::{Api, Backend, Reply, TestAccount, TestServer, each_backend};
 use serde_json::{Value, json};
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use roost_server::{
     ServeConfig,
-    billing::metering::PriceBook,
+    billing::prices::PriceBook,
     llm::Upstream,
     runtimes::{Catalogue, packaged::Package},
     sandbox::EgressPolicy,

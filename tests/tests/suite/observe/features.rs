@@ -219,7 +219,7 @@ const PRICED_ECHO: &str = "[models.echo]\ninput_usd_per_mtok = 10000\noutput_usd
 async fn guard_policies_pause_an_agent_and_record_incidents(backend: Backend) {
     let server = TestServer::start_with(backend, |c| {
         c.guard_every = Duration::from_millis(200);
-        c.hosting.prices = roost_server::billing::metering::PriceBook::from_toml(PRICED_ECHO).unwrap();
+        c.hosting.prices = roost_server::billing::prices::PriceBook::from_toml(PRICED_ECHO).unwrap();
     })
     .await;
     let account = server.account(10_000).await;

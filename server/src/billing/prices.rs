@@ -1,5 +1,5 @@
-//! Metered model use: tokens priced by a price book, each call charged exactly what its
-//! tokens cost, to the nanocent (balances and the ledger are kept in nanocents:
+//! The price book: what a model's tokens cost, so that each metered call is charged exactly
+//! what its tokens cost, to the nanocent (balances and the ledger are kept in nanocents:
 //! [`super::money`]), so many small calls cost exactly what their tokens add up to.
 //!
 //! Prices are USD per million tokens, as providers publish them, and are kept as integer

@@ -1,5 +1,7 @@
-//! Which turns are metered, at what price, and their admission against the account's
-//! credits (docs/architecture.md#money: managed model calls are metered).
+//! Turn admission: whether a turn may start, given which turns are metered, at what price,
+//! and the account's credits (docs/architecture.md#money: managed model calls are
+//! metered). The price comes from [`crate::billing::prices`]; what a turn's calls add up
+//! to is [`crate::callers::turn_meter`]'s.
 //!
 //! - The `assistant` and `process` runtimes call their models through the model gateway
 //!   ([`crate::llm`]), which admits, prices and charges each call (one ledger row per call);
@@ -21,7 +23,7 @@ use crate::{
     Result,
     billing::{
         holds::{MeteredCall, estimate_nanocents},
-        metering::ModelPrice,
+        prices::ModelPrice,
     },
     callers::ModelMode,
     runtimes::{DriverSpec, Machine, RuntimeSpec, TurnInput, TurnOutput},
