@@ -207,6 +207,8 @@ pub fn traces(n: usize, shape: &Shape) -> ExportTraceServiceRequest {
                     string("gen_ai.request.model", "gpt-4o-mini".into()),
                     int("gen_ai.usage.input_tokens", 800),
                     int("gen_ai.usage.output_tokens", 200),
+                    // Who the conversation is for, as apps tag it (a label of the trace).
+                    string("user.id", format!("user-{}", trace % 100)),
                 ]);
                 if shape.content {
                     attributes.extend(conversation(trace));
@@ -359,6 +361,10 @@ pub async fn time_queries(server: &TestServer, queries: usize) {
         ("logs", json!({})),
         ("logs", json!({"session_id": "session-42"})),
         ("aggregates", json!({})),
+        ("sessions", json!({"user": "user-42"})),
+        ("traces", json!({"user": "user-42"})),
+        ("latency", json!({})),
+        ("latency", json!({"group": "service", "hours": 2160})),
         ("search", json!({"text": "lisbon"})),
         ("search", json!({"text": "please"})),
         ("search", json!({"text": "lisbon lovely"})),
@@ -378,6 +384,23 @@ pub async fn time_queries(server: &TestServer, queries: usize) {
         }
         println!("q/1 {shape} {args}: {} ({rows} rows)", percentiles(&mut samples));
     }
+    // An export of every trace, read as fast as the client takes it.
+    let sent = Instant::now();
+    let reply = server
+        .http
+        .post(server.url("/api/local/export"))
+        .json(&json!({"shape": "traces", "format": "csv"}))
+        .send()
+        .await
+        .expect("the export answers");
+    let body = reply.bytes().await.expect("the export's body arrives whole");
+    let rows = body.iter().filter(|b| **b == b'\n').count().saturating_sub(1);
+    let took = sent.elapsed().as_secs_f64();
+    println!(
+        "export traces as CSV: {rows} rows, {:.1} MB in {took:.2} s = {:.0} rows/s",
+        body.len() as f64 / 1e6,
+        rows as f64 / took
+    );
 }
 
 /// Times every dashboard page `queries` times and measures its first load (the gzipped

@@ -153,6 +153,9 @@ pub(super) trait Filters {
     /// The activity window, and the custom range's `from` and `to` as typed.
     fn range(&self) -> (&str, &str, &str);
 
+    /// The filters as read from a URL, cleaned up (trimmed, unknown choices dropped).
+    fn cleaned(self) -> Self;
+
     /// The filters as query parameters, in the order links write them (`page` apart).
     fn params(&self) -> Vec<(&'static str, &str)>;
 
@@ -210,11 +213,31 @@ pub(super) fn rows_page<R>(
 }
 
 /// The formats a list exports to, as the path's extension says (`/dashboard/sessions.csv`).
-pub(super) const EXPORT_FORMATS: &[&str] = &["csv", "jsonl"];
+const EXPORT_FORMATS: &[&str] = &["csv", "jsonl"];
+
+/// A list's export routes (`/dashboard/sessions.csv`, `….jsonl`), each taking the list's
+/// filters.
+pub(super) fn export_routes<F>(mut router: axum::Router<crate::Core>) -> axum::Router<crate::Core>
+where
+    F: Filters + serde::de::DeserializeOwned + Send + Sync + 'static,
+{
+    use axum::extract::{Query, State};
+    for format in EXPORT_FORMATS {
+        router = router.route(
+            &format!("{}.{format}", F::PATH),
+            axum::routing::get(
+                async |State(core): State<crate::Core>, page: super::layout::PageCall, Query(filter): Query<F>| {
+                    export_list(&core, &page, &filter.cleaned(), format).await
+                },
+            ),
+        );
+    }
+    router
+}
 
 /// Every row a list's filters select, as a file (`/dashboard/sessions.csv?…`): its filters
 /// without its pages, and without a text search (which replaces the list on the page).
-pub(super) async fn export_list<F: Filters>(
+async fn export_list<F: Filters>(
     core: &crate::Core,
     page: &super::layout::PageCall,
     filter: &F,

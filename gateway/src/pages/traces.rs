@@ -32,8 +32,8 @@ use super::{
     Failure, When, count, float, format, int,
     layout::{Chrome, PageCall, percent_encode},
     listing::{
-        EXPORT_FORMATS, Filters, PAGE_SIZE, Pager, WINDOWS, export_list, known_choice, known_window, link, page_number,
-        range_bound, rows_page, rows_warning, suggestions, window_since,
+        Filters, PAGE_SIZE, Pager, WINDOWS, export_routes, known_choice, known_window, link, page_number, range_bound,
+        rows_page, rows_warning, suggestions, window_since,
     },
     query,
     search::{self, Found},
@@ -50,17 +50,9 @@ const TRANSCRIPT_ITEMS: i64 = 500;
 const MAX_GUIDE_DEPTH: usize = 16;
 
 pub(super) fn routes() -> Router<Core> {
-    let mut router =
-        Router::new().route("/dashboard/traces", get(list)).route("/dashboard/traces/{trace_id}", get(detail));
-    for format in EXPORT_FORMATS {
-        router = router.route(
-            &format!("/dashboard/traces.{format}"),
-            get(async |State(core): State<Core>, page: PageCall, Query(filter): Query<ListQuery>| {
-                export_list(&core, &page, &filter.trimmed(), format).await
-            }),
-        );
-    }
-    router
+    export_routes::<ListQuery>(
+        Router::new().route("/dashboard/traces", get(list)).route("/dashboard/traces/{trace_id}", get(detail)),
+    )
 }
 
 // ---------------------------------------------------------------------------------------
@@ -168,6 +160,10 @@ impl Filters for ListQuery {
 
     fn range(&self) -> (&str, &str, &str) {
         (&self.window, &self.from, &self.to)
+    }
+
+    fn cleaned(self) -> Self {
+        self.trimmed()
     }
 
     fn params(&self) -> Vec<(&'static str, &str)> {

@@ -23,7 +23,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use super::{
     args::Args,
     registry::{self, Plan, Shape},
-    run::{self, Bind},
+    run,
 };
 use crate::{
     Result,
@@ -135,14 +135,7 @@ async fn read(
     let mut file = Encoder { format, fields, buf: Vec::with_capacity(CHUNK_BYTES + 4096) };
     file.header();
     let read = on_reader!(store, |pool| async {
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.text.clone()));
-        for bind in sql.binds() {
-            query = match bind {
-                Bind::Text(s) => query.bind(s.clone()),
-                Bind::Int(i) => query.bind(*i),
-            };
-        }
-        let mut rows = query.fetch(pool);
+        let mut rows = run::bound!(&sql).fetch(pool);
         let mut open = true;
         while let Some(row) = rows.try_next().await? {
             let (mut json, _) = run::row_json(&row, shape.columns)?;

@@ -10,7 +10,7 @@ use sqlx::Row as _;
 
 use super::{
     args::Args,
-    run::{Bind, Fetched, Sql},
+    run::{self, Bind, Fetched, Sql},
 };
 use crate::{
     Result,
@@ -50,14 +50,7 @@ pub async fn run(store: &Store, args: &Args, now_ns: i64) -> Result<Fetched> {
     text.push_str(" GROUP BY k, measure, bucket ORDER BY k, measure, bucket");
     sql.text = text;
     let groups = on_reader!(store, |pool| async {
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.text.clone()));
-        for bind in sql.binds() {
-            query = match bind {
-                Bind::Text(s) => query.bind(s.clone()),
-                Bind::Int(i) => query.bind(*i),
-            };
-        }
-        let mut rows = query.fetch(pool);
+        let mut rows = run::bound!(&sql).fetch(pool);
         let mut groups: BTreeMap<String, Histograms> = BTreeMap::new();
         while let Some(row) = rows.try_next().await? {
             let (key, measure, bucket): (String, i64, i64) = (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);

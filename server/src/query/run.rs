@@ -45,6 +45,23 @@ impl Sql {
     }
 }
 
+/// `sql`'s statement with its values bound, for whichever backend's pool it then runs on
+/// (a macro: the two backends' query types differ, and each arm of `on_reader!` has one).
+macro_rules! bound {
+    ($sql:expr) => {{
+        let sql: &$crate::query::run::Sql = $sql;
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.text.clone()));
+        for bind in sql.binds() {
+            query = match bind {
+                $crate::query::run::Bind::Text(s) => query.bind(s.clone()),
+                $crate::query::run::Bind::Int(i) => query.bind(*i),
+            };
+        }
+        query
+    }};
+}
+pub(super) use bound;
+
 /// Most bytes of rows in one answer, as JSON. A row is measured as it is read (from the
 /// lengths of its values, without serialising it), and reading stops before the row that
 /// would pass the budget; the first row is always answered. Telemetry strings are bounded
@@ -383,14 +400,7 @@ fn transcript(args: &Args, kind: BackendKind) -> Sql {
 /// size, later ones only within the budget.
 pub(super) async fn fetch(store: &Store, sql: Sql, columns: &'static [Col], spent: usize) -> Result<Fetched> {
     let fetched = on_reader!(store, |pool| {
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.text.clone()));
-        for bind in &sql.binds {
-            query = match bind {
-                Bind::Text(s) => query.bind(s.clone()),
-                Bind::Int(i) => query.bind(*i),
-            };
-        }
-        let mut stream = query.fetch(pool);
+        let mut stream = bound!(&sql).fetch(pool);
         let mut fetched = Fetched { bytes: spent, ..Fetched::default() };
         while let Some(row) = stream.try_next().await? {
             let (json, size) = row_json(&row, columns)?;
