@@ -256,7 +256,7 @@ async fn export_list<F: Filters>(
 
 /// Every row of `shape` that `args` select (a page's filters: its `limit` and `offset` are
 /// dropped, like its unset filters) as a download named `shape.format`, streamed from the
-/// store: the `Export` call, noted as its REST twin. A refused export is its error.
+/// store by the `Export` call. A refused export answers its error.
 async fn export(
     core: &crate::Core,
     page: &super::layout::PageCall,
