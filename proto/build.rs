@@ -9,7 +9,8 @@
 //! - enums: the lower-case value name without the enum's prefix (`HEALTH_STATUS_OK` → `"ok"`);
 //! - `google.protobuf.Timestamp`: an RFC 3339 string;
 //! - `google.protobuf.Struct` and `Value`: plain JSON;
-//! - request messages: `deny_unknown_fields`, so a misspelt field is a 400, not ignored.
+//! - request messages (and the few other messages clients send inside them):
+//!   `deny_unknown_fields`, so a misspelt field is a 400, not ignored.
 //!
 //! Missing fields take their proto3 defaults, as over gRPC; the core validates required
 //! values once for both protocols.
@@ -111,7 +112,9 @@ fn write_inbound(out: &mut String, message: &DescriptorProto) {
 fn message_attributes(message: &DescriptorProto) -> Vec<&'static str> {
     let mut attrs = vec!["#[derive(serde::Serialize, serde::Deserialize)]"];
     // Requests come from clients: refuse what we do not know. Responses are only written.
-    if message.name().ends_with("Request") {
+    // A few messages are parts of requests as well as of answers: a client sends them too.
+    const REQUEST_PARTS: [&str; 3] = ["Score", "Evaluator", "EvaluatorFilter"];
+    if message.name().ends_with("Request") || REQUEST_PARTS.contains(&message.name()) {
         attrs.push("#[serde(default, deny_unknown_fields)]");
     } else {
         attrs.push("#[serde(default)]");

@@ -30,9 +30,9 @@ use opentelemetry_proto::tonic::collector::{
 };
 use roost_proto::v1::{
     account_service_server::AccountService, billing_service_server::BillingService,
-    control_service_server::ControlService, feature_service_server::FeatureService,
-    ingest_service_server::IngestService, system_service_server::SystemService, update_service_server::UpdateService,
-    web_app_service_server::WebAppService,
+    control_service_server::ControlService, evaluator_service_server::EvaluatorService,
+    feature_service_server::FeatureService, ingest_service_server::IngestService, score_service_server::ScoreService,
+    system_service_server::SystemService, update_service_server::UpdateService, web_app_service_server::WebAppService,
 };
 
 pub use access::AccessPolicy;
@@ -73,6 +73,10 @@ pub struct Core {
     pub webapp: Arc<dyn WebAppService>,
     /// Top-ups through Stripe.
     pub billing: Arc<dyn BillingService>,
+    /// Scores of observed work.
+    pub scores: Arc<dyn ScoreService>,
+    /// LLM judges.
+    pub evaluators: Arc<dyn EvaluatorService>,
     /// Limits the gateway enforces.
     pub options: Arc<GatewayOptions>,
     /// Who may call the dashboard (the pages' sign-in form checks tokens against it).
@@ -101,7 +105,13 @@ pub struct GatewayOptions {
     /// Every cookie gets `Secure` (roost's `--public-url` is https); otherwise only pages
     /// that came over https (`X-Forwarded-Proto`) set them so.
     pub secure_cookies: bool,
+    /// The categories the dashboard's feedback forms offer for a `label` score
+    /// (`--feedback-labels`): a fixed list, so people's labels can be counted and filtered.
+    pub feedback_labels: Vec<String>,
 }
+
+/// The feedback labels offered when none are configured.
+pub const DEFAULT_FEEDBACK_LABELS: &str = "correct,incorrect,off-topic,unsafe";
 
 impl Default for GatewayOptions {
     fn default() -> Self {
@@ -111,6 +121,7 @@ impl Default for GatewayOptions {
             max_ingest_inflight_bytes: roost_kit::budget::DEFAULT_BYTES,
             sse_keepalive: std::time::Duration::from_secs(15),
             secure_cookies: false,
+            feedback_labels: DEFAULT_FEEDBACK_LABELS.split(',').map(str::to_owned).collect(),
         }
     }
 }
@@ -125,6 +136,8 @@ pub fn sections() -> Vec<api::Routes> {
         routes::query::routes(),
         routes::otlp::routes(),
         routes::ingest::routes(),
+        routes::scores::routes(),
+        routes::evaluators::routes(),
         routes::streams::routes(),
         routes::features::routes(),
         routes::control::routes(),

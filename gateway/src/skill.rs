@@ -102,7 +102,9 @@ tools at `{base_url}/mcp` (Streamable HTTP).\n\n\
 3. Poll `GET {base_url}/api/instances/{instance_id}` until `status` is `running`.\n\
 4. `POST {base_url}/api/instances/{instance_id}/messages` with `{\"text\": \"...\"}` and wait for the reply: turns \
 run one at a time per agent and may take up to 900 s, so set a client time-out of 910 s.\n\
-5. Reconfigure with `/config`, and `/pause`, `/resume` or `/destroy` it; `/activity` shows turns and charges.\n\n\
+5. Reconfigure with `/config`, and `/pause`, `/resume` or `/destroy` it; `/activity` shows turns and charges; \
+`POST /api/instances/{instance_id}/turns/{turn_id}/rating` with `{\"value\": true}` (or `false`, or 1 to 5) rates a \
+reply.\n\n\
 Authentication: hosted-agent calls and `/mcp` send `Authorization: Bearer <API_KEY>`; a bad key is 401 and an \
 agent that is not the caller's is 404. API keys are made in the web app at `{base_url}/developers` (sign in, then \
 create a key; it is shown once), where credits are topped up too (`{base_url}/billing`). Dashboard calls (queries, pages, streams, control) are served to loopback \

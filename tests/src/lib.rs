@@ -14,6 +14,7 @@ mod api;
 pub mod bench;
 pub mod browser;
 pub mod fake_agent_model;
+pub mod fake_judge;
 pub mod fake_models;
 pub mod fake_openai;
 pub mod fake_telegram;

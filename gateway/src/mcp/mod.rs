@@ -59,9 +59,9 @@ const TURN_CAP_SECS: f64 = 900.0;
 
 const INSTRUCTIONS: &str = "roost hosts always-on AI agents for your account. Use list_runtimes to pick a runtime, \
 create_agent to start one (it boots in the background: call get_agent until status is running), send_message to \
-talk to it, configure_agent / pause_agent / resume_agent / destroy_agent to manage it, and get_activity to see its \
-turns and charges. Errors carry a `code` (insufficient_credits, deploy_settling, wrong_state, not_found, ...). The \
-full reference is at /skill.md.";
+talk to it, rate_turn to rate a reply (thumbs up or down, or 1 to 5), configure_agent / pause_agent / \
+resume_agent / destroy_agent to manage it, and get_activity to see its turns and charges. Errors carry a `code` \
+(insufficient_credits, deploy_settling, wrong_state, not_found, ...). The full reference is at /skill.md.";
 
 const MCP: Endpoint = Endpoint::post(
     "/mcp",

@@ -12,8 +12,8 @@ use roost_proto::{
     v1::{
         ConfigureRequest, DestroyRequest, GetActivityRequest, GetChannelRequest, GetInstanceRequest, ListFilesRequest,
         ListInstancesRequest, ListRuntimesRequest, ListSessionsRequest, ListShapesRequest, ListShapesResponse,
-        PairChannelRequest, PauseRequest, ProvisionRequest, QueryRequest, ReadFileRequest, ResumeRequest,
-        SendMessageRequest,
+        PairChannelRequest, PauseRequest, ProvisionRequest, QueryRequest, RateTurnRequest, ReadFileRequest,
+        ResumeRequest, SendMessageRequest,
     },
 };
 use serde::{Serialize, de::DeserializeOwned};
@@ -122,6 +122,13 @@ pub const TOOLS: &[ToolDef] = &[
             "Send a message to a running agent and wait for its reply (one synchronous turn). Turns to one agent run \
              one at a time in arrival order; a turn is capped at 900 seconds. Progress notifications report the \
              wait while the turn queues or runs.",
+        )
+        .writes(false),
+    tool("rate_turn", "Rate a reply", "RateTurnRequest", "RateTurnResponse", &agents::RATING)
+        .describe(
+            "Rate one of an agent's replies for the account holder: `turn_id` (from send_message or get_activity) \
+             and `value` true or false (thumbs up or down) or a number from 1 to 5, with an optional `comment`. \
+             Kept as a human score on the turn; rating the same turn again replaces it.",
         )
         .writes(false),
     tool("list_files", "List an agent's files", "ListFilesRequest", "ListFilesResponse", &agent_files::FILES).describe(
@@ -261,6 +268,7 @@ pub(crate) async fn run(core: &Core, call: Call, name: &str, args: Map<String, V
             answer(reply.map(|r| r.map(|r| r.instance.unwrap_or_default())))
         }
         "send_message" => answer(a.send_message(call.request(parse::<SendMessageRequest>(args)?)).await),
+        "rate_turn" => answer(a.rate_turn(call.request(parse::<RateTurnRequest>(args)?)).await),
         "list_files" => answer(a.list_files(call.request(parse::<ListFilesRequest>(args)?)).await),
         "read_file" => answer(a.read_file(call.request(parse::<ReadFileRequest>(args)?)).await),
         "get_activity" => answer(a.get_activity(call.request(parse::<GetActivityRequest>(args)?)).await),
@@ -308,6 +316,16 @@ pub fn summary(name: &str, content: &Value) -> String {
     let count = |key: &str| content.get(key).and_then(Value::as_array).map_or(0, Vec::len);
     match name {
         "send_message" => text("reply"),
+        "rate_turn" => {
+            let score = content.get("score").cloned().unwrap_or_default();
+            let get = |key: &str| score.get(key).cloned().unwrap_or_default();
+            format!(
+                "Rated turn {}: {} = {}.",
+                get("turn_id").as_str().unwrap_or_default(),
+                get("name").as_str().unwrap_or_default(),
+                get("value")
+            )
+        }
         "create_agent" => format!(
             "Created agent {} ({}), status {}; charged {}, balance {}. It boots in the background: call get_agent \
              until its status is running.",

@@ -16,6 +16,7 @@ mod app;
 mod assets;
 mod docs;
 mod features;
+mod feedback;
 mod format;
 pub mod forms;
 pub mod layout;
@@ -61,6 +62,7 @@ pub(crate) fn router() -> Router<Core> {
         .merge(docs::routes())
         .merge(sessions::routes())
         .merge(traces::routes())
+        .merge(feedback::routes())
         .merge(live::routes())
         .merge(usage::routes())
         .merge(features::routes())

@@ -144,6 +144,11 @@ pub(super) struct Entry {
     pub(super) usage: String,
     /// The span on the trace page, if the item has one.
     pub(super) href: String,
+    /// The model call a message belongs to: its trace and span ids (empty for others).
+    pub(super) call: (String, String),
+    /// The thumbs form of the call this message answers (its last reply shown), set by
+    /// [`super::feedback::mark_calls`] on pages that offer it.
+    pub(super) feedback: Option<super::feedback::Form>,
 }
 
 /// A tool a message calls.
@@ -194,6 +199,8 @@ fn message(time: When, role: &str, body: &str, model: String, usage: String, hre
         model,
         usage,
         href,
+        call: (String::new(), String::new()),
+        feedback: None,
     }
 }
 
@@ -306,6 +313,8 @@ impl Fold {
             model: String::new(),
             usage: String::new(),
             href: std::mem::take(&mut self.href),
+            call: (String::new(), String::new()),
+            feedback: None,
         };
         entries.insert(self.line_at.min(entries.len()), line);
         self.folded = 0;
@@ -350,6 +359,7 @@ fn entries(rows: &[Map<String, Value>], activity: bool, mut fold: Option<Fold>) 
                     (entry.class, entry.label) = ("system", "runtime context".to_owned());
                 }
                 entry.tool_calls = tool_calls(row.get("tool_calls"));
+                entry.call = (text(row, "trace_id"), text(row, "span_id"));
                 // A failed call's empty answer says nothing; its span says why (below).
                 if !entry.text.is_empty() || !entry.tool_calls.is_empty() {
                     entries.push(entry);
@@ -407,6 +417,8 @@ fn entries(rows: &[Map<String, Value>], activity: bool, mut fold: Option<Fold>) 
                     model,
                     usage,
                     href,
+                    call: (String::new(), String::new()),
+                    feedback: None,
                 });
             }
             _ => {}
@@ -454,6 +466,9 @@ struct ListQuery {
     /// A metadata key, or `key=value`, matched whole.
     #[serde(default)]
     meta: String,
+    /// A score: its name, `name=category` (or `=true`), or `name>=0.5` (`<`, `<=`, `>`).
+    #[serde(default)]
+    score: String,
     #[serde(default)]
     window: String,
     /// A custom range's start (`datetime-local`, a date or RFC 3339; UTC): replaces the window.
@@ -483,6 +498,7 @@ impl ListQuery {
             user: self.user.trim().to_owned(),
             tag: self.tag.trim().to_owned(),
             meta: self.meta.trim().to_owned(),
+            score: self.score.trim().to_owned(),
             window: known_window(self.window.trim()),
             from: self.from.trim().to_owned(),
             to: self.to.trim().to_owned(),
@@ -507,6 +523,7 @@ impl Filters for ListQuery {
             "user": self.user,
             "tag": self.tag,
             "metadata": self.meta,
+            "score": self.score,
             "since": since,
             "until": until,
             "order": self.order,
@@ -531,6 +548,7 @@ impl Filters for ListQuery {
             ("user", &self.user),
             ("tag", &self.tag),
             ("meta", &self.meta),
+            ("score", &self.score),
             ("window", &self.window),
             ("from", &self.from),
             ("to", &self.to),
@@ -587,6 +605,8 @@ struct SessionRow {
     input: String,
     output: String,
     cost: String,
+    /// Its scores, one short line.
+    scores: String,
 }
 
 async fn list(State(core): State<Core>, page: PageCall, Query(filter): Query<ListQuery>) -> Response {
@@ -615,6 +635,7 @@ async fn list(State(core): State<Core>, page: PageCall, Query(filter): Query<Lis
                     "user": filter.user,
                     "tag": filter.tag,
                     "metadata": filter.meta,
+                    "score": filter.score,
                     "since": since,
                     "until": to,
                 });
@@ -630,6 +651,7 @@ async fn list(State(core): State<Core>, page: PageCall, Query(filter): Query<Lis
                                     ("user", &filter.user),
                                     ("tag", &filter.tag),
                                     ("meta", &filter.meta),
+                                    ("score", &filter.score),
                                     ("window", &filter.window),
                                     ("from", &filter.from),
                                     ("to", &filter.to),
@@ -689,6 +711,7 @@ fn session_row(r: &Map<String, Value>, filter: &ListQuery) -> SessionRow {
         input: tokens(int(r, "input_tokens")),
         output: tokens(int(r, "output_tokens")),
         cost: format::total_cost(float(r, "cost_usd"), int(r, "unpriced_calls")),
+        scores: super::feedback::summary(r.get("scores")),
     }
 }
 
@@ -729,6 +752,10 @@ struct Detail {
     /// A hosted agent's runtime output (its stdout and stderr), its last lines.
     output: Result<Vec<OutputLine>, Failure>,
     output_warning: String,
+    /// The session's scores, everything in it included.
+    scores: super::feedback::Lines,
+    /// The operator's feedback on the session.
+    feedback: super::feedback::Form,
 }
 
 /// A line a hosted agent's runtime printed.
@@ -785,6 +812,8 @@ pub(super) struct TraceRow {
     pub(super) input: String,
     pub(super) output: String,
     pub(super) cost: String,
+    /// Its scores, one short line (`thumbs 0.75 · tone friendly`).
+    pub(super) scores: String,
 }
 
 impl TraceRow {
@@ -807,6 +836,7 @@ impl TraceRow {
             input: tokens(int(r, "input_tokens")),
             output: tokens(int(r, "output_tokens")),
             cost: format::total_cost(float(r, "cost_usd"), int(r, "unpriced_calls")),
+            scores: super::feedback::summary(r.get("scores")),
         }
     }
 }
@@ -831,7 +861,7 @@ async fn detail(
     let from = view.from.trim().to_owned();
     let from = if unix_ns(&from).is_some() { from } else { String::new() };
     let skip = if from.is_empty() { 0 } else { view.skip.trim().parse::<usize>().unwrap_or(0) };
-    let (summary, transcript, traces, runs, output) = tokio::join!(
+    let (summary, transcript, traces, runs, output, scores) = tokio::join!(
         query::run(&core, &page, "sessions", json!({ "session_id": id, "limit": 1 })),
         query::run(&core, &page, "transcript", json!({ "session_id": id, "limit": TRANSCRIPT_ITEMS, "since": from })),
         query::run(&core, &page, "traces", json!({ "session_id": id, "limit": RELATED + 1 })),
@@ -842,7 +872,16 @@ async fn detail(
             "logs",
             json!({ "session_id": id, "event_name": roost_proto::RUNTIME_OUTPUT_EVENT, "limit": OUTPUT_LINES }),
         ),
+        super::feedback::load(
+            &core,
+            &page,
+            roost_proto::v1::ListScoresRequest { session_id: id.clone(), ..Default::default() }
+        ),
     );
+    let (scores, scores_failed) = match scores {
+        Ok(scores) => (scores, None),
+        Err(err) => (Vec::new(), Some(Failure::from(err))),
+    };
 
     let (summary, summary_warning) = match summary {
         Ok(rows) => (Ok(rows.rows.iter().find(|r| text(r, "session_id") == id).map(summarise)), rows_warning(&rows)),
@@ -859,7 +898,9 @@ async fn detail(
             let shown_before =
                 if from.is_empty() { 0 } else { rows.rows.iter().take_while(|r| text(r, "time") == from).count() };
             let fresh = &rows.rows[skip.min(shown_before)..];
-            (Ok(conversation(fresh, !messages_only)), rows_warning(&rows), next, rows.rows.is_empty())
+            let mut entries = conversation(fresh, !messages_only);
+            super::feedback::mark_calls(&core, &mut entries, page.here(), &scores);
+            (Ok(entries), rows_warning(&rows), next, rows.rows.is_empty())
         }
         Err(err) => (Err(Failure::from(err)), String::new(), None, false),
     };
@@ -902,6 +943,12 @@ async fn detail(
         && runs.as_ref().is_ok_and(Vec::is_empty)
         && [&summary_warning, &conversation_warning, &traces_warning, &runs_warning].iter().all(|w| w.is_empty());
     let here = session_href(&id);
+    let target = super::feedback::Target::Session(id.clone());
+    let feedback = super::feedback::Form::new(&core, target.clone(), "session", "session", page.here(), &scores);
+    let scores = match scores_failed {
+        Some(failure) => Err(failure),
+        None => Ok(super::feedback::lines(&scores, &target, &HashMap::new())),
+    };
     let skip_text = if skip > 0 { skip.to_string() } else { String::new() };
     let view = Detail {
         chrome: page.chrome(
@@ -925,6 +972,8 @@ async fn detail(
         runs_warning,
         output,
         output_warning,
+        scores,
+        feedback,
         id,
     };
     page.render_with(if missing { StatusCode::NOT_FOUND } else { StatusCode::OK }, &view)

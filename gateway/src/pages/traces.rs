@@ -25,11 +25,14 @@ use axum::{
     routing::get,
 };
 use http::StatusCode;
+use roost_proto::v1::ListScoresRequest;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{
-    Failure, When, count, float, format, int,
+    Failure, When, count,
+    feedback::{self, Form, Target},
+    float, format, int,
     layout::{Chrome, PageCall, percent_encode},
     listing::{
         Filters, PAGE_SIZE, Pager, WINDOWS, export_routes, known_choice, known_window, link, page_number, range_bound,
@@ -80,6 +83,9 @@ struct ListQuery {
     /// A metadata key, or `key=value`, matched whole.
     #[serde(default)]
     meta: String,
+    /// A score: its name, `name=category` (or `=true`), or `name>=0.5` (`<`, `<=`, `>`).
+    #[serde(default)]
+    score: String,
     /// Only conversations without a session (traces with model calls and no session id).
     #[serde(default)]
     sessionless: String,
@@ -118,6 +124,7 @@ impl ListQuery {
             user: self.user.trim().to_owned(),
             tag: self.tag.trim().to_owned(),
             meta: self.meta.trim().to_owned(),
+            score: self.score.trim().to_owned(),
             sessionless: ticked(&self.sessionless),
             window: known_window(self.window.trim()),
             from: self.from.trim().to_owned(),
@@ -152,6 +159,7 @@ impl Filters for ListQuery {
             "user": self.user,
             "tag": self.tag,
             "metadata": self.meta,
+            "score": self.score,
             "since": since,
             "until": until,
             "order": self.order,
@@ -176,6 +184,7 @@ impl Filters for ListQuery {
             ("user", &self.user),
             ("tag", &self.tag),
             ("meta", &self.meta),
+            ("score", &self.score),
             ("sessionless", &self.sessionless),
             ("window", &self.window),
             ("from", &self.from),
@@ -273,6 +282,11 @@ struct Detail {
     conversation: Result<Vec<Entry>, Failure>,
     conversation_warning: String,
     conversation_full: bool,
+    /// The trace's scores, its spans' included.
+    scores: feedback::Lines,
+    /// The operator's feedback on the trace, and on the selected span.
+    feedback: Form,
+    span_feedback: Option<Form>,
 }
 
 struct Waterfall {
@@ -339,11 +353,16 @@ async fn detail(
     // Trace ids are stored as lowercase hex: an id pasted in capitals finds its trace too.
     let id = if id.bytes().all(|b| b.is_ascii_hexdigit()) { id.to_ascii_lowercase() } else { id };
     let chosen = view.span.trim().to_ascii_lowercase();
-    let (spans, transcript, summary) = tokio::join!(
+    let (spans, transcript, summary, scores) = tokio::join!(
         query::run(&core, &page, "spans", json!({ "trace_id": id, "limit": MAX_SPANS })),
         query::run(&core, &page, "transcript", json!({ "trace_id": id, "limit": TRANSCRIPT_ITEMS })),
         query::run(&core, &page, "traces", json!({ "trace_id": id, "limit": 1 })),
+        feedback::load(&core, &page, ListScoresRequest { trace_id: id.clone(), ..ListScoresRequest::default() }),
     );
+    let (scores, scores_failed) = match scores {
+        Ok(scores) => (scores, None),
+        Err(err) => (Vec::new(), Some(Failure::from(err))),
+    };
     let summary = summary.ok().and_then(|rows| rows.rows.into_iter().next());
     let (transcript_rows, conversation_warning, transcript_failed) = match transcript {
         Ok(rows) => {
@@ -399,7 +418,26 @@ async fn detail(
     let without_spans: Vec<_> = transcript_rows.into_iter().filter(|r| text(r, "source") != "span").collect();
     let conversation = match transcript_failed {
         Some(failure) => Err(failure),
-        None => Ok(conversation(&without_spans, true)),
+        None => {
+            let mut entries = conversation(&without_spans, true);
+            feedback::mark_calls(&core, &mut entries, page.here(), &scores);
+            Ok(entries)
+        }
+    };
+    let span_names: HashMap<String, String> = span_rows.iter().map(|r| (text(r, "span_id"), text(r, "name"))).collect();
+    let span_feedback = match &selected {
+        Some(Ok(Some(_))) => {
+            let row = span_rows.iter().find(|r| text(r, "span_id") == selected_id);
+            let call = row.is_some_and(|r| !text(r, "operation").is_empty() || !text(r, "model").is_empty());
+            let target = Target::Span(id.clone(), selected_id.clone());
+            Some(Form::new(&core, target, if call { "call" } else { "span" }, "span", page.here(), &scores))
+        }
+        _ => None,
+    };
+    let trace_feedback = Form::new(&core, Target::Trace(id.clone()), "trace", "trace", page.here(), &scores);
+    let scores = match scores_failed {
+        Some(failure) => Err(failure),
+        None => Ok(feedback::lines(&scores, &Target::Trace(id.clone()), &span_names)),
     };
     let title = match &waterfall {
         _ if missing => "No such trace".to_owned(),
@@ -418,6 +456,9 @@ async fn detail(
         conversation,
         conversation_warning,
         conversation_full,
+        scores,
+        feedback: trace_feedback,
+        span_feedback,
     };
     page.render_with(if missing { StatusCode::NOT_FOUND } else { StatusCode::OK }, &view)
 }

@@ -2,7 +2,7 @@
 
 use axum::{
     Json,
-    extract::{Request, State},
+    extract::{Path, Request, State},
     http::{HeaderMap, HeaderValue, StatusCode, header},
     response::{
         IntoResponse, Response,
@@ -14,8 +14,8 @@ use roost_proto::v1::{
     ConfigureRequest, ConfigureResponse, DeliverTelegramUpdateRequest, DeliverTelegramUpdateResponse, DestroyRequest,
     DestroyResponse, GetActivityRequest, GetActivityResponse, GetChannelRequest, GetInstanceRequest, Instance,
     ListInstancesRequest, ListRuntimesRequest, PairChannelRequest, PairChannelResponse, PauseRequest, PauseResponse,
-    ProvisionRequest, ProvisionResponse, ResumeRequest, ResumeResponse, Runtime, SendMessageRequest,
-    StreamMessageRequest, StreamMessageResponse, TelegramChannel,
+    ProvisionRequest, ProvisionResponse, RateTurnRequest, RateTurnResponse, ResumeRequest, ResumeResponse, Runtime,
+    SendMessageRequest, StreamMessageRequest, StreamMessageResponse, TelegramChannel,
 };
 use roost_proto::{ApiError, ErrorReason};
 
@@ -82,6 +82,17 @@ pub(crate) const MESSAGES: Endpoint = Endpoint::post(
     ErrorReason::TurnTimeout,
     ErrorReason::UnpricedModel,
 ]);
+
+pub(crate) const RATING: Endpoint = Endpoint::post(
+    "/api/instances/{instance_id}/turns/{turn_id}/rating",
+    "Rates one of the agent's replies: `value` is `true` or `false` (thumbs up or down, the score `thumbs`) or a \
+     number from 1 to 5 (the score `rating`), with an optional `comment`. It is kept as a `human` score on the turn, \
+     authored by the account, and read with the dashboard's scores; rating the same turn again replaces it. A turn \
+     that is not this agent's is 404.",
+)
+.body("RateTurnRequest")
+.answers("RateTurnResponse")
+.errors(&[ErrorReason::NotFound]);
 
 pub(crate) const CONFIG: Endpoint = Endpoint::post(
     "/api/instances/{instance_id}/config",
@@ -154,6 +165,7 @@ pub(crate) fn routes() -> Routes {
     .at(&INSTANCE, get_instance)
     .at(&ACTIVITY, activity)
     .at(&MESSAGES, send_message)
+    .at(&RATING, rate_turn)
     .at(&CONFIG, configure)
     .at(&PAUSE, pause)
     .at(&RESUME, resume)
@@ -288,6 +300,20 @@ pub(crate) fn turn_events(core: &Core, events: RpcStream<StreamMessageResponse>)
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     response
+}
+
+/// `POST /api/instances/{id}/turns/{turn_id}/rating {value, comment}`: the score as recorded.
+async fn rate_turn(
+    State(core): State<Core>,
+    path: Result<Path<(String, String)>, axum::extract::rejection::PathRejection>,
+    call: Call,
+    JsonBody(mut req): JsonBody<RateTurnRequest>,
+) -> Result<Json<RateTurnResponse>, HttpError> {
+    let Path((instance_id, turn_id)) =
+        path.map_err(|err| HttpError::new(ErrorReason::InvalidArgument, format!("bad path: {}", err.body_text())))?;
+    req.instance_id = instance_id;
+    req.turn_id = turn_id;
+    Ok(Json(core.agents.rate_turn(call.request(req)).await?.into_inner()))
 }
 
 /// `POST /api/instances/{id}/config`: lifecycle answer; a running agent restarts.

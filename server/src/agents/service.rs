@@ -1,4 +1,8 @@
 //! `AgentService`: authenticate, then call [`Hosting`]. REST and MCP arrive here too.
+//!
+//! `RateTurn` is the one call that is not [`Hosting`]'s: an account's judgement of its
+//! agent's reply is a score ([`Scores`]), kept with the other judgements of observed work
+//! so the dashboard and q/1 read ratings, evaluators' and API scores alike.
 
 use std::sync::Arc;
 
@@ -9,28 +13,33 @@ use roost_proto::v1::{
     DestroyResponse, GetActivityRequest, GetActivityResponse, GetChannelRequest, GetChannelResponse,
     GetInstanceRequest, GetInstanceResponse, ListFilesRequest, ListFilesResponse, ListInstancesRequest,
     ListInstancesResponse, ListRuntimesRequest, ListRuntimesResponse, PairChannelRequest, PairChannelResponse,
-    PauseRequest, PauseResponse, ProvisionRequest, ProvisionResponse, ReadFileRequest, ReadFileResponse, ResumeRequest,
-    ResumeResponse, SendMessageRequest, SendMessageResponse, StreamMessageRequest, StreamMessageResponse,
-    agent_service_server::AgentService,
+    PauseRequest, PauseResponse, ProvisionRequest, ProvisionResponse, RateTurnRequest, RateTurnResponse,
+    ReadFileRequest, ReadFileResponse, ResumeRequest, ResumeResponse, Score, SendMessageRequest, SendMessageResponse,
+    StreamMessageRequest, StreamMessageResponse, agent_service_server::AgentService,
 };
+use roost_proto::{ApiError, v1::CreateScoresRequest};
 use tonic::{Request, Response, Status};
 
-use super::Hosting;
+use super::{Hosting, limits};
 use crate::{
     auth::Authenticator,
     cluster::peers::{SOURCE_METADATA, serve_forwarded},
+    scores::{Giver, Scores},
+    store::on_reader,
 };
 
 /// The agent service over the hosted-agent core.
 pub struct AgentCore {
     hosting: Arc<Hosting>,
     auth: Arc<Authenticator>,
+    scores: Arc<Scores>,
 }
 
 impl AgentCore {
-    /// The service for `hosting`, authenticating callers with `auth`.
-    pub fn new(hosting: Arc<Hosting>, auth: Arc<Authenticator>) -> Self {
-        Self { hosting, auth }
+    /// The service for `hosting`, authenticating callers with `auth`; ratings of turns are
+    /// recorded in `scores`.
+    pub fn new(hosting: Arc<Hosting>, auth: Arc<Authenticator>, scores: Arc<Scores>) -> Self {
+        Self { hosting, auth, scores }
     }
 
     /// Serves a call: authenticates its caller (or, for a call another replica forwarded
@@ -52,6 +61,60 @@ impl AgentCore {
         let source = source(&req, false);
         Ok(Response::new(call(hosting, account, source, req.into_inner()).await?))
     }
+}
+
+/// The score id of an account's rating of a turn: one per turn and name, so rating again
+/// (changing a thumbs down to up, or 3 stars to 4) replaces the rating rather than adding a
+/// second opinion from the same person. The web app's chat finds the current rating by it.
+pub fn rating_id(turn_id: &str, name: &str) -> String {
+    format!("rating_{turn_id}_{name}")
+}
+
+/// Records `account`'s rating of a turn of its agent `req.instance_id`: `thumbs` for
+/// true/false, `rating` for a number from 1 to 5; anything else is refused rather than
+/// stored as a categorical score nothing would read as a rating.
+async fn rate_turn(hosting: &Hosting, scores: &Scores, account: &str, req: RateTurnRequest) -> crate::Result<Score> {
+    let instance_id = limits::instance_id(&req.instance_id)?;
+    if req.turn_id.trim().is_empty() {
+        return Err(ApiError::invalid_argument("turn_id is required").into());
+    }
+    let value = req.value.as_ref().map(roost_proto::json::value::to_json).unwrap_or_default();
+    let name = match &value {
+        serde_json::Value::Bool(_) => "thumbs",
+        serde_json::Value::Number(n) if n.as_f64().is_some_and(|v| (1.0..=5.0).contains(&v)) => "rating",
+        serde_json::Value::Number(n) => {
+            return Err(ApiError::invalid_argument(format!("a rating is from 1 to 5, not {n}")).into());
+        }
+        _ => {
+            return Err(ApiError::invalid_argument(
+                "value must be true or false (thumbs up or down) or a number from 1 to 5",
+            )
+            .into());
+        }
+    };
+    // Scores checks the turn is the account's; the turn must also be this agent's, so a
+    // path naming one agent cannot rate another's reply.
+    let store = hosting.store();
+    let owner: Option<(String, String)> = on_reader!(store, |pool| {
+        sqlx::query_as("SELECT instance_id, account_id FROM turns WHERE id = $1")
+            .bind(&req.turn_id)
+            .fetch_optional(pool)
+            .await
+    })?;
+    if !owner.is_some_and(|(instance, owner)| instance == instance_id && owner == account) {
+        return Err(ApiError::not_found(format!("no turn {} of agent {instance_id}", req.turn_id)).into());
+    }
+    let score = Score {
+        id: rating_id(&req.turn_id, name),
+        name: name.to_owned(),
+        value: req.value,
+        comment: req.comment,
+        turn_id: req.turn_id,
+        ..Score::default()
+    };
+    let recorded =
+        scores.create(CreateScoresRequest { score: Some(score), scores: Vec::new() }, Giver::Account(account)).await?;
+    recorded.into_iter().next().ok_or_else(|| ApiError::internal("the rating was not recorded").into())
 }
 
 /// Where a message came from: what an adapter said, else a gRPC client. A forwarded call
@@ -151,6 +214,14 @@ impl AgentService for AgentCore {
 
     async fn read_file(&self, req: Request<ReadFileRequest>) -> Result<Response<ReadFileResponse>, Status> {
         self.serve(req, |h, account, _, req| async move { h.read_file(&account, req).await }).await
+    }
+
+    async fn rate_turn(&self, req: Request<RateTurnRequest>) -> Result<Response<RateTurnResponse>, Status> {
+        let scores = self.scores.clone();
+        self.serve(req, |h, account, _, req| async move {
+            Ok(RateTurnResponse { score: Some(rate_turn(&h, &scores, &account, req).await?) })
+        })
+        .await
     }
 
     /// No key: Telegram authenticates a delivery with the webhook's secret token.

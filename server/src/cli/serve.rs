@@ -202,6 +202,10 @@ pub struct ServeArgs {
     /// route had one; kept so existing settings work).
     #[arg(long, env = "ROOST_MCP_ALLOWED_HOSTS", value_name = "HOSTS", value_delimiter = ',')]
     mcp_allowed_hosts: Vec<String>,
+    /// The categories the dashboard's feedback forms offer (a `label` score on a trace,
+    /// session or model call), comma-separated, each at most 256 bytes.
+    #[arg(long, env = "ROOST_FEEDBACK_LABELS", value_name = "LABELS", value_delimiter = ',', default_value = roost_gateway::DEFAULT_FEEDBACK_LABELS, value_parser = feedback_label)]
+    feedback_labels: Vec<String>,
     /// Seconds between evaluations of the alert rules.
     #[arg(long, env = "ROOST_ALERTS_CHECK_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     alerts_check_secs: u64,
@@ -250,6 +254,19 @@ pub struct WebAppArgs {
     /// Top-up amounts offered on /billing, in cents, comma-separated.
     #[arg(long, env = "ROOST_TOP_UP_AMOUNTS", value_name = "CENTS", value_delimiter = ',', default_values_t = DEFAULT_AMOUNTS_CENTS, value_parser = clap::value_parser!(i64).range(50..=crate::billing::stripe::MAX_TOP_UP_CENTS))]
     top_up_amounts: Vec<i64>,
+}
+
+/// One `--feedback-labels` category: trimmed, not empty, at most 256 bytes (a categorical
+/// score's most), so every label offered can be stored.
+fn feedback_label(value: &str) -> Result<String, String> {
+    let label = value.trim();
+    if label.is_empty() {
+        return Err("a feedback label must not be empty".to_owned());
+    }
+    if label.len() > crate::telemetry::scores::MAX_NAME_BYTES {
+        return Err(format!("a feedback label is at most {} bytes", crate::telemetry::scores::MAX_NAME_BYTES));
+    }
+    Ok(label.to_owned())
 }
 
 /// The self-updater's flags (the seed's `SERVICE_*` variables are read from the
@@ -382,6 +399,12 @@ impl ServeArgs {
             usize::try_from(self.max_ingest_inflight_mb.saturating_mul(1024 * 1024)).unwrap_or(usize::MAX);
         config.gateway.secure_cookies =
             self.public_url.as_deref().is_some_and(|url| url.trim().to_ascii_lowercase().starts_with("https://"));
+        config.gateway.feedback_labels = Vec::new();
+        for label in &self.feedback_labels {
+            if !config.gateway.feedback_labels.contains(label) {
+                config.gateway.feedback_labels.push(label.clone());
+            }
+        }
         // The names `--addr` and `--public-url` give are roost's own.
         let own = [Some(&self.addr), self.public_url.as_ref()];
         config.access.hosts = roost_kit::hosts::HostAllowList::new(

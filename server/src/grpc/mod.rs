@@ -16,8 +16,9 @@ use roost_kit::budget::IngestBudget;
 use roost_proto::v1::{
     account_service_server::AccountServiceServer, agent_service_server::AgentServiceServer,
     billing_service_server::BillingServiceServer, control_service_server::ControlServiceServer,
-    feature_service_server::FeatureServiceServer, ingest_service_server::IngestServiceServer,
-    query_service_server::QueryServiceServer, stream_service_server::StreamServiceServer,
+    evaluator_service_server::EvaluatorServiceServer, feature_service_server::FeatureServiceServer,
+    ingest_service_server::IngestServiceServer, query_service_server::QueryServiceServer,
+    score_service_server::ScoreServiceServer, stream_service_server::StreamServiceServer,
     system_service_server::SystemServiceServer, update_service_server::UpdateServiceServer,
     web_app_service_server::WebAppServiceServer,
 };
@@ -31,8 +32,10 @@ use crate::{
     agents::service::AgentCore,
     billing::service::BillingCore,
     control::ControlCore,
+    evaluations::service::EvaluatorCore,
     features::service::FeatureCore,
     query::QueryCore,
+    scores::service::ScoreCore,
     streams::service::StreamCore,
     system::SystemCore,
     telemetry::service::{IngestCore, OtlpCore},
@@ -71,6 +74,10 @@ pub struct Services {
     pub webapp: Arc<WebAppCore>,
     /// Top-ups through Stripe.
     pub billing: Arc<BillingCore>,
+    /// Scores.
+    pub scores: Arc<ScoreCore>,
+    /// LLM judges.
+    pub evaluators: Arc<EvaluatorCore>,
 }
 
 /// Adds every gRPC service to `router`, which keeps its own routes and fallback.
@@ -95,6 +102,8 @@ pub async fn add_services(
     reporter.set_serving::<UpdateServiceServer<UpdateCore>>().await;
     reporter.set_serving::<WebAppServiceServer<WebAppCore>>().await;
     reporter.set_serving::<BillingServiceServer<BillingCore>>().await;
+    reporter.set_serving::<ScoreServiceServer<ScoreCore>>().await;
+    reporter.set_serving::<EvaluatorServiceServer<EvaluatorCore>>().await;
     reporter.set_serving::<TraceServiceServer<OtlpCore>>().await;
     reporter.set_serving::<LogsServiceServer<OtlpCore>>().await;
     reporter.set_serving::<MetricsServiceServer<OtlpCore>>().await;
@@ -111,6 +120,8 @@ pub async fn add_services(
         .add_service(web(UpdateServiceServer::from_arc(services.updates.clone())))
         .add_service(web(WebAppServiceServer::from_arc(services.webapp.clone())))
         .add_service(web(BillingServiceServer::from_arc(services.billing.clone())))
+        .add_service(web(ScoreServiceServer::from_arc(services.scores.clone())))
+        .add_service(web(EvaluatorServiceServer::from_arc(services.evaluators.clone())))
         .add_service(web(DecodeErrorsAreInvalid(WithinBudget::new(
             TraceServiceServer::from_arc(services.otlp.clone())
                 .accept_compressed(CompressionEncoding::Gzip)

@@ -37,6 +37,7 @@
 
 mod answer;
 mod anthropic;
+pub mod judge;
 mod openai;
 mod record;
 pub(crate) mod spans;

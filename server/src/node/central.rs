@@ -10,7 +10,7 @@ use roost_proto::{
     json::value::struct_to_map,
     v1::{
         AddRunEventsRequest, EndRunResponse, HeartbeatRequest, HeartbeatResponse, PushBatchRequest, PushBatchResponse,
-        Run,
+        Run, ScoreList,
     },
 };
 
@@ -138,6 +138,14 @@ impl Telemetry {
                 let mut end = EndRunResponse::decode(payload).map_err(garbled)?;
                 bounds.run_end(&mut end);
                 Batch { run_ends: vec![run_end(&end)], ..Batch::default() }
+            }
+            kinds::SCORES => {
+                let list = ScoreList::decode(payload).map_err(garbled)?;
+                let scores: Vec<_> = list.scores.iter().filter_map(crate::telemetry::scores::from_stored).collect();
+                if scores.len() < list.scores.len() {
+                    tracing::warn!(dropped = list.scores.len() - scores.len(), "pushed scores out of bounds dropped");
+                }
+                Batch { scores, ..Batch::default() }
             }
             other => return Err(format!("unknown item kind {other:?}")),
         };

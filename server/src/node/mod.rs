@@ -24,4 +24,6 @@ pub mod kinds {
     pub const RUN_EVENTS: &str = "run_events";
     /// An `EndRunResponse` (as ended).
     pub const RUN_END: &str = "run_end";
+    /// A `ScoreList` (as recorded, every field filled in).
+    pub const SCORES: &str = "scores";
 }

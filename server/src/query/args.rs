@@ -31,6 +31,9 @@ impl ArgType {
     }
 }
 
+/// A check a string argument must pass: its error says what is wrong.
+pub type Check = fn(&str) -> Result<(), String>;
+
 /// One declared argument of a shape.
 #[derive(Debug, Clone, Copy)]
 pub struct ArgSpec {
@@ -50,6 +53,8 @@ pub struct ArgSpec {
     pub one_of: Option<&'static str>,
     /// The values a string argument may take (any when empty).
     pub choices: &'static [&'static str],
+    /// A check a string argument must pass; its error says what is wrong.
+    pub check: Option<Check>,
 }
 
 impl ArgSpec {
@@ -64,7 +69,13 @@ impl ArgSpec {
             required: false,
             one_of: None,
             choices: &[],
+            check: None,
         }
+    }
+
+    /// An optional string that must pass `check`.
+    pub const fn checked(name: &'static str, description: &'static str, check: Check) -> Self {
+        Self { check: Some(check), ..Self::string(name, description) }
     }
 
     /// An optional string that must be one of `choices`.
@@ -93,6 +104,7 @@ impl ArgSpec {
             required: false,
             one_of: None,
             choices: &[],
+            check: None,
         }
     }
 
@@ -215,6 +227,9 @@ fn typed(spec: &ArgSpec, value: &Json) -> Result<ArgValue, ApiError> {
                     spec.name,
                     spec.choices.join(", ")
                 )));
+            }
+            if let Some(check) = spec.check {
+                check(s).map_err(|e| ApiError::invalid_argument(format!("argument {:?}: {e}", spec.name)))?;
             }
             Ok(ArgValue::String(s.to_owned()))
         }

@@ -10,6 +10,7 @@ pub mod export;
 pub mod latency;
 pub mod registry;
 pub mod run;
+pub mod scores;
 pub mod search;
 
 use std::{sync::Arc, time::Instant};

@@ -69,6 +69,9 @@ pub enum FilterKind {
     Contains,
     /// `sql` (a condition) holds, with `{arg}` in it standing for the string argument.
     Holds,
+    /// The row (its key column is `sql`: `trace_id` or `session_id`) has a score passing
+    /// the argument's test ([`super::scores::parse_filter`]).
+    Scored,
     /// `sql` (a condition) holds, with `{arg}` in it standing for the LIKE pattern
     /// `%arg%` (its `%`, `_` and `\` escaped as for [`FilterKind::Contains`]).
     HoldsLike,
@@ -118,6 +121,8 @@ pub enum Plan {
     Search,
     /// Percentiles from the hourly latency histograms (`super::latency`).
     Latency,
+    /// Aggregates of the scores (`super::scores`).
+    Scores,
 }
 
 /// Most events the `span` shape answers for a span (ingest keeps at most 128).
@@ -144,7 +149,7 @@ pub struct Shape {
 }
 
 use ColKind::{CostUsd, DurationMs, Float, Int, Json, Packed, Status, Text, Time};
-use FilterKind::{AtLeast, AtLeastOrUnset, AtMost, Contains, DaysBack, Eq, Flag, Holds, HoldsLike, HoursBack};
+use FilterKind::{AtLeast, AtLeastOrUnset, AtMost, Contains, DaysBack, Eq, Flag, Holds, HoldsLike, HoursBack, Scored};
 
 /// The spans of trace `{arg}` (its id): they are keyed by the trace's number (migration
 /// 0028), found once through `traces`' key.
@@ -207,6 +212,22 @@ const USER: &str = "only those for this user (user.id, langfuse.user.id, enduser
 const TAG: &str = "only those with this tag (tag.tags, langfuse.trace.tags), matched whole";
 const METADATA: &str = "only those with this metadata key (`plan`), or key and value (`plan=pro`), matched whole \
      (OpenInference metadata, langfuse.*.metadata.*, traceloop.association.properties.*, ai.telemetry.metadata.*)";
+
+const SCORE_FILTER: &str = "only those with a score of this name (`helpful`), with this category or true/false \
+     (`tone=friendly`, `helpful=true`), or with a number compared (`quality>=0.5`; <, <=, > and >= work)";
+
+/// A trace's or session's scores as a JSON object, written for the backend
+/// (`run::for_backend`): per name, the mean of its numbers (booleans count 1 and 0), or for
+/// categories the greatest label. A trace's include its spans' and turn's; a session's,
+/// everything in it.
+pub(super) const SCORES_JSON_SQLITE: &str = "(SELECT json_group_object(name, v) FROM (SELECT name, CASE WHEN \
+     COUNT(value) > 0 THEN ROUND(AVG(value), 4) ELSE MAX(label) END AS v FROM scores s WHERE s.{key} = {table}.{key} \
+     AND {table}.{key} <> '' GROUP BY name))";
+
+/// The same on PostgreSQL.
+pub(super) const SCORES_JSON_POSTGRES: &str = "(SELECT COALESCE(json_object_agg(name, v), '{}')::text FROM \
+     (SELECT name, CASE WHEN COUNT(value) > 0 THEN to_json(ROUND(AVG(value)::numeric, 4)) ELSE to_json(MAX(label)) \
+     END AS v FROM scores s WHERE s.{key} = {table}.{key} AND {table}.{key} <> '' GROUP BY name) x)";
 
 const SINCE: &str = "only rows at or after this time";
 const UNTIL: &str = "only rows at or before this time";
@@ -300,6 +321,7 @@ pub const SHAPES: &[Shape] = &[
             ArgSpec::string("user", USER),
             ArgSpec::string("tag", TAG),
             ArgSpec::string("metadata", METADATA),
+            ArgSpec::checked("score", SCORE_FILTER, super::scores::check_filter),
         ],
         columns: &[
             col("session_id", "session_id", Text),
@@ -317,6 +339,7 @@ pub const SHAPES: &[Shape] = &[
             col("last_model", "last_model", Text),
             col("unpriced_calls", "unpriced_calls", Int),
             col("agent_name", "COALESCE((SELECT i.name FROM instances i WHERE i.id = sessions.agent_id), '')", Text),
+            col("scores", "{session_scores}", Json),
         ],
         plan: Plan::Table {
             from: "sessions",
@@ -333,6 +356,7 @@ pub const SHAPES: &[Shape] = &[
                 filter("user", session_label!("user:"), Holds),
                 filter("tag", session_label!("tag:"), Holds),
                 filter("metadata", session_label!("meta:"), Holds),
+                filter("score", "session_id", Scored),
             ],
             order: "last_ns DESC, session_id",
             orders: &[
@@ -493,6 +517,7 @@ pub const SHAPES: &[Shape] = &[
             ArgSpec::string("user", USER),
             ArgSpec::string("tag", TAG),
             ArgSpec::string("metadata", METADATA),
+            ArgSpec::checked("score", SCORE_FILTER, super::scores::check_filter),
         ],
         columns: &[
             col("trace_id", "trace_id", Text),
@@ -509,6 +534,7 @@ pub const SHAPES: &[Shape] = &[
             col("cost_usd", "cost_nanocents", CostUsd),
             col("model_calls", "model_calls", Int),
             col("unpriced_calls", "unpriced_calls", Int),
+            col("scores", "{trace_scores}", Json),
         ],
         plan: Plan::Table {
             from: "traces",
@@ -542,6 +568,7 @@ pub const SHAPES: &[Shape] = &[
                 filter("user", trace_label!("user:"), Holds),
                 filter("tag", trace_label!("tag:"), Holds),
                 filter("metadata", trace_label!("meta:"), Holds),
+                filter("score", "trace_id", Scored),
             ],
             order: "start_ns DESC, trace_id",
             orders: &[
@@ -737,6 +764,118 @@ pub const SHAPES: &[Shape] = &[
         ],
         plan: Plan::Latency,
         post: None,
+    },
+    Shape {
+        name: "scores",
+        description: "Scores per name (and kind), and per model, agent, service, source, UTC day or hour when \
+            `group` says: how many, the mean, min and max of numbers (booleans count 1 and 0; true_count is how \
+            many were true) and each category's count; in name order, then the group's. The other group fields \
+            are null.",
+        args: &[
+            ArgSpec::integer("days", "how many days back (ignored when since is given)", 30, 1, 3660),
+            ArgSpec::time("since", SINCE),
+            ArgSpec::time("until", UNTIL),
+            ArgSpec::choice(
+                "group",
+                "what else a row is per, besides the name: model, agent, service, source, day or hour",
+                &["model", "agent", "service", "source", "day", "hour"],
+            ),
+            ArgSpec::string("name", "only scores with this name"),
+            ArgSpec::choice("source", "only scores from api, human or eval", &["api", "human", "eval"]),
+            ArgSpec::choice(
+                "kind",
+                "only numeric, boolean or categorical scores",
+                &["numeric", "boolean", "categorical"],
+            ),
+            ArgSpec::string("model", "only scores of calls of this model"),
+            ArgSpec::string("agent_id", "only scores of this agent's work"),
+            ArgSpec::string("service", "only scores of this service's work"),
+            ArgSpec::string("evaluator_id", "only scores this evaluator gave"),
+            ArgSpec::integer("limit", "most rows", 500, 1, 5000),
+            OFFSET,
+        ],
+        columns: &[
+            col("name", "", Text),
+            col("kind", "", Text),
+            col("model", "", Text),
+            col("agent_id", "", Text),
+            col("service", "", Text),
+            col("source", "", Text),
+            col("day", "", Text),
+            col("hour", "", Text),
+            col("scores", "", Int),
+            col("mean", "", Float),
+            col("min", "", Float),
+            col("max", "", Float),
+            col("true_count", "", Int),
+            col("categories", "", Json),
+        ],
+        plan: Plan::Scores,
+        post: None,
+    },
+    Shape {
+        name: "score_list",
+        description: "Scores one by one, newest first: their value (a number, true/false or a category), target \
+            and the context roost found for it.",
+        args: &[
+            ArgSpec::integer("limit", "most rows", 100, 1, 1000),
+            OFFSET,
+            ArgSpec::string("name", "only scores with this name"),
+            ArgSpec::choice("source", "only scores from api, human or eval", &["api", "human", "eval"]),
+            ArgSpec::choice(
+                "target",
+                "only scores of a trace, span, session or turn",
+                &["trace", "span", "session", "turn"],
+            ),
+            ArgSpec::string("trace_id", "only scores on this trace (its spans and turn included)"),
+            ArgSpec::string("session_id", "only scores on this session (everything in it included)"),
+            ArgSpec::string("turn_id", "only scores on this hosted turn"),
+            ArgSpec::string("model", "only scores of calls of this model"),
+            ArgSpec::string("agent_id", "only scores of this agent's work"),
+            ArgSpec::string("evaluator_id", "only scores this evaluator gave"),
+            ArgSpec::time("since", SINCE),
+            ArgSpec::time("until", UNTIL),
+        ],
+        columns: &[
+            col("id", "id", Text),
+            col("time", "time_ns", Time),
+            col("name", "name", Text),
+            col("kind", "kind", Text),
+            col("value", "value", Float),
+            col("comment", "comment", Text),
+            col("source", "source", Text),
+            col("target", "target", Text),
+            col("trace_id", "trace_id", Text),
+            col("span_id", "span_id", Text),
+            col("session_id", "session_id", Text),
+            col("turn_id", "turn_id", Text),
+            col("model", "model", Text),
+            col("agent_id", "agent_id", Text),
+            col("service", "service", Text),
+            col("evaluator_id", "evaluator_id", Text),
+            col("author", "author", Text),
+            col("_kind", "kind", Text),
+            col("_label", "label", Text),
+        ],
+        plan: Plan::Table {
+            from: "scores",
+            filters: &[
+                filter("name", "name", Eq),
+                filter("source", "source", Eq),
+                filter("target", "target", Eq),
+                filter("trace_id", "trace_id", Eq),
+                filter("session_id", "session_id", Eq),
+                filter("turn_id", "turn_id", Eq),
+                filter("model", "model", Eq),
+                filter("agent_id", "agent_id", Eq),
+                filter("evaluator_id", "evaluator_id", Eq),
+                filter("since", "time_ns", AtLeast),
+                filter("until", "time_ns", AtMost),
+            ],
+            order: "time_ns DESC, id",
+            orders: &[],
+        },
+        post: Some(super::scores::list_row),
     },
     Shape {
         name: "aggregates",

@@ -8,8 +8,8 @@ use sqlx::Row as _;
 use super::{
     args::Args,
     registry::{
-        Col, ColKind, FilterKind, MAX_SPAN_EVENTS, Plan, SESSION_ROWS, SESSION_SPANS, SESSION_TRACES_POSTGRES,
-        SESSION_TRACES_SQLITE, Shape, TRACE_ROWS, TRACE_SPANS,
+        Col, ColKind, FilterKind, MAX_SPAN_EVENTS, Plan, SCORES_JSON_POSTGRES, SCORES_JSON_SQLITE, SESSION_ROWS,
+        SESSION_SPANS, SESSION_TRACES_POSTGRES, SESSION_TRACES_SQLITE, Shape, TRACE_ROWS, TRACE_SPANS,
     },
 };
 use crate::{
@@ -24,6 +24,7 @@ use crate::{
 pub(super) enum Bind {
     Text(String),
     Int(i64),
+    Float(f64),
 }
 
 /// SQL text with `$N` placeholders (valid on both backends) and their values.
@@ -55,6 +56,7 @@ macro_rules! bound {
             query = match bind {
                 $crate::query::run::Bind::Text(s) => query.bind(s.clone()),
                 $crate::query::run::Bind::Int(i) => query.bind(*i),
+                $crate::query::run::Bind::Float(f) => query.bind(*f),
             };
         }
         query
@@ -95,6 +97,7 @@ pub async fn run(store: &Store, shape: &Shape, args: &Args, now_ns: i64) -> Resu
         Plan::Span => span(shape, args),
         Plan::Search => return super::search::run(store, args).await,
         Plan::Latency => return super::latency::run(store, args, now_ns).await,
+        Plan::Scores => return super::scores::run(store, args, now_ns).await,
     };
     let mut fetched = fetch(store, sql, shape.columns, ENVELOPE_BYTES).await?;
     match shape.plan {
@@ -124,7 +127,13 @@ fn for_backend(sql: &str, kind: BackendKind) -> String {
         BackendKind::Sqlite => SESSION_TRACES_SQLITE,
         BackendKind::Postgres => SESSION_TRACES_POSTGRES,
     };
+    let scores = match kind {
+        BackendKind::Sqlite => SCORES_JSON_SQLITE,
+        BackendKind::Postgres => SCORES_JSON_POSTGRES,
+    };
     sql.replace("{session_traces}", traces)
+        .replace("{trace_scores}", &scores.replace("{key}", "trace_id").replace("{table}", "traces"))
+        .replace("{session_scores}", &scores.replace("{key}", "session_id").replace("{table}", "sessions"))
 }
 
 /// A table shape's SELECT for `args`: one page (`limit`, `offset`) when `paged`, else every
@@ -175,6 +184,9 @@ pub(super) fn table(
                 let pattern = sql.bind(Bind::Text(format!("%{}%", like_escaped(v))));
                 filter.sql.replace("{arg}", &pattern)
             }),
+            FilterKind::Scored => {
+                args.string(filter.arg).and_then(|v| super::scores::condition(filter.sql, v, &mut sql))
+            }
             FilterKind::Holds => args
                 .string(filter.arg)
                 .map(|v| for_backend(filter.sql, kind).replace("{arg}", &sql.bind(Bind::Text(v.to_owned())))),
@@ -191,7 +203,7 @@ pub(super) fn table(
         };
         conditions.extend(condition);
     }
-    let mut text = format!("SELECT {} FROM {from}", select_list(shape.columns));
+    let mut text = format!("SELECT {} FROM {from}", for_backend(&select_list(shape.columns), kind));
     if !conditions.is_empty() {
         text.push_str(" WHERE ");
         text.push_str(&conditions.join(" AND "));
@@ -525,6 +537,7 @@ mod tests {
             .map(|b| match b {
                 Bind::Text(s) => s.clone(),
                 Bind::Int(i) => i.to_string(),
+                Bind::Float(f) => f.to_string(),
             })
             .collect();
         (sql.text, binds)

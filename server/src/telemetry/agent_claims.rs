@@ -23,6 +23,10 @@
 //!   token or cost field, no call in usage, no metric usage. An agent's model use is
 //!   counted once, from the model gateway's own spans, which roost writes itself.
 //!
+//! - **It scores nothing.** Its evaluation events ([`super::scores`]) get
+//!   [`scores::CLAIMED_PREFIX`] before their name: kept as events, never as scores, so an
+//!   agent can neither grade itself nor anyone else.
+//!
 //! Everything else the runtime sends (names, tool calls, messages, errors, its own
 //! attributes) is kept as sent. The rewrite is applied to the request itself, after it is
 //! bounded and before it becomes rows, so the rows and the copy a node keeps for its
@@ -38,8 +42,11 @@ use opentelemetry_proto::tonic::{
     resource::v1::Resource,
 };
 
-use super::attribute_map::{BY_KEY, Field};
 pub use super::attributes::SELF_REPORTED;
+use super::{
+    attribute_map::{BY_KEY, Field},
+    scores,
+};
 use crate::callers::tokens::AgentIdentity;
 
 /// The hosted agent an item belongs to (`roost.instance.id`, also an agent id name of the
@@ -118,6 +125,9 @@ pub fn traces(request: &mut ExportTraceServiceRequest, agent: &AgentIdentity) {
                 claims.attributes(&mut span.attributes, &ITEM_KEYS);
                 for event in &mut span.events {
                     claims.attributes(&mut event.attributes, &[]);
+                    if scores::is_evaluation(&event.name) {
+                        event.name.insert_str(0, scores::CLAIMED_PREFIX);
+                    }
                 }
                 for link in &mut span.links {
                     claims.attributes(&mut link.attributes, &[]);
@@ -135,6 +145,9 @@ pub fn logs(request: &mut ExportLogsServiceRequest, agent: &AgentIdentity) {
         for scope_logs in &mut resource_logs.scope_logs {
             for record in &mut scope_logs.log_records {
                 claims.attributes(&mut record.attributes, &ITEM_KEYS);
+                if let Some(name) = super::otlp::logs::event_name(record).filter(|n| scores::is_evaluation(n)) {
+                    record.event_name = format!("{}{name}", scores::CLAIMED_PREFIX);
+                }
             }
         }
     }

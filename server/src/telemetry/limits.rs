@@ -247,6 +247,11 @@ impl Bounds {
                 key(field);
             }
         }
+        for score in &mut batch.scores {
+            for field in [&mut score.session_id, &mut score.model, &mut score.agent_id, &mut score.service] {
+                key(field);
+            }
+        }
         self.cuts.truncated_keys += cut;
     }
 

@@ -24,6 +24,7 @@ pub mod retention;
 pub mod row_counts;
 pub mod rows;
 pub mod runs;
+pub mod scores;
 pub mod search;
 pub mod service;
 pub mod stats;

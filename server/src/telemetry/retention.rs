@@ -2,7 +2,7 @@
 //!
 //! A background pass (every `every`) deletes, oldest first and in chunks (so the write
 //! lock is never held for long), the spans, span events, logs, metric points, runs, events,
-//! search documents and the per-session and per-trace summaries that fall outside the
+//! scores, search documents and the per-session and per-trace summaries that fall outside the
 //! bounds. Daily usage
 //! and activity aggregates are tiny and are kept as history; the outbox (data not pushed
 //! yet) and everything of hosted agents (ledger, turns) are never touched.
@@ -63,6 +63,9 @@ const TABLES: &[(&str, &str)] = &[
     // A text stored once goes when nothing newer than the cutoff refers to it (its
     // `last_ns` may be up to `message_texts::REFRESH_NS` stale: that margin is kept).
     ("message_texts", "last_ns"),
+    // Scores go with the time they were given (those of a hosted turn too: they are
+    // observed data about it, not its record).
+    ("scores", "time_ns"),
     // Labels go with the newest item that carried them (a label of a trace or session
     // still active is renewed by each item bringing it).
     ("trace_labels", "time_ns"),

@@ -295,6 +295,47 @@ pub struct RunEnd {
     pub ended_ns: i64,
 }
 
+/// A score: a judgement of a trace, span, session or hosted turn ([`super::scores`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ScoreRow {
+    /// Its id (the client's, or drawn, or made from an OTLP event's content).
+    pub id: String,
+    /// What is judged.
+    pub name: String,
+    /// "numeric", "boolean" or "categorical".
+    pub kind: &'static str,
+    /// The number (1 or 0 for a boolean); `None` for a category.
+    pub value: Option<f64>,
+    /// The category ("true"/"false" for a boolean; an OTLP numeric score may carry one too).
+    pub label: String,
+    /// A note.
+    pub comment: String,
+    /// "api", "human" or "eval".
+    pub source: String,
+    /// "trace", "span", "session" or "turn".
+    pub target: &'static str,
+    /// The trace judged, or the one the target is in ('' when none).
+    pub trace_id: String,
+    /// The span judged ('' when none).
+    pub span_id: String,
+    /// The session judged, or the one the target is in ('' when unknown).
+    pub session_id: String,
+    /// The hosted turn judged ('' when none).
+    pub turn_id: String,
+    /// The model of the call judged ('' when none).
+    pub model: String,
+    /// The agent of the target ('' when unknown).
+    pub agent_id: String,
+    /// The service of the target ('' when unknown).
+    pub service: String,
+    /// The evaluator that gave it ('' for others).
+    pub evaluator_id: String,
+    /// Who gave it.
+    pub author: String,
+    /// When (ns).
+    pub time_ns: i64,
+}
+
 /// Everything one request adds, written in one transaction with the others of its group.
 #[derive(Debug, Clone, Default)]
 pub struct Batch {
@@ -312,6 +353,8 @@ pub struct Batch {
     pub events: Vec<EventRow>,
     /// Ended runs.
     pub run_ends: Vec<RunEnd>,
+    /// Scores (recorded through `/api/v1/scores`, or read from OTLP evaluation events).
+    pub scores: Vec<ScoreRow>,
     /// The node that pushed this ('' for local ingest).
     pub node_id: String,
 }
@@ -327,6 +370,7 @@ impl Batch {
         self.runs.append(&mut other.runs);
         self.events.append(&mut other.events);
         self.run_ends.append(&mut other.run_ends);
+        self.scores.append(&mut other.scores);
     }
 
     /// True when there is nothing to write.
@@ -337,5 +381,6 @@ impl Batch {
             && self.runs.is_empty()
             && self.events.is_empty()
             && self.run_ends.is_empty()
+            && self.scores.is_empty()
     }
 }

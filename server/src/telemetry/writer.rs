@@ -104,7 +104,7 @@ struct Job {
 impl Job {
     fn rows(&self) -> usize {
         let b = &self.batch;
-        b.spans.len() + b.logs.len() + b.metrics.len() + b.events.len() + b.runs.len() + 1
+        b.spans.len() + b.logs.len() + b.metrics.len() + b.events.len() + b.runs.len() + b.scores.len() + 1
     }
 }
 
@@ -623,6 +623,37 @@ impl_for_connections! {
                     .bind(end.ended_ns)
                     .execute(&mut *self)
                     .await?;
+            }
+
+            // Scores: one row per id, the last given winning (in the batch, and over the
+            // stored one: a score given again under its id replaces it).
+            let mut last = HashMap::with_capacity(batch.scores.len());
+            for (i, score) in batch.scores.iter().enumerate() {
+                last.insert(score.id.as_str(), i);
+            }
+            let scores: Vec<_> =
+                batch.scores.iter().enumerate().filter(|(i, s)| last.get(s.id.as_str()) == Some(i)).map(|(_, s)| s).collect();
+            for chunk in scores.chunks(ROWS_PER_INSERT) {
+                let mut q = sqlx::QueryBuilder::new(
+                    "INSERT INTO scores (id, name, kind, value, label, comment, source, target, trace_id, span_id, \
+                     session_id, turn_id, model, agent_id, service, evaluator_id, author, time_ns, node_id) ",
+                );
+                q.push_values(chunk, |mut row, s| {
+                    row.push_bind(&s.id).push_bind(&s.name).push_bind(s.kind).push_bind(s.value).push_bind(&s.label)
+                        .push_bind(&s.comment).push_bind(&s.source).push_bind(s.target).push_bind(&s.trace_id)
+                        .push_bind(&s.span_id).push_bind(&s.session_id).push_bind(&s.turn_id).push_bind(&s.model)
+                        .push_bind(&s.agent_id).push_bind(&s.service).push_bind(&s.evaluator_id).push_bind(&s.author)
+                        .push_bind(s.time_ns).push_bind(&batch.node_id);
+                });
+                q.push(
+                    " ON CONFLICT (id) DO UPDATE SET name = excluded.name, kind = excluded.kind, value = excluded.value, \
+                     label = excluded.label, comment = excluded.comment, source = excluded.source, \
+                     target = excluded.target, trace_id = excluded.trace_id, span_id = excluded.span_id, \
+                     session_id = excluded.session_id, turn_id = excluded.turn_id, model = excluded.model, \
+                     agent_id = excluded.agent_id, service = excluded.service, evaluator_id = excluded.evaluator_id, \
+                     author = excluded.author, time_ns = excluded.time_ns, node_id = excluded.node_id",
+                );
+                q.build().execute(&mut *self).await?;
             }
             Ok(written)
         }

@@ -157,6 +157,7 @@ async fn seed_flow_over_mcp(backend: Backend) {
         "list_runtimes",
         "create_agent",
         "send_message",
+        "rate_turn",
         "get_activity",
         "configure_agent",
         "pause_agent",

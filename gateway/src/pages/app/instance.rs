@@ -15,8 +15,13 @@
 //! the turn is done the page reloads to show it as the server renders it. Replies are
 //! markdown, rendered here and sanitised ([`markdown`]); each shows its exact cost, tokens
 //! and time, and, for a visitor who may read the dashboard, a link to its trace.
+//!
+//! Each reply has 👍 and 👎 buttons: a form each (`POST /instances/{id}/turns/{turn}/rating`,
+//! the REST rating route's call), so rating works with JavaScript off and from the keyboard.
+//! The account's current rating shows as the pressed button (`aria-pressed`), read from
+//! the turn's scores; a streamed reply becomes ratable when the page reloads after it.
 
-use std::time::Duration;
+use std::{collections::HashMap, time::Duration};
 
 use askama::Template;
 use axum::{
@@ -28,9 +33,9 @@ use axum::{
 use roost_proto::{
     json::enums::JsonEnum,
     v1::{
-        ConfigureRequest, DestroyRequest, GetActivityRequest, GetChannelRequest, GetInstanceRequest,
-        PairChannelRequest, PauseRequest, ResumeRequest, SendMessageRequest, StreamMessageRequest, TelegramChannel,
-        Turn,
+        ConfigureRequest, DestroyRequest, GetActivityRequest, GetChannelRequest, GetInstanceRequest, ListScoresRequest,
+        PairChannelRequest, PauseRequest, RateTurnRequest, ResumeRequest, SendMessageRequest, StreamMessageRequest,
+        TelegramChannel, Turn,
     },
 };
 use serde::Deserialize;
@@ -66,6 +71,7 @@ pub(super) fn routes() -> Router<Core> {
         .route("/instances/{id}/destroy", post(destroy))
         .route("/instances/{id}/message", post(message))
         .route("/instances/{id}/pair", post(pair))
+        .route("/instances/{id}/turns/{turn}/rating", post(rate))
 }
 
 #[derive(Template)]
@@ -166,6 +172,54 @@ struct ChatTurn {
     took: String,
     /// The turn's trace on the dashboard, for a visitor who may read it.
     trace: Option<String>,
+    /// The account's thumbs on the reply: `Some(true)` up, `Some(false)` down.
+    thumbs: Option<bool>,
+    /// The account's 1-5 rating of the reply (given over the API), as shown ("4/5").
+    stars: String,
+}
+
+impl ChatTurn {
+    fn thumbs_up(&self) -> bool {
+        self.thumbs == Some(true)
+    }
+
+    fn thumbs_down(&self) -> bool {
+        self.thumbs == Some(false)
+    }
+}
+
+/// The score id of the account's rating of a turn: the server's `rating_id` (one score
+/// per turn and name, replaced when the account rates again), spelled out here because
+/// the page reads the rating back by it.
+fn rating_id(turn_id: &str, name: &str) -> String {
+    format!("rating_{turn_id}_{name}")
+}
+
+/// The account's ratings of the shown replies, set on each: its `thumbs` and `rating`
+/// scores, found by their ids among the turn's scores (a dashboard user's scores on the
+/// same turn are theirs, not the account's). The turns are the account's own, read from
+/// its activity. A read that fails shows the reply unrated: the page still works, and
+/// rating it again records the rating anyway.
+async fn load_ratings(core: &Core, chat: &mut [ChatTurn]) {
+    let reads = chat.iter().filter(|t| !t.reply_html.is_empty()).map(|t| {
+        let req = ListScoresRequest { turn_id: t.id.clone(), limit: 50, ..ListScoresRequest::default() };
+        let id = t.id.clone();
+        async move { (id, core.scores.list_scores(tonic::Request::new(req)).await) }
+    });
+    let found: HashMap<String, Vec<roost_proto::v1::Score>> = futures::future::join_all(reads)
+        .await
+        .into_iter()
+        .filter_map(|(id, read)| read.ok().map(|r| (id, r.into_inner().scores)))
+        .collect();
+    for turn in chat {
+        let Some(scores) = found.get(&turn.id) else { continue };
+        let value = |name: &str| {
+            let id = rating_id(&turn.id, name);
+            scores.iter().find(|s| s.id == id).and_then(|s| s.value.as_ref()).map(roost_proto::json::value::to_json)
+        };
+        turn.thumbs = value("thumbs").and_then(|v| v.as_bool());
+        turn.stars = value("rating").and_then(|v| v.as_f64()).map(|n| format!("{n}/5")).unwrap_or_default();
+    }
 }
 
 impl ChatTurn {
@@ -183,6 +237,8 @@ impl ChatTurn {
             // Turns are timed in whole milliseconds: an instant one is not "0 µs".
             took: if t.duration_ms < 1 { "< 1 ms".to_owned() } else { duration_ms(t.duration_ms as f64) },
             trace: (reads_dashboard && !t.trace_id.is_empty()).then(|| format!("/dashboard/traces/{}", t.trace_id)),
+            thumbs: None,
+            stars: String::new(),
         }
     }
 }
@@ -297,7 +353,7 @@ async fn show(
         Err(f) if f.code == "not_found" => http::StatusCode::NOT_FOUND,
         _ => http::StatusCode::OK,
     };
-    let activity = activity.map_err(Failure::from).map(|a| Activity {
+    let mut activity = activity.map_err(Failure::from).map(|a| Activity {
         chat: a
             .turns
             .iter()
@@ -308,6 +364,9 @@ async fn show(
         turns: a.turns.iter().map(TurnRow::from).collect(),
         charges: a.charges.into_iter().map(ChargeRow::from).collect(),
     });
+    if let Ok(activity) = &mut activity {
+        load_ratings(&core, &mut activity.chat).await;
+    }
     // A confirmation names the agent as the user named it; an unnamed one by its id.
     let confirm = agent
         .as_ref()
@@ -361,7 +420,17 @@ struct Chat {
     csrf: String,
 }
 
-csrf_field!(ConfigForm, Chat, PairForm);
+/// A 👍 or 👎 button's post.
+#[derive(Debug, Deserialize)]
+struct RateForm {
+    /// `up` or `down`.
+    #[serde(default)]
+    value: String,
+    #[serde(default)]
+    csrf: String,
+}
+
+csrf_field!(ConfigForm, Chat, PairForm, RateForm);
 
 /// `Some(value)` when a field was filled in (secrets: empty means "keep").
 fn filled(value: String) -> Option<String> {
@@ -461,6 +530,34 @@ async fn pair(State(core): State<Core>, Path(id): Path<String>, Posted(page, for
         core.agents.pair_channel(page.request(req)),
         &format!("/instances/{id}#telegram"),
         |done| format!("Chat {} may now talk to this agent.", done.chat_id),
+    )
+    .await
+}
+
+/// A 👍 or 👎 on a reply: the REST rating's call, then back to the turn in the chat.
+async fn rate(
+    State(core): State<Core>,
+    Path((id, turn)): Path<(String, String)>,
+    Posted(page, form): Posted<RateForm>,
+) -> Response {
+    if let Err(answer) = signed_in(&core, &page).await {
+        return answer;
+    }
+    let up = match form.value.as_str() {
+        "up" => true,
+        "down" => false,
+        _ => {
+            return failed(&page, &roost_proto::ApiError::invalid_argument("rate a reply with thumbs up or down"));
+        }
+    };
+    let value = Some(roost_proto::json::value::from_json(&serde_json::Value::Bool(up)));
+    let req = RateTurnRequest { instance_id: id.clone(), turn_id: turn.clone(), value, comment: String::new() };
+    submit(
+        &page,
+        format!("POST /api/instances/{id}/turns/{turn}/rating"),
+        core.agents.rate_turn(page.request(req)),
+        &format!("/instances/{id}#turn-{turn}"),
+        |_| format!("Rated the reply: thumbs {}.", if up { "up" } else { "down" }),
     )
     .await
 }

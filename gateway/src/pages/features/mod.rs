@@ -1,11 +1,12 @@
-//! The feature pages of the dashboard: alerts, guard, crons, channels, skills and health,
-//! each over its feature API (`FeatureService`), with the forms that change alert rules,
-//! guard policies and crons. Module per page; the form-field parsing they share is here.
+//! The feature pages of the dashboard: alerts, guard, evaluators, crons, channels, skills
+//! and health, each over its feature API (`FeatureService`; `EvaluatorService` for the
+//! evaluators), with the forms that change alert rules, guard policies, evaluators and crons. Module per page; the form-field parsing they share is here.
 
 mod alerts;
 pub(super) use alerts::{Firing, firing};
 mod channels;
 mod crons;
+mod evaluators;
 mod guard;
 mod health;
 mod skills;
@@ -30,6 +31,9 @@ pub(super) fn routes() -> Router<Core> {
         .route("/dashboard/guard", get(guard::page).post(guard::create))
         .route("/dashboard/guard/{id}", post(guard::update))
         .route("/dashboard/guard/{id}/delete", post(guard::delete))
+        .route("/dashboard/evaluators", get(evaluators::page).post(evaluators::create))
+        .route("/dashboard/evaluators/{id}", get(evaluators::detail).post(evaluators::update))
+        .route("/dashboard/evaluators/{id}/delete", post(evaluators::delete))
         .route("/dashboard/crons", get(crons::page).post(crons::create))
         .route("/dashboard/crons/{id}", get(crons::detail).post(crons::update))
         .route("/dashboard/crons/{id}/kill", post(crons::kill))

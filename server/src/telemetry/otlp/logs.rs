@@ -63,6 +63,16 @@ pub fn convert(request: &ExportLogsServiceRequest, prices: &PriceBook) -> (Batch
         }
     }
     keep_new_inputs(&mut batch);
+    // Evaluation events score the span, trace or session they name.
+    let found: Vec<_> = batch
+        .logs
+        .iter()
+        .filter_map(|log| {
+            let service = batch.resources.get(log.resource).map_or("", |r| r.service.as_str());
+            crate::telemetry::scores::from_log(log, service)
+        })
+        .collect();
+    batch.scores = found;
     (batch, rejected)
 }
 
@@ -97,7 +107,7 @@ fn keep_new_inputs(batch: &mut Batch) {
 /// `event.name` attribute older SDKs and coding agents set, else none (a plain log line).
 /// Claude Code sends `event.name` without its `claude_code.` prefix and puts the full name
 /// in the body; the full name is kept.
-fn event_name(record: &LogRecord) -> Option<String> {
+pub(crate) fn event_name(record: &LogRecord) -> Option<String> {
     if !record.event_name.is_empty() {
         return Some(record.event_name.clone());
     }

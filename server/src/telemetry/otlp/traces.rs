@@ -11,6 +11,7 @@ use crate::{
         limits::time_in_range,
         messages, packed_attributes,
         rows::{Batch, SpanEventRow, SpanRow},
+        scores,
     },
 };
 
@@ -97,6 +98,20 @@ pub fn convert(request: &ExportTraceServiceRequest, prices: &PriceBook) -> (Batc
                         ns(span.end_time_unix_nano.max(span.start_time_unix_nano)),
                     ),
                 });
+                // Evaluation events score the span they are on.
+                if let Some(row) = batch.spans.last()
+                    && span.events.iter().any(|e| scores::is_evaluation(&e.name))
+                {
+                    let service = batch.resources.get(resource_index).map_or("", |r| r.service.as_str());
+                    let found: Vec<_> = span
+                        .events
+                        .iter()
+                        .filter_map(|e| {
+                            scores::from_span_event(row, service, &e.name, &to_map(&e.attributes), ns(e.time_unix_nano))
+                        })
+                        .collect();
+                    batch.scores.extend(found);
+                }
             }
         }
     }

@@ -11,6 +11,7 @@ mod gateway;
 mod money;
 mod packaged;
 mod process;
+mod ratings;
 mod recording;
 mod restart;
 pub(crate) mod sandbox;

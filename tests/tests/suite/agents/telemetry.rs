@@ -4,7 +4,7 @@
 //! The forging runtime (tests/runtimes/forger_agent.py, stdlib Python) sends traces, logs
 //! and metrics with its agent token, naming another agent's session, conversation and
 //! instance (on the items and their resource), with a billion-token model call, its own
-//! $11,250 cost and a user message. Before: all of it showed in the other agent's session
+//! $11,250 cost, a user message, and evaluation events grading itself. Before: all of it showed in the other agent's session
 //! (its cost, its transcript) and fired the installation's cost and token alerts.
 
 use std::{path::Path, time::Duration};
@@ -185,7 +185,15 @@ async fn an_agents_token_claims_only_its_own_session_and_no_usage(backend: Backe
         .into_iter()
         .filter(|log| log["event_name"] != roost_proto::RUNTIME_OUTPUT_EVENT)
         .collect();
-    assert_eq!(logs.len(), 2, "{logs:?}");
+    assert_eq!(logs.len(), 3, "{logs:?}");
+    // Its evaluation events are kept as events, renamed, and score nothing.
+    assert!(logs.iter().any(|l| l["event_name"] == "roost.claimed.gen_ai.evaluation.result"), "{logs:?}");
+    let span_events = &full[0]["events"];
+    assert!(
+        span_events.as_array().unwrap().iter().any(|e| e["name"] == "roost.claimed.gen_ai.evaluation.result"),
+        "{span_events}"
+    );
+    assert_eq!(server.sql("SELECT COUNT(*) FROM scores").await.unwrap(), [0], "an agent grades nothing");
     for log in &logs {
         assert_eq!((log["session_id"].as_str(), log["agent_id"].as_str()), (Some(a.as_str()), Some(a.as_str())));
         for field in ["input_tokens", "output_tokens", "cost_usd"] {

@@ -4,6 +4,7 @@
 mod control;
 mod conversations;
 mod empty_answers;
+mod evaluators;
 mod features;
 mod hosted;
 mod limits;
@@ -13,6 +14,7 @@ pub mod otlp;
 mod query;
 mod retention;
 mod runs;
+mod scores;
 mod search;
 mod streams;
 mod trace_keys;

@@ -43,6 +43,7 @@ async fn counts(api: &Api) -> Map<String, Value> {
     out.insert("logs".into(), q1(api, "logs", json!({"limit": 1000})).await.len().into());
     out.insert("span_rows".into(), q1(api, "spans", json!({"limit": 1000})).await.len().into());
     out.insert("runs".into(), q1(api, "runs", json!({})).await.len().into());
+    out.insert("scores".into(), q1(api, "score_list", json!({"limit": 1000})).await.len().into());
     out
 }
 
@@ -58,6 +59,8 @@ async fn ingest(node: &TestServer, round: u8) {
         .await
         .ok();
     api.post(&format!("/api/v1/runs/{run_id}/end"), json!({})).await.ok();
+    let score = json!({"score": {"name": "pushed", "value": round, "session_id": format!("push-{round}")}});
+    api.post("/api/v1/scores", score).await.ok();
     let log = json!({"resourceLogs": [{"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "node-svc"}}]},
         "scopeLogs": [{"logRecords": [{"timeUnixNano": "1700000000000000000", "body": {"stringValue": format!("round {round}")},
         "attributes": [{"key": "session.id", "value": {"stringValue": format!("push-{round}")}}]}]}]}]});
@@ -103,8 +106,8 @@ async fn everything_arrives_once_across_an_upstream_outage(backend: Backend) {
         .await;
     let expected = counts(&node_api).await;
     assert_eq!(
-        (expected["spans"].as_i64(), expected["logs"].as_i64(), expected["runs"].as_i64()),
-        (Some(9), Some(3), Some(3))
+        (expected["spans"].as_i64(), expected["logs"].as_i64(), expected["runs"].as_i64(), expected["scores"].as_i64()),
+        (Some(9), Some(3), Some(3), Some(3))
     );
     wait_for(&central.api(None), &expected).await;
     // Nothing left to push, and nothing arrives twice later.

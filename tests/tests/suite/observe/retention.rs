@@ -49,6 +49,11 @@ async fn the_worker_deletes_what_is_too_old(backend: Backend) {
     )
     .await
     .ok();
+    // Scores go by the time they were given.
+    let aged = roost_server::time::rfc3339_ns((now_ns() - 3 * 86_400_000_000_000) as i64);
+    let scores = json!({"scores": [{"name": "aged", "value": 1, "session_id": "new", "time": aged},
+        {"name": "fresh", "value": 1, "session_id": "new"}]});
+    api.post("/api/v1/scores", scores).await.ok();
 
     // A pass deletes table by table, and one may be half-way when the data arrives: wait
     // for the whole outcome.
@@ -56,7 +61,12 @@ async fn the_worker_deletes_what_is_too_old(backend: Backend) {
         let spans = q1(&api, "spans", json!({})).await;
         let sessions = q1(&api, "sessions", json!({})).await;
         let events = q1(&api, "events", json!({"run_id": run})).await;
-        if spans.len() == 2 && events.len() == 1 && !sessions.iter().any(|s| s["session_id"] == "old") {
+        let scores = q1(&api, "score_list", json!({})).await;
+        if spans.len() == 2
+            && events.len() == 1
+            && scores.len() == 1
+            && !sessions.iter().any(|s| s["session_id"] == "old")
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -73,6 +83,8 @@ async fn the_worker_deletes_what_is_too_old(backend: Backend) {
     let events: Vec<String> =
         q1(&api, "events", json!({"run_id": run})).await.iter().map(|e| e["id"].as_str().unwrap().to_owned()).collect();
     assert_eq!(events, ["new"]);
+    let scores: Vec<_> = q1(&api, "score_list", json!({})).await.iter().map(|s| s["name"].clone()).collect();
+    assert_eq!(scores, ["fresh"]);
     // Daily history stays.
     assert_eq!(
         q1(&api, "aggregates", json!({"days": 30})).await.iter().map(|d| d["spans"].as_i64().unwrap()).sum::<i64>(),

@@ -5,6 +5,7 @@ mod browser;
 mod features;
 mod foundation;
 mod live;
+mod scores;
 mod sessions;
 mod trace_sessions;
 mod traces;

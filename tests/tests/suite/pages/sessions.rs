@@ -175,7 +175,7 @@ async fn the_list_shows_sessions_with_links_that_filter(backend: Backend) {
     assert_eq!(listed(&page), ["Beta-2", "alpha-1", "alpha-old"], "most recently active first");
     assert!(page.attrs("table.sessions a", "href").contains(&"/dashboard/sessions/Beta-2".to_owned()));
     let beta = page.texts("table.sessions tbody tr:first-child td");
-    assert_eq!(beta.len(), 13, "{beta:?}");
+    assert_eq!(beta.len(), 14, "the last is its scores: {beta:?}");
     assert_eq!(beta[..4], ["Beta-2", "", "writer", "claude-3-5-sonnet"], "{beta:?}");
     assert_eq!(beta[6..12], ["2", "0", "0", "1", "15.0k", "250"], "spans, events, logs, errors, tokens: {beta:?}");
     assert!(beta[12].starts_with('$') && beta[12] != "$0", "priced: {beta:?}");
