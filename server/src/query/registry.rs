@@ -222,12 +222,12 @@ const SCORE_FILTER: &str = "only those with a score of this name (`helpful`), wi
 /// everything in it.
 pub(super) const SCORES_JSON_SQLITE: &str = "(SELECT json_group_object(name, v) FROM (SELECT name, CASE WHEN \
      COUNT(value) > 0 THEN ROUND(AVG(value), 4) ELSE MAX(label) END AS v FROM scores s WHERE s.{key} = {table}.{key} \
-     AND {table}.{key} <> '' GROUP BY name))";
+     AND s.{key} <> '' GROUP BY name))";
 
 /// The same on PostgreSQL.
 pub(super) const SCORES_JSON_POSTGRES: &str = "(SELECT COALESCE(json_object_agg(name, v), '{}')::text FROM \
      (SELECT name, CASE WHEN COUNT(value) > 0 THEN to_json(ROUND(AVG(value)::numeric, 4)) ELSE to_json(MAX(label)) \
-     END AS v FROM scores s WHERE s.{key} = {table}.{key} AND {table}.{key} <> '' GROUP BY name) x)";
+     END AS v FROM scores s WHERE s.{key} = {table}.{key} AND s.{key} <> '' GROUP BY name) x)";
 
 const SINCE: &str = "only rows at or after this time";
 const UNTIL: &str = "only rows at or before this time";
@@ -863,9 +863,10 @@ pub const SHAPES: &[Shape] = &[
                 filter("name", "name", Eq),
                 filter("source", "source", Eq),
                 filter("target", "target", Eq),
-                filter("trace_id", "trace_id", Eq),
-                filter("session_id", "session_id", Eq),
-                filter("turn_id", "turn_id", Eq),
+                // `<> ''`: the scores' indexes by target leave out scores not on one.
+                filter("trace_id", "(trace_id = {arg} AND trace_id <> '')", Holds),
+                filter("session_id", "(session_id = {arg} AND session_id <> '')", Holds),
+                filter("turn_id", "(turn_id = {arg} AND turn_id <> '')", Holds),
                 filter("model", "model", Eq),
                 filter("agent_id", "agent_id", Eq),
                 filter("evaluator_id", "evaluator_id", Eq),

@@ -355,7 +355,9 @@ impl Scores {
         };
         let limit = if req.limit <= 0 { 200 } else { i64::from(req.limit).min(MAX_LIST) };
         let name_filter = if req.name.is_empty() { "" } else { " AND name = $3" };
-        let sql = format!("{SELECT} WHERE {column} = $1{name_filter} ORDER BY time_ns DESC, id LIMIT $2");
+        // `<> ''` lets the partial index by target serve it (it leaves out scores on none).
+        let sql =
+            format!("{SELECT} WHERE {column} = $1 AND {column} <> ''{name_filter} ORDER BY time_ns DESC, id LIMIT $2");
         let rows: Vec<Stored> = on_reader!(self.store, |pool| {
             let q = sqlx::query_as(sqlx::AssertSqlSafe(sql.clone())).bind(id).bind(limit);
             let q = if req.name.is_empty() { q } else { q.bind(&req.name) };
