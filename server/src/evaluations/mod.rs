@@ -2,23 +2,31 @@
 //! judge model and record each grade as an `eval` score on the call.
 //!
 //! - **Which calls.** The worker ([`worker`]) reads spans stored after the evaluator was
-//!   made, in store order (`spans.id`), and takes the model calls its filter matches, a
-//!   share `sample_rate` of them chosen by a hash ([`grading::sampled`]). A taken call is a
-//!   `judgements` row, unique per evaluator and call, so it is judged once whatever
-//!   restarts or replicas do. Judge calls are stored under the service [`JUDGE_SERVICE`],
-//!   which no evaluator takes: a judge never evaluates its own calls.
+//!   made, in store order (`spans.id`, from the evaluator's cursor), and takes the model
+//!   calls its filter matches, a share `sample_rate` of them chosen by a hash
+//!   ([`grading::sampled`]). A judged call is a `judgements` row, unique per evaluator and
+//!   call, written with the cursor past it, so it is judged once whatever restarts or
+//!   replicas do. Judge calls are stored under the service [`JUDGE_SERVICE`], which no
+//!   evaluator takes: a judge never evaluates its own calls.
+//! - **In batches.** Up to 8 calls are judged at once (no more than the budget left pays
+//!   for at the dearest call's price), and a batch is written together: its scores, its
+//!   judge spans, and its judgements with the charge and the cursor in one transaction.
+//!   Nothing is written for a call before it is judged, so judging costs ingest's writer
+//!   three writes a batch.
 //! - **Through the model gateway.** The judge is asked through roost's model gateway, to
 //!   the operator's managed upstream, and priced by the price book
 //!   ([`crate::llm::judge`]); an unpriced judge model is refused when the evaluator is
 //!   made. Each judge call is a span of its own (linked to the call it judged).
 //! - **A budget of its own.** Each call's cost is added to the evaluator's spending and to
 //!   its judgement row in one transaction, so what it spent is always the sum of its
-//!   judgements. It judges one call at a time and only while spending is under budget: it
-//!   stops when the budget is spent (the call that crossed it is the last one), says so in
+//!   judgements. It judges only while spending is under budget, and never more calls at
+//!   once than the budget left pays for: it stops when the budget is spent (the batch that
+//!   crossed it is the last, and it is one call when the budget is nearly spent), says so in
 //!   its status, and judges again once the budget is raised. While it is paused or out of
 //!   budget its cursor follows the newest span: it never judges what was stored meanwhile.
 //! - **Failures are kept, not retried forever.** A judge that cannot be reached or fails
-//!   is tried again on later passes, 3 attempts in all; an answer that cannot be read is
+//!   is kept as a `pending` judgement and tried again on later passes, 3 attempts in all
+//!   (the rest of a pass waits once the upstream fails); an answer that cannot be read is
 //!   failed at once (asking again would cost as much and answer alike). Either way the
 //!   error is on the judgement.
 

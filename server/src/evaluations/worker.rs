@@ -28,8 +28,8 @@ use crate::{
 
 /// Spans read per evaluator and pass.
 const SCAN: i64 = 2_000;
-/// Pending judgements taken per evaluator and pass.
-const BATCH: i64 = 100;
+/// Calls judged at once, at most.
+const AT_ONCE: usize = 8;
 
 /// A stored model call an evaluator may take.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -41,6 +41,30 @@ struct Call {
     model: Option<String>,
     agent_id: Option<String>,
     session_id: Option<String>,
+}
+
+/// A call to judge: a new one (after the cursor), or a retry of one whose judge failed.
+struct Job {
+    trace_id: String,
+    span_id: String,
+    /// Attempts before this one.
+    attempts: i64,
+}
+
+/// What judging one call came to, to be written with the others of its batch.
+struct Outcome {
+    trace_id: String,
+    span_id: String,
+    attempts: i64,
+    /// "done", "failed", or "pending" (to be tried again).
+    status: &'static str,
+    error: String,
+    score: Option<ScoreRow>,
+    cost_nanocents: i64,
+    /// The judge call's span, when it answered.
+    span: Option<Span>,
+    /// The upstream failed: the rest of the pass waits.
+    upstream_failed: bool,
 }
 
 impl Evaluators {
@@ -62,7 +86,7 @@ impl Evaluators {
         }
     }
 
-    /// One pass over every evaluator; true when it took or judged anything.
+    /// One pass over every evaluator; true when it judged anything or read on.
     pub async fn pass(&self, stop: &CancellationToken) -> Result<bool> {
         let mut busy = false;
         for evaluator in self.list().await? {
@@ -73,59 +97,9 @@ impl Evaluators {
                 self.skip_to_newest(&evaluator).await?;
                 continue;
             }
-            busy |= self.take_new_calls(&evaluator).await?;
-            busy |= self.judge_pending(evaluator, stop).await?;
+            busy |= self.judge_next(evaluator, stop).await?;
         }
         Ok(busy)
-    }
-
-    /// Moves the evaluator's cursor over the spans stored since, taking the calls it
-    /// judges as pending judgements (in one transaction with the cursor).
-    async fn take_new_calls(&self, evaluator: &EvaluatorRow) -> Result<bool> {
-        let calls: Vec<Call> = on_reader!(self.store, |pool| {
-            sqlx::query_as(
-                "SELECT id, trace_id, span_id, service, COALESCE(response_model, request_model) AS model, \
-                 COALESCE(NULLIF(agent_instance, ''), agent_id) AS agent_id, session_id FROM spans \
-                 WHERE id > $1 ORDER BY id LIMIT $2",
-            )
-            .bind(evaluator.cursor)
-            .bind(SCAN)
-            .fetch_all(pool)
-            .await
-        })?;
-        let Some(last) = calls.last().map(|c| c.id) else { return Ok(false) };
-        let taken: Vec<&Call> = calls.iter().filter(|c| takes(evaluator, c)).collect();
-        let now_ns = now_ms().saturating_mul(1_000_000);
-        on_writer!(self.store, |pool| {
-            let mut tx = pool.begin_write().await?;
-            for chunk in taken.chunks(500) {
-                let mut q = sqlx::QueryBuilder::new(
-                    "INSERT INTO judgements (evaluator_id, trace_id, span_id, status, attempts, error, score_id, \
-                     cost_nanocents, time_ns) ",
-                );
-                q.push_values(chunk, |mut row, call| {
-                    row.push_bind(&evaluator.id)
-                        .push_bind(&call.trace_id)
-                        .push_bind(&call.span_id)
-                        .push_bind("pending")
-                        .push_bind(0_i64)
-                        .push_bind("")
-                        .push_bind("")
-                        .push_bind(0_i64)
-                        .push_bind(now_ns);
-                });
-                q.push(" ON CONFLICT (evaluator_id, trace_id, span_id) DO NOTHING");
-                q.build().execute(&mut *tx).await?;
-            }
-            // Never backwards: another pass (a leader before this one) may have moved it on.
-            sqlx::query("UPDATE evaluators SET cursor = $2 WHERE id = $1 AND cursor < $2")
-                .bind(&evaluator.id)
-                .bind(last)
-                .execute(&mut *tx)
-                .await?;
-            tx.commit().await
-        })?;
-        Ok(true)
     }
 
     /// Moves a stopped evaluator's cursor to the newest span: what is stored while it is
@@ -145,87 +119,186 @@ impl Evaluators {
         Ok(())
     }
 
-    /// Judges the evaluator's pending calls, oldest first, one at a time while its budget
-    /// lasts.
-    async fn judge_pending(&self, mut evaluator: EvaluatorRow, stop: &CancellationToken) -> Result<bool> {
-        let pending: Vec<(String, String, i64)> = on_reader!(self.store, |pool| {
-            sqlx::query_as(
+    /// Judges the evaluator's retries, then the calls stored after its cursor (up to
+    /// [`SCAN`] spans read), a few at once, as many as its budget left pays for. Nothing
+    /// is written for a call before it is judged: each batch's judgements, charge and
+    /// cursor are one transaction, its scores one write and its judge spans one more, so
+    /// judging costs ingest's writer three writes a batch, not three a call. A call taken
+    /// but not yet written when roost stops is judged again after (its cursor had not
+    /// moved past it); that judge call is not charged.
+    async fn judge_next(&self, mut evaluator: EvaluatorRow, stop: &CancellationToken) -> Result<bool> {
+        let retries: Vec<Job> = on_reader!(self.store, |pool| {
+            sqlx::query_as::<_, (String, String, i64)>(
                 "SELECT trace_id, span_id, attempts FROM judgements WHERE evaluator_id = $1 AND status = 'pending' \
                  ORDER BY time_ns, trace_id, span_id LIMIT $2",
             )
             .bind(&evaluator.id)
-            .bind(BATCH)
+            .bind(AT_ONCE as i64)
+            .fetch_all(pool)
+            .await
+        })?
+        .into_iter()
+        .map(|(trace_id, span_id, attempts)| Job { trace_id, span_id, attempts })
+        .collect();
+        let scanned: Vec<Call> = on_reader!(self.store, |pool| {
+            sqlx::query_as(
+                "SELECT id, trace_id, span_id, service, COALESCE(response_model, request_model) AS model, \
+                 COALESCE(NULLIF(agent_instance, ''), agent_id) AS agent_id, session_id FROM spans \
+                 WHERE id > $1 ORDER BY id LIMIT $2",
+            )
+            .bind(evaluator.cursor)
+            .bind(SCAN)
             .fetch_all(pool)
             .await
         })?;
-        let parser = evaluator.parser();
+        let scan_end = scanned.last().map(|c| c.id);
+        let fresh: Vec<Call> = scanned.into_iter().filter(|c| takes(&evaluator, c)).collect();
+        let mut fresh = fresh.into_iter().peekable();
+        let mut retries = retries.into_iter().peekable();
         let mut busy = false;
-        for (trace_id, span_id, attempts) in pending {
-            if stop.is_cancelled() || !evaluator.judging() {
+        // The most one call has cost: how many more calls the budget pays for.
+        let mut dearest = 0_i64;
+        while evaluator.judging() && !stop.is_cancelled() {
+            let left = evaluator.budget_nanocents - evaluator.spent_nanocents;
+            let room = if dearest == 0 { 1 } else { usize::try_from(left / dearest).unwrap_or(0).clamp(1, AT_ONCE) };
+            let mut jobs: Vec<Job> = retries.by_ref().take(room).collect();
+            let mut cursor = evaluator.cursor;
+            while jobs.len() < room {
+                let Some(call) = fresh.next() else { break };
+                cursor = call.id;
+                jobs.push(Job { trace_id: call.trace_id, span_id: call.span_id, attempts: 0 });
+            }
+            if fresh.peek().is_none() {
+                // Every taken call of the scan is in this batch: the rest of it is read.
+                cursor = cursor.max(scan_end.unwrap_or(cursor));
+            }
+            if jobs.is_empty() && cursor == evaluator.cursor {
                 break;
             }
             busy = true;
-            let call = self.call(&trace_id, &span_id).await?;
-            let Some((call, input, output)) = call else {
-                // Gone (retention) before it was judged.
-                self.settle(
-                    &evaluator.id,
-                    &trace_id,
-                    &span_id,
-                    attempts + 1,
-                    Err("the call is no longer stored"),
-                    0,
-                    None,
-                )
-                .await?;
-                evaluator.failed += 1;
-                continue;
-            };
-            let metadata = json!({
-                "model": call.model, "service": call.service, "agent_id": call.agent_id, "session_id": call.session_id,
-            })
-            .to_string();
-            let prompt = grading::render(&evaluator.prompt, &input, &output, &metadata);
-            match self.models.judge(&evaluator.model, &prompt).await {
-                Ok(judged) => {
-                    self.record_judge_span(&evaluator, &call, &judged, &prompt).await;
-                    let grade = parser.read(&judged.text);
-                    let score = grade.as_ref().ok().map(|g| self.score_row(&evaluator, &call, g, &judged));
-                    if let Some(score) = &score {
-                        self.scores.record(vec![score.clone()]).await?;
-                    }
-                    let error = grade.as_ref().err().map(String::as_str);
-                    let outcome = match error {
-                        None => Ok(()),
-                        Some(why) => Err(why),
-                    };
-                    let score_id = score.as_ref().map(|s| s.id.as_str());
-                    self.settle(
-                        &evaluator.id,
-                        &trace_id,
-                        &span_id,
-                        attempts + 1,
-                        outcome,
-                        judged.cost_nanocents,
-                        score_id,
-                    )
-                    .await?;
-                    evaluator.spent_nanocents = evaluator.spent_nanocents.saturating_add(judged.cost_nanocents);
-                }
-                Err(err) => {
-                    let failed = attempts + 1 >= MAX_ATTEMPTS;
-                    if failed {
-                        self.settle(&evaluator.id, &trace_id, &span_id, attempts + 1, Err(err.message()), 0, None)
-                            .await?;
-                    } else {
-                        self.retry_later(&evaluator.id, &trace_id, &span_id, err.message()).await?;
-                    }
-                    // The upstream is failing: the rest waits for the next pass.
-                    break;
-                }
+            let outcomes = futures::future::join_all(jobs.iter().map(|job| self.judge(&evaluator, job))).await;
+            let outcomes = outcomes.into_iter().collect::<Result<Vec<_>>>()?;
+            dearest = outcomes.iter().map(|o| o.cost_nanocents).fold(dearest, i64::max);
+            let spent: i64 = outcomes.iter().map(|o| o.cost_nanocents).sum();
+            let upstream_failed = outcomes.iter().any(|o| o.upstream_failed);
+            self.write(&evaluator, outcomes, cursor).await?;
+            evaluator.spent_nanocents = evaluator.spent_nanocents.saturating_add(spent);
+            evaluator.cursor = evaluator.cursor.max(cursor);
+            if upstream_failed {
+                // The upstream is failing: the rest waits for the next pass.
+                break;
             }
         }
         Ok(busy)
+    }
+
+    /// Judges one call: its grade (or why there is none), its cost and its judge span.
+    async fn judge(&self, evaluator: &EvaluatorRow, job: &Job) -> Result<Outcome> {
+        let attempts = job.attempts + 1;
+        let mut outcome = Outcome {
+            trace_id: job.trace_id.clone(),
+            span_id: job.span_id.clone(),
+            attempts,
+            status: "failed",
+            error: String::new(),
+            score: None,
+            cost_nanocents: 0,
+            span: None,
+            upstream_failed: false,
+        };
+        let Some((call, input, output)) = self.call(&job.trace_id, &job.span_id).await? else {
+            // Gone (retention) before it was judged.
+            outcome.error = "the call is no longer stored".to_owned();
+            return Ok(outcome);
+        };
+        let metadata = json!({
+            "model": call.model, "service": call.service, "agent_id": call.agent_id, "session_id": call.session_id,
+        })
+        .to_string();
+        let prompt = grading::render(&evaluator.prompt, &input, &output, &metadata);
+        match self.models.judge(&evaluator.model, &prompt).await {
+            Ok(judged) => {
+                outcome.cost_nanocents = judged.cost_nanocents;
+                outcome.span = Some(judge_span(evaluator, &call, &judged, &prompt));
+                match evaluator.parser().read(&judged.text) {
+                    Ok(grade) => {
+                        outcome.score = Some(self.score_row(evaluator, &call, &grade, &judged));
+                        outcome.status = "done";
+                    }
+                    // Asking again would cost as much and answer alike: failed at once.
+                    Err(why) => outcome.error = why,
+                }
+            }
+            Err(err) => {
+                outcome.error = err.message().to_owned();
+                outcome.upstream_failed = true;
+                if attempts < MAX_ATTEMPTS {
+                    outcome.status = "pending";
+                }
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Writes a batch: its scores, its judge spans, then its judgements with the charge
+    /// and the cursor in one transaction (the evaluator's spending is always the sum of
+    /// its judgements). A failure to store the spans is logged: the grades and the charge
+    /// stand.
+    async fn write(&self, evaluator: &EvaluatorRow, outcomes: Vec<Outcome>, cursor: i64) -> Result<()> {
+        let scores: Vec<ScoreRow> = outcomes.iter().filter_map(|o| o.score.clone()).collect();
+        if !scores.is_empty() {
+            self.scores.record(scores).await?;
+        }
+        let spans: Vec<Span> = outcomes.iter().filter_map(|o| o.span.clone()).collect();
+        if !spans.is_empty()
+            && let Err(err) = self.telemetry.export_traces(judge_request(spans), None).await
+        {
+            warn!(error = %err.message(), evaluator = %evaluator.id, "judge calls' spans were not stored");
+        }
+        let spent: i64 = outcomes.iter().map(|o| o.cost_nanocents).sum();
+        let judged = outcomes.iter().filter(|o| o.status == "done").count() as i64;
+        let failed = outcomes.iter().filter(|o| o.status == "failed").count() as i64;
+        let now_ns = now_ms().saturating_mul(1_000_000);
+        on_writer!(self.store, |pool| {
+            let mut tx = pool.begin_write().await?;
+            if !outcomes.is_empty() {
+                let mut q = sqlx::QueryBuilder::new(
+                    "INSERT INTO judgements (evaluator_id, trace_id, span_id, status, attempts, error, score_id, \
+                     cost_nanocents, time_ns) ",
+                );
+                q.push_values(&outcomes, |mut row, o| {
+                    row.push_bind(&evaluator.id)
+                        .push_bind(&o.trace_id)
+                        .push_bind(&o.span_id)
+                        .push_bind(o.status)
+                        .push_bind(o.attempts)
+                        .push_bind(&o.error)
+                        .push_bind(o.score.as_ref().map(|s| s.id.as_str()).unwrap_or_default())
+                        .push_bind(o.cost_nanocents)
+                        .push_bind(now_ns);
+                });
+                q.push(
+                    " ON CONFLICT (evaluator_id, trace_id, span_id) DO UPDATE SET status = excluded.status, \
+                     attempts = excluded.attempts, error = excluded.error, score_id = excluded.score_id, \
+                     cost_nanocents = judgements.cost_nanocents + excluded.cost_nanocents, time_ns = excluded.time_ns",
+                );
+                q.build().execute(&mut *tx).await?;
+            }
+            // The cursor never goes back: a leader before this one may have moved it on.
+            sqlx::query(
+                "UPDATE evaluators SET spent_nanocents = spent_nanocents + $2, judged = judged + $3, \
+                 failed = failed + $4, cursor = CASE WHEN cursor < $5 THEN $5 ELSE cursor END WHERE id = $1",
+            )
+            .bind(&evaluator.id)
+            .bind(spent)
+            .bind(judged)
+            .bind(failed)
+            .bind(cursor)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await
+        })?;
+        Ok(())
     }
 
     /// The call, its input and its output as text; `None` when it is no longer stored.
@@ -287,142 +360,73 @@ impl Evaluators {
             time_ns: now_ms().saturating_mul(1_000_000),
         }
     }
+}
 
-    /// Ends a judgement, done or failed, and charges what its judge call cost to the
-    /// evaluator, in one transaction: its spending is always the sum of its judgements.
-    #[allow(clippy::too_many_arguments)]
-    async fn settle(
-        &self,
-        evaluator_id: &str,
-        trace_id: &str,
-        span_id: &str,
-        attempts: i64,
-        outcome: std::result::Result<(), &str>,
-        cost_nanocents: i64,
-        score_id: Option<&str>,
-    ) -> Result<()> {
-        let (status, error, judged, failed) = match outcome {
-            Ok(()) => ("done", "", 1_i64, 0_i64),
-            Err(why) => ("failed", why, 0, 1),
-        };
-        let now_ns = now_ms().saturating_mul(1_000_000);
-        on_writer!(self.store, |pool| {
-            let mut tx = pool.begin_write().await?;
-            sqlx::query(
-                "UPDATE judgements SET status = $4, attempts = $5, error = $6, score_id = $7, \
-                 cost_nanocents = cost_nanocents + $8, time_ns = $9 \
-                 WHERE evaluator_id = $1 AND trace_id = $2 AND span_id = $3",
-            )
-            .bind(evaluator_id)
-            .bind(trace_id)
-            .bind(span_id)
-            .bind(status)
-            .bind(attempts)
-            .bind(error)
-            .bind(score_id.unwrap_or_default())
-            .bind(cost_nanocents)
-            .bind(now_ns)
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query(
-                "UPDATE evaluators SET spent_nanocents = spent_nanocents + $2, judged = judged + $3, \
-                 failed = failed + $4 WHERE id = $1",
-            )
-            .bind(evaluator_id)
-            .bind(cost_nanocents)
-            .bind(judged)
-            .bind(failed)
-            .execute(&mut *tx)
-            .await?;
-            tx.commit().await
-        })?;
-        Ok(())
+/// A judge call as a GenAI span of [`JUDGE_SERVICE`], linked to the call it judged.
+fn judge_span(evaluator: &EvaluatorRow, call: &Call, judged: &JudgeCall, prompt: &str) -> Span {
+    let text = |key: &str, value: &str| kv(key, Any::StringValue(value.to_owned()));
+    let int = |key: &str, value: i64| kv(key, Any::IntValue(value));
+    let attributes = vec![
+        text("gen_ai.operation.name", "chat"),
+        text("gen_ai.provider.name", "openai"),
+        text("gen_ai.request.model", &evaluator.model),
+        text("gen_ai.response.model", &judged.model),
+        int("gen_ai.usage.input_tokens", judged.input_tokens),
+        int("gen_ai.usage.output_tokens", judged.output_tokens),
+        kv("gen_ai.usage.cost", Any::DoubleValue(judged.cost_nanocents as f64 / 1e11)),
+        text(
+            "gen_ai.input.messages",
+            &json!([{"role": "user", "parts": [{"type": "text", "content": prompt}]}]).to_string(),
+        ),
+        text(
+            "gen_ai.output.messages",
+            &json!([{"role": "assistant", "parts": [{"type": "text", "content": judged.text}]}]).to_string(),
+        ),
+        text("roost.evaluator.id", &evaluator.id),
+        text("roost.evaluator.name", &evaluator.name),
+        text("roost.evaluation.trace_id", &call.trace_id),
+        text("roost.evaluation.span_id", &call.span_id),
+    ];
+    let ns = |ms: i64| u64::try_from(ms.saturating_mul(1_000_000)).unwrap_or(0);
+    let link = (|| {
+        Some(Link {
+            trace_id: hex::decode(&call.trace_id).ok()?,
+            span_id: hex::decode(&call.span_id).ok()?,
+            ..Link::default()
+        })
+    })();
+    Span {
+        trace_id: crate::llm::spans::random_trace_id().to_vec(),
+        span_id: crate::llm::spans::random_span_id().to_vec(),
+        name: format!("chat {}", evaluator.model),
+        kind: SpanKind::Client as i32,
+        start_time_unix_nano: ns(judged.started_ms),
+        end_time_unix_nano: ns(judged.started_ms.saturating_add(judged.duration_ms)),
+        attributes,
+        links: link.into_iter().collect(),
+        status: Some(Status { code: StatusCode::Ok as i32, message: String::new() }),
+        ..Span::default()
     }
+}
 
-    /// Counts a failed attempt, keeping the judgement pending for a later pass.
-    async fn retry_later(&self, evaluator_id: &str, trace_id: &str, span_id: &str, error: &str) -> Result<()> {
-        on_writer!(self.store, |pool| {
-            sqlx::query(
-                "UPDATE judgements SET attempts = attempts + 1, error = $4 \
-                 WHERE evaluator_id = $1 AND trace_id = $2 AND span_id = $3",
-            )
-            .bind(evaluator_id)
-            .bind(trace_id)
-            .bind(span_id)
-            .bind(error)
-            .execute(pool)
-            .await
-            .map(|_| ())
-        })?;
-        Ok(())
-    }
-
-    /// The judge call as a GenAI span of [`JUDGE_SERVICE`], linked to the call it judged;
-    /// a failure to store it is logged (the grade and the charge stand).
-    async fn record_judge_span(&self, evaluator: &EvaluatorRow, call: &Call, judged: &JudgeCall, prompt: &str) {
-        let text = |key: &str, value: &str| kv(key, Any::StringValue(value.to_owned()));
-        let int = |key: &str, value: i64| kv(key, Any::IntValue(value));
-        let attributes = vec![
-            text("gen_ai.operation.name", "chat"),
-            text("gen_ai.provider.name", "openai"),
-            text("gen_ai.request.model", &evaluator.model),
-            text("gen_ai.response.model", &judged.model),
-            int("gen_ai.usage.input_tokens", judged.input_tokens),
-            int("gen_ai.usage.output_tokens", judged.output_tokens),
-            kv("gen_ai.usage.cost", Any::DoubleValue(judged.cost_nanocents as f64 / 1e11)),
-            text(
-                "gen_ai.input.messages",
-                &json!([{"role": "user", "parts": [{"type": "text", "content": prompt}]}]).to_string(),
-            ),
-            text(
-                "gen_ai.output.messages",
-                &json!([{"role": "assistant", "parts": [{"type": "text", "content": judged.text}]}]).to_string(),
-            ),
-            text("roost.evaluator.id", &evaluator.id),
-            text("roost.evaluator.name", &evaluator.name),
-            text("roost.evaluation.trace_id", &call.trace_id),
-            text("roost.evaluation.span_id", &call.span_id),
-        ];
-        let ns = |ms: i64| u64::try_from(ms.saturating_mul(1_000_000)).unwrap_or(0);
-        let link = (|| {
-            Some(Link {
-                trace_id: hex::decode(&call.trace_id).ok()?,
-                span_id: hex::decode(&call.span_id).ok()?,
-                ..Link::default()
-            })
-        })();
-        let span = Span {
-            trace_id: crate::llm::spans::random_trace_id().to_vec(),
-            span_id: crate::llm::spans::random_span_id().to_vec(),
-            name: format!("chat {}", evaluator.model),
-            kind: SpanKind::Client as i32,
-            start_time_unix_nano: ns(judged.started_ms),
-            end_time_unix_nano: ns(judged.started_ms.saturating_add(judged.duration_ms)),
-            attributes,
-            links: link.into_iter().collect(),
-            status: Some(Status { code: StatusCode::Ok as i32, message: String::new() }),
-            ..Span::default()
-        };
-        let request = ExportTraceServiceRequest {
-            resource_spans: vec![ResourceSpans {
-                resource: Some(Resource {
-                    attributes: vec![text("service.name", JUDGE_SERVICE)],
-                    ..Resource::default()
+/// Judge spans as one export of [`JUDGE_SERVICE`].
+fn judge_request(spans: Vec<Span>) -> ExportTraceServiceRequest {
+    ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource {
+                attributes: vec![kv("service.name", Any::StringValue(JUDGE_SERVICE.to_owned()))],
+                ..Resource::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                scope: Some(InstrumentationScope {
+                    name: "roost.evaluations".to_owned(),
+                    ..InstrumentationScope::default()
                 }),
-                scope_spans: vec![ScopeSpans {
-                    scope: Some(InstrumentationScope {
-                        name: "roost.evaluations".to_owned(),
-                        ..InstrumentationScope::default()
-                    }),
-                    spans: vec![span],
-                    ..ScopeSpans::default()
-                }],
-                ..ResourceSpans::default()
+                spans,
+                ..ScopeSpans::default()
             }],
-        };
-        if let Err(err) = self.telemetry.export_traces(request, None).await {
-            warn!(error = %err.message(), evaluator = %evaluator.id, "a judge call's span was not stored");
-        }
+            ..ResourceSpans::default()
+        }],
     }
 }
 
