@@ -22,7 +22,7 @@ use crate::{
     Result,
     llm::judge::JudgeCall,
     store::{BeginWrite as _, on_reader, on_writer},
-    telemetry::{message_texts, rows::ScoreRow},
+    telemetry::{message_texts, rows::ScoreRow, scores},
     time::now_ms,
 };
 
@@ -330,14 +330,7 @@ impl Evaluators {
             Grade::Number(n) => ("numeric", Some(*n), String::new()),
             Grade::Category(c) => ("categorical", None, c.clone()),
         };
-        let mut comment = judged.text.trim().to_owned();
-        if comment.len() > crate::telemetry::scores::MAX_COMMENT_BYTES {
-            let mut end = crate::telemetry::scores::MAX_COMMENT_BYTES;
-            while !comment.is_char_boundary(end) {
-                end -= 1;
-            }
-            comment.truncate(end);
-        }
+        let comment = scores::truncate(judged.text.trim().to_owned(), scores::MAX_COMMENT_BYTES);
         ScoreRow {
             // One per evaluator and call: judging it again (never, but) would replace it.
             id: format!("eval_{}_{}_{}", evaluator.id, call.trace_id, call.span_id),

@@ -173,7 +173,8 @@ fn from_attributes(attributes: &Map<String, Json>, time_ns: i64) -> Option<Score
     check(&row).is_ok().then_some(row)
 }
 
-fn truncate(mut s: String, max: usize) -> String {
+/// `s` cut to at most `max` bytes, at a character boundary (a score's text fields).
+pub fn truncate(mut s: String, max: usize) -> String {
     if s.len() > max {
         let mut end = max;
         while !s.is_char_boundary(end) {
