@@ -113,7 +113,8 @@ fn message_attributes(message: &DescriptorProto) -> Vec<&'static str> {
     let mut attrs = vec!["#[derive(serde::Serialize, serde::Deserialize)]"];
     // Requests come from clients: refuse what we do not know. Responses are only written.
     // A few messages are parts of requests as well as of answers: a client sends them too.
-    const REQUEST_PARTS: [&str; 3] = ["Score", "Evaluator", "EvaluatorFilter"];
+    const REQUEST_PARTS: [&str; 6] =
+        ["Score", "Evaluator", "EvaluatorFilter", "DatasetItem", "CallRef", "ExperimentCheck"];
     if message.name().ends_with("Request") || REQUEST_PARTS.contains(&message.name()) {
         attrs.push("#[serde(default, deny_unknown_fields)]");
     } else {

@@ -23,6 +23,12 @@
 //! the host the request was sent to: a page on another site cannot drive roost through a
 //! browser that happens to be on the same machine.
 //!
+//! Datasets and experiments (`/api/v1/datasets…`, `/api/v1/experiments…`,
+//! `ExperimentService`) serve accounts too: a bearer of an account key's form
+//! (`rsk_…`) is let through to the core there, which checks the key and acts as that
+//! account (its own datasets, experiments and agents only); any other caller meets the
+//! dashboard's rules and acts as the operator.
+//!
 //! Hosted process runtimes send their OTLP telemetry back to roost with their own agent
 //! token (`rat_…`, never a dashboard token): on the OTLP paths a bearer of that form is let
 //! through to the core, which checks it and attributes what it carries to that agent
@@ -144,6 +150,12 @@ pub enum DashboardAccess {
     Token,
 }
 
+/// Whether `path` serves accounts as well as the dashboard: datasets and experiments.
+fn is_shared_with_accounts(path: &str) -> bool {
+    ["/api/v1/datasets", "/api/v1/experiments"].iter().any(|p| path == *p || path.starts_with(&format!("{p}/")))
+        || path.starts_with("/roost.v1.ExperimentService/")
+}
+
 /// Whether `path` takes OTLP ingest (HTTP or gRPC).
 fn is_otlp(path: &str) -> bool {
     matches!(path, "/v1/traces" | "/v1/metrics" | "/v1/logs") || path.starts_with("/opentelemetry.proto.collector.")
@@ -184,6 +196,12 @@ impl AccessPolicy {
         let presented = bearer(headers)
             .or_else(|| STREAM_PATHS.contains(&path).then(|| query.and_then(token_param)).flatten())
             .or(cookie);
+        if is_shared_with_accounts(path)
+            && bearer(headers).is_some_and(|key| key.starts_with(roost_kit::ACCOUNT_KEY_PREFIX))
+        {
+            // The core checks the key and acts as its account.
+            return Ok(());
+        }
         if self.api_tokens.is_empty() {
             let loopback = peer.is_some_and(|p| p.ip().to_canonical().is_loopback());
             if !loopback && !self.is_agent_ingest(path, presented) {
@@ -401,6 +419,22 @@ mod tests {
         }
         // Reads are not origin-checked.
         assert!(p.check(&Method::GET, "/api/alerts", None, &foreign, LOCAL).is_ok());
+    }
+
+    #[test]
+    fn account_keys_reach_datasets_and_experiments_only() {
+        let key = headers(&[("host", "roost.example"), ("authorization", "Bearer rsk_account_key")]);
+        for path in ["/api/v1/datasets", "/api/v1/experiments/ex_1/cancel", "/roost.v1.ExperimentService/ListDatasets"]
+        {
+            assert!(policy(&["a"]).check(&Method::POST, path, None, &key, REMOTE).is_ok(), "{path}");
+        }
+        for path in ["/api/v1/evaluators", "/api/v1/datasetsx", "/api/local/query", "/roost.v1.EvaluatorService/x"] {
+            let err = policy(&["a"]).check(&Method::POST, path, None, &key, REMOTE).unwrap_err();
+            assert_eq!(err.reason(), ErrorReason::Unauthenticated, "{path}");
+        }
+        // Without a key of that form, the dashboard's rules apply there too.
+        let none = headers(&[("host", "roost.example")]);
+        assert!(policy(&["a"]).check(&Method::GET, "/api/v1/datasets", None, &none, REMOTE).is_err());
     }
 
     #[test]

@@ -31,8 +31,9 @@ use opentelemetry_proto::tonic::collector::{
 use roost_proto::v1::{
     account_service_server::AccountService, billing_service_server::BillingService,
     control_service_server::ControlService, evaluator_service_server::EvaluatorService,
-    feature_service_server::FeatureService, ingest_service_server::IngestService, score_service_server::ScoreService,
-    system_service_server::SystemService, update_service_server::UpdateService, web_app_service_server::WebAppService,
+    experiment_service_server::ExperimentService, feature_service_server::FeatureService,
+    ingest_service_server::IngestService, score_service_server::ScoreService, system_service_server::SystemService,
+    update_service_server::UpdateService, web_app_service_server::WebAppService,
 };
 
 pub use access::AccessPolicy;
@@ -77,6 +78,8 @@ pub struct Core {
     pub scores: Arc<dyn ScoreService>,
     /// LLM judges.
     pub evaluators: Arc<dyn EvaluatorService>,
+    /// Datasets and experiments.
+    pub experiments: Arc<dyn ExperimentService>,
     /// Limits the gateway enforces.
     pub options: Arc<GatewayOptions>,
     /// Who may call the dashboard (the pages' sign-in form checks tokens against it).
@@ -138,6 +141,8 @@ pub fn sections() -> Vec<api::Routes> {
         routes::ingest::routes(),
         routes::scores::routes(),
         routes::evaluators::routes(),
+        routes::experiments::datasets(),
+        routes::experiments::experiments(),
         routes::streams::routes(),
         routes::features::routes(),
         routes::control::routes(),

@@ -4,7 +4,8 @@
 //! ([`budget`]), the allowed `Host` names ([`hosts`]), the agent tokens' prefix and the
 //! check the access policy asks the core for ([`agent_tokens`]), the boxed stream types
 //! the core's streaming services answer with ([`streams`]), the HTTP request metrics
-//! ([`request_metrics`]) and the use counts of routes and tools ([`usage`]).
+//! ([`request_metrics`]), the use counts of routes and tools ([`usage`]), and the account
+//! API keys' prefix ([`ACCOUNT_KEY_PREFIX`]).
 //!
 //! What belongs here: plain types and rules with no knowledge of routes, pages or the
 //! store. The error table itself is the contract's (`roost_proto::error`).
@@ -19,3 +20,8 @@ pub mod streams;
 pub mod usage;
 
 pub use http_error::HttpError;
+
+/// Every account API key starts with this. The access policy lets a bearer of that form
+/// through to the core on the paths both accounts and the dashboard call (datasets and
+/// experiments), where the core checks the key; the core mints and checks the keys.
+pub const ACCOUNT_KEY_PREFIX: &str = "rsk_";

@@ -18,6 +18,7 @@ pub mod connections;
 pub mod control;
 pub mod error;
 pub mod evaluations;
+pub mod experiments;
 pub mod features;
 pub mod grpc;
 pub mod ids;

@@ -23,6 +23,7 @@ use crate::{
     },
     control::ControlCore,
     evaluations::{Evaluators, service::EvaluatorCore},
+    experiments::{Experiments, service::ExperimentCore},
     features::{
         alerts::Alerts,
         crons::Crons,
@@ -183,6 +184,12 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         let (evaluators, every) = (evaluators.clone(), config.evaluations_every);
         move |term| evaluators.clone().run(every, term)
     });
+    // Experiments run their items as turns through the hosting core, on the leader.
+    let experiments = Arc::new(Experiments::new(store.clone(), hosting.clone(), evaluators.clone(), scores.clone()));
+    let experiments_task = leadership.lead(workers.clone(), {
+        let experiments = experiments.clone();
+        move |term| experiments.clone().run(std::time::Duration::from_secs(2), term)
+    });
     let checks = HealthChecks {
         store: store.clone(),
         telemetry: telemetry.clone(),
@@ -207,6 +214,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     checks.workers.add("alerts", alerts_task.abort_handle());
     checks.workers.add("guard", guard_task.abort_handle());
     checks.workers.add("evaluators", evaluations_task.abort_handle());
+    checks.workers.add("experiments", experiments_task.abort_handle());
     checks.workers.add("skill usage", skills_task.abort_handle());
     if let Some(task) = &update_task {
         checks.workers.add("self-update", task.abort_handle());
@@ -255,6 +263,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         billing: Arc::new(BillingCore::new(auth.clone(), StripeClient::new(config.stripe.clone()))),
         scores: Arc::new(crate::scores::service::ScoreCore::new(scores.clone())),
         evaluators: Arc::new(EvaluatorCore::new(evaluators.clone())),
+        experiments: Arc::new(ExperimentCore::new(experiments.clone(), auth.clone())),
     };
     let ingest_budget = roost_kit::budget::IngestBudget::new(config.gateway.max_ingest_inflight_bytes);
     let core = roost_gateway::Core {
@@ -274,6 +283,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
         billing: services.billing.clone(),
         scores: services.scores.clone(),
         evaluators: services.evaluators.clone(),
+        experiments: services.experiments.clone(),
         options: Arc::new(config.gateway.clone()),
         access: access.clone(),
         mcp: roost_gateway::mcp::McpState::new(shutdown.clone()),
@@ -331,6 +341,7 @@ pub async fn run(config: ServeConfig, listener: TcpListener, shutdown: Cancellat
     let _ = alerts_task.await;
     let _ = guard_task.await;
     let _ = evaluations_task.await;
+    let _ = experiments_task.await;
     let _ = skills_task.await;
     if let Some(task) = update_task {
         let _ = task.await;

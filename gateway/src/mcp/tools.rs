@@ -10,7 +10,9 @@ use roost_proto::{
     describe::contract,
     numbers::usd_exact,
     v1::{
-        ConfigureRequest, DestroyRequest, GetActivityRequest, GetChannelRequest, GetInstanceRequest, ListFilesRequest,
+        AddDatasetItemsRequest, CancelExperimentRequest, ConfigureRequest, CreateDatasetRequest,
+        CreateExperimentRequest, DestroyRequest, GetActivityRequest, GetChannelRequest, GetDatasetRequest,
+        GetExperimentRequest, GetInstanceRequest, ListDatasetsRequest, ListExperimentsRequest, ListFilesRequest,
         ListInstancesRequest, ListRuntimesRequest, ListSessionsRequest, ListShapesRequest, ListShapesResponse,
         PairChannelRequest, PauseRequest, ProvisionRequest, QueryRequest, RateTurnRequest, ReadFileRequest,
         ResumeRequest, SendMessageRequest,
@@ -22,7 +24,7 @@ use serde_json::{Map, Value, json};
 use crate::{
     Call, Core,
     api::Endpoint,
-    routes::{agent_files, agents, query},
+    routes::{agent_files, agents, experiments, query},
 };
 
 /// One tool, as `tools/list` and the skill file show it.
@@ -131,6 +133,42 @@ pub const TOOLS: &[ToolDef] = &[
              Kept as a human score on the turn; rating the same turn again replaces it.",
         )
         .writes(false),
+    tool("create_dataset", "Create a dataset", "CreateDatasetRequest", "CreateDatasetResponse", &experiments::CREATE_DATASET)
+        .describe(
+            "Create a dataset of test cases for experiments: `name`, optional `description`, and optional `items` \
+             (as add_dataset_items takes them). Datasets are the account's own.",
+        )
+        .writes(false),
+    tool("add_dataset_items", "Add dataset items", "AddDatasetItemsRequest", "AddDatasetItemsResponse", &experiments::ADD_ITEMS)
+        .describe(
+            "Append items to a dataset (`dataset_id`), all or none: `items` ([{input, expected, metadata}]), \
+             `jsonl` (one {\"input\", \"expected\"} object a line), `csv` (a header row naming input and expected), \
+             `turn_ids` (the account's agents' turns: message as input, reply as expected) or `session_id` (an agent \
+             id: all its answered turns).",
+        )
+        .writes(false),
+    tool("list_datasets", "List datasets", "ListDatasetsRequest", "ListDatasetsResponse", &experiments::LIST_DATASETS)
+        .describe("List the account's datasets, newest first, with their item counts."),
+    tool("get_dataset", "Get a dataset", "GetDatasetRequest", "GetDatasetResponse", &experiments::GET_DATASET)
+        .describe("Get a dataset (`id`) and its items in order."),
+    tool("run_experiment", "Run an experiment", "CreateExperimentRequest", "CreateExperimentResponse", &experiments::CREATE_EXPERIMENT)
+        .describe(
+            "Run every item of a dataset (`dataset_id`) as a turn against one of the account's agents (`agent_id`), \
+             or against a temporary copy of it with another `brief` or `model` (destroyed after). Each answer gets \
+             `checks` ([{kind: exact|contains, value?, ignore_case?}]; default exact match when items have expected \
+             outputs). Turns are billed like any turn. Runs in the background: poll get_experiment.",
+        )
+        .writes(false),
+    tool("get_experiment", "Get an experiment", "GetExperimentRequest", "GetExperimentResponse", &experiments::GET_EXPERIMENT)
+        .describe(
+            "Get an experiment (`id`): its status, aggregates (latency, tokens, cost, check pass rates) and each \
+             item's answer and checks. Compare two runs of one dataset item by item.",
+        ),
+    tool("list_experiments", "List experiments", "ListExperimentsRequest", "ListExperimentsResponse", &experiments::LIST_EXPERIMENTS)
+        .describe("List the account's experiments, newest first (`dataset_id` narrows to one dataset's runs)."),
+    tool("cancel_experiment", "Cancel an experiment", "CancelExperimentRequest", "CancelExperimentResponse", &experiments::CANCEL_EXPERIMENT)
+        .describe("Cancel a queued or running experiment (`id`): it stops after its current item and its copy is destroyed.")
+        .writes(true),
     tool("list_files", "List an agent's files", "ListFilesRequest", "ListFilesResponse", &agent_files::FILES).describe(
         "List one folder of an agent's workspace (`path`, relative; empty for the workspace itself): each file's          path, kind, size and modification time. With the workspace itself, `memory` names the runtime's memory          files (SOUL.md, MEMORY.md, Hermes' memories) first. Read one with read_file.",
     ),
@@ -259,6 +297,7 @@ fn args_schema(registry: &ListShapesResponse) -> Value {
 /// Runs a tool through the core. `Ok` is the structured content.
 pub(crate) async fn run(core: &Core, call: Call, name: &str, args: Map<String, Value>) -> Result<Value, ApiError> {
     let a = &core.agents;
+    let e = &core.experiments;
     match name {
         "list_runtimes" => answer(a.list_runtimes(call.request(parse::<ListRuntimesRequest>(args)?)).await),
         "create_agent" => answer(a.provision(call.request(parse::<ProvisionRequest>(args)?)).await),
@@ -269,6 +308,14 @@ pub(crate) async fn run(core: &Core, call: Call, name: &str, args: Map<String, V
         }
         "send_message" => answer(a.send_message(call.request(parse::<SendMessageRequest>(args)?)).await),
         "rate_turn" => answer(a.rate_turn(call.request(parse::<RateTurnRequest>(args)?)).await),
+        "create_dataset" => answer(e.create_dataset(call.request(parse::<CreateDatasetRequest>(args)?)).await),
+        "add_dataset_items" => answer(e.add_dataset_items(call.request(parse::<AddDatasetItemsRequest>(args)?)).await),
+        "list_datasets" => answer(e.list_datasets(call.request(parse::<ListDatasetsRequest>(args)?)).await),
+        "get_dataset" => answer(e.get_dataset(call.request(parse::<GetDatasetRequest>(args)?)).await),
+        "run_experiment" => answer(e.create_experiment(call.request(parse::<CreateExperimentRequest>(args)?)).await),
+        "get_experiment" => answer(e.get_experiment(call.request(parse::<GetExperimentRequest>(args)?)).await),
+        "list_experiments" => answer(e.list_experiments(call.request(parse::<ListExperimentsRequest>(args)?)).await),
+        "cancel_experiment" => answer(e.cancel_experiment(call.request(parse::<CancelExperimentRequest>(args)?)).await),
         "list_files" => answer(a.list_files(call.request(parse::<ListFilesRequest>(args)?)).await),
         "read_file" => answer(a.read_file(call.request(parse::<ReadFileRequest>(args)?)).await),
         "get_activity" => answer(a.get_activity(call.request(parse::<GetActivityRequest>(args)?)).await),

@@ -6,6 +6,7 @@ pub(crate) mod agents;
 pub(crate) mod billing;
 pub(crate) mod control;
 pub(crate) mod evaluators;
+pub(crate) mod experiments;
 pub(crate) mod features;
 pub(crate) mod ingest;
 pub(crate) mod otlp;

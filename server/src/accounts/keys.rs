@@ -11,7 +11,7 @@ use crate::{
 };
 
 /// Every key starts with this, so leaked keys are easy to spot (and to scan for).
-pub const KEY_PREFIX: &str = "rsk_";
+pub const KEY_PREFIX: &str = roost_kit::ACCOUNT_KEY_PREFIX;
 
 /// How many leading characters of a key `roost keys list` and `/developers` show.
 const SHOWN_PREFIX_LEN: usize = 12;

@@ -23,7 +23,7 @@ use tonic::{Request, Response, Status};
 use super::{Hosting, limits};
 use crate::{
     auth::Authenticator,
-    cluster::peers::{SOURCE_METADATA, serve_forwarded},
+    cluster::peers::{SOURCE_METADATA, TURN_METADATA, serve_forwarded},
     scores::{Giver, Scores},
     store::on_reader,
 };
@@ -125,6 +125,7 @@ fn source<T>(req: &Request<T>, forwarded: bool) -> &'static str {
         Some("mcp") => "mcp",
         Some("web") => "web",
         Some("cron") if forwarded => "cron",
+        Some("experiment") if forwarded => "experiment",
         Some("telegram") if forwarded => "telegram",
         _ => "grpc",
     }
@@ -167,7 +168,14 @@ impl AgentService for AgentCore {
     }
 
     async fn send_message(&self, req: Request<SendMessageRequest>) -> Result<Response<SendMessageResponse>, Status> {
-        self.serve(req, |h, account, source, req| async move { h.send_message(&account, req, source).await }).await
+        // Only a forwarded call says "experiment" (see `source`): its turn id is the one the
+        // experiment stored before it sent the turn.
+        let turn_id = req.metadata().get(TURN_METADATA).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        self.serve(req, |h, account, source, req| async move {
+            let turn_id = turn_id.filter(|_| source == crate::experiments::SOURCE);
+            h.send_message_as(&account, req, source, turn_id).await
+        })
+        .await
     }
 
     type StreamMessageStream = RpcStream<StreamMessageResponse>;

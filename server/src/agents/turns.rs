@@ -228,15 +228,34 @@ impl Hosting {
         req: SendMessageRequest,
         source: &str,
     ) -> Result<SendMessageResponse> {
+        self.send_message_as(account_id, req, source, None).await
+    }
+
+    /// [`Self::send_message`] under a turn id the sender chose beforehand (an experiment
+    /// stores it first, so after a restart it finds the turn instead of running another);
+    /// forwarded to the agent's replica with the id when it runs elsewhere.
+    pub async fn send_message_as(
+        self: &Arc<Self>,
+        account_id: &str,
+        req: SendMessageRequest,
+        source: &str,
+        turn_id: Option<String>,
+    ) -> Result<SendMessageResponse> {
         let agent = match self.message_route(account_id, &req.instance_id, &req.text).await? {
             (Route::Local(agent), _) => agent,
             (Route::Remote(client), id) => {
+                let turn = turn_id.clone();
                 return self
-                    .forward(client, &id, (account_id, source), req, |mut c, r| async move { c.send_message(r).await })
+                    .forward(client, &id, (account_id, source), req, |mut c, mut r| async move {
+                        if let Some(value) = turn.and_then(|t| t.parse().ok()) {
+                            r.metadata_mut().insert(crate::cluster::peers::TURN_METADATA, value);
+                        }
+                        c.send_message(r).await
+                    })
                     .await;
             }
         };
-        self.queue_turn(agent, req.text, Origin { source: source.to_owned(), ..Origin::default() }).await
+        self.queue_turn(agent, req.text, Origin { source: source.to_owned(), turn_id, ..Origin::default() }).await
     }
 
     /// Runs one turn for the caller's agent as [`Self::send_message`] does, streaming it.

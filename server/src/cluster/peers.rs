@@ -24,6 +24,9 @@ use crate::{Result, store::Store};
 pub const INTERNAL_METADATA: &str = "x-roost-internal";
 /// The metadata naming the account a forwarded call acts as.
 pub const ACCOUNT_METADATA: &str = "x-roost-account";
+/// The metadata of a forwarded experiment turn naming the turn id chosen for it (honoured
+/// only on forwarded calls from source "experiment").
+pub const TURN_METADATA: &str = "x-roost-turn-id";
 /// Metadata an adapter sets to say where a message came from ("api" for REST, "mcp", "web"
 /// for the web app's chat box). The agent service (`crate::agents::service`) reads it; it
 /// is defined here, below that service, because a forwarded call must carry it on to the

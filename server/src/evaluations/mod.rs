@@ -30,6 +30,7 @@
 //!   failed at once (asking again would cost as much and answer alike). Either way the
 //!   error is on the judgement.
 
+pub mod answers;
 pub mod grading;
 pub mod service;
 pub mod worker;
@@ -51,6 +52,8 @@ use crate::{
     telemetry::{Telemetry, runs::nanocents_to_usd, scores::value_json},
     time::{now_ms, timestamp_ms, timestamp_ns},
 };
+
+pub use answers::CHARGE_ANSWER;
 
 /// The service judge calls are stored under; evaluators never take its calls.
 pub const JUDGE_SERVICE: &str = "roost-evaluations";

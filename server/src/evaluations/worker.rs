@@ -219,7 +219,7 @@ impl Evaluators {
         match self.models.judge(&evaluator.model, &prompt).await {
             Ok(judged) => {
                 outcome.cost_nanocents = judged.cost_nanocents;
-                outcome.span = Some(judge_span(evaluator, &call, &judged, &prompt));
+                outcome.span = Some(judge_span(evaluator, (&call.trace_id, &call.span_id), &judged, &prompt));
                 match evaluator.parser().read(&judged.text) {
                     Ok(grade) => {
                         outcome.score = Some(self.score_row(evaluator, &call, &grade, &judged));
@@ -355,8 +355,9 @@ impl Evaluators {
     }
 }
 
-/// A judge call as a GenAI span of [`JUDGE_SERVICE`], linked to the call it judged.
-fn judge_span(evaluator: &EvaluatorRow, call: &Call, judged: &JudgeCall, prompt: &str) -> Span {
+/// A judge call as a GenAI span of [`JUDGE_SERVICE`], linked to the call it judged (its
+/// trace and span ids; an experiment's answer has none, and no link).
+pub(super) fn judge_span(evaluator: &EvaluatorRow, call: (&str, &str), judged: &JudgeCall, prompt: &str) -> Span {
     let text = |key: &str, value: &str| kv(key, Any::StringValue(value.to_owned()));
     let int = |key: &str, value: i64| kv(key, Any::IntValue(value));
     let attributes = vec![
@@ -377,14 +378,14 @@ fn judge_span(evaluator: &EvaluatorRow, call: &Call, judged: &JudgeCall, prompt:
         ),
         text("roost.evaluator.id", &evaluator.id),
         text("roost.evaluator.name", &evaluator.name),
-        text("roost.evaluation.trace_id", &call.trace_id),
-        text("roost.evaluation.span_id", &call.span_id),
+        text("roost.evaluation.trace_id", call.0),
+        text("roost.evaluation.span_id", call.1),
     ];
     let ns = |ms: i64| u64::try_from(ms.saturating_mul(1_000_000)).unwrap_or(0);
     let link = (|| {
         Some(Link {
-            trace_id: hex::decode(&call.trace_id).ok()?,
-            span_id: hex::decode(&call.span_id).ok()?,
+            trace_id: hex::decode(call.0).ok().filter(|id| id.len() == 16)?,
+            span_id: hex::decode(call.1).ok().filter(|id| id.len() == 8)?,
             ..Link::default()
         })
     })();
@@ -403,7 +404,7 @@ fn judge_span(evaluator: &EvaluatorRow, call: &Call, judged: &JudgeCall, prompt:
 }
 
 /// Judge spans as one export of [`JUDGE_SERVICE`].
-fn judge_request(spans: Vec<Span>) -> ExportTraceServiceRequest {
+pub(super) fn judge_request(spans: Vec<Span>) -> ExportTraceServiceRequest {
     ExportTraceServiceRequest {
         resource_spans: vec![ResourceSpans {
             resource: Some(Resource {

@@ -16,11 +16,11 @@ use roost_kit::budget::IngestBudget;
 use roost_proto::v1::{
     account_service_server::AccountServiceServer, agent_service_server::AgentServiceServer,
     billing_service_server::BillingServiceServer, control_service_server::ControlServiceServer,
-    evaluator_service_server::EvaluatorServiceServer, feature_service_server::FeatureServiceServer,
-    ingest_service_server::IngestServiceServer, query_service_server::QueryServiceServer,
-    score_service_server::ScoreServiceServer, stream_service_server::StreamServiceServer,
-    system_service_server::SystemServiceServer, update_service_server::UpdateServiceServer,
-    web_app_service_server::WebAppServiceServer,
+    evaluator_service_server::EvaluatorServiceServer, experiment_service_server::ExperimentServiceServer,
+    feature_service_server::FeatureServiceServer, ingest_service_server::IngestServiceServer,
+    query_service_server::QueryServiceServer, score_service_server::ScoreServiceServer,
+    stream_service_server::StreamServiceServer, system_service_server::SystemServiceServer,
+    update_service_server::UpdateServiceServer, web_app_service_server::WebAppServiceServer,
 };
 use tonic::{codec::CompressionEncoding, service::Routes};
 use tonic_health::server::HealthReporter;
@@ -33,6 +33,7 @@ use crate::{
     billing::service::BillingCore,
     control::ControlCore,
     evaluations::service::EvaluatorCore,
+    experiments::service::ExperimentCore,
     features::service::FeatureCore,
     query::QueryCore,
     scores::service::ScoreCore,
@@ -78,6 +79,8 @@ pub struct Services {
     pub scores: Arc<ScoreCore>,
     /// LLM judges.
     pub evaluators: Arc<EvaluatorCore>,
+    /// Datasets and experiments.
+    pub experiments: Arc<ExperimentCore>,
 }
 
 /// Adds every gRPC service to `router`, which keeps its own routes and fallback.
@@ -104,6 +107,7 @@ pub async fn add_services(
     reporter.set_serving::<BillingServiceServer<BillingCore>>().await;
     reporter.set_serving::<ScoreServiceServer<ScoreCore>>().await;
     reporter.set_serving::<EvaluatorServiceServer<EvaluatorCore>>().await;
+    reporter.set_serving::<ExperimentServiceServer<ExperimentCore>>().await;
     reporter.set_serving::<TraceServiceServer<OtlpCore>>().await;
     reporter.set_serving::<LogsServiceServer<OtlpCore>>().await;
     reporter.set_serving::<MetricsServiceServer<OtlpCore>>().await;
@@ -122,6 +126,7 @@ pub async fn add_services(
         .add_service(web(BillingServiceServer::from_arc(services.billing.clone())))
         .add_service(web(ScoreServiceServer::from_arc(services.scores.clone())))
         .add_service(web(EvaluatorServiceServer::from_arc(services.evaluators.clone())))
+        .add_service(web(ExperimentServiceServer::from_arc(services.experiments.clone())))
         .add_service(web(DecodeErrorsAreInvalid(WithinBudget::new(
             TraceServiceServer::from_arc(services.otlp.clone())
                 .accept_compressed(CompressionEncoding::Gzip)

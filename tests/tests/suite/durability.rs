@@ -28,7 +28,8 @@ use serde_json::{Value, json};
 
 each_backend!(
     acknowledged_writes_survive_kill_9_with_process_durability,
-    acknowledged_writes_survive_kill_9_with_disk_durability
+    acknowledged_writes_survive_kill_9_with_disk_durability,
+    an_experiment_resumes_after_kill_9,
 );
 
 async fn acknowledged_writes_survive_kill_9_with_process_durability(backend: Backend) {
@@ -166,6 +167,113 @@ async fn acknowledged_writes_survive_kill_9(backend: Backend, durability: &str) 
     let lost: Vec<&String> = turns.iter().filter(|t| !recorded.contains(t.as_str())).collect();
     assert!(lost.is_empty(), "acknowledged turns lost ({durability}): {lost:?} of {}", turns.len());
     let _: Value = api.get("/api/health").await.body;
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// Items of the experiment killed mid-run.
+const ITEMS: usize = 120;
+
+/// An experiment of [`ITEMS`] items against a metered `assistant` agent is killed with
+/// SIGKILL once some items are answered, then roost starts again on the same store: the run
+/// goes on where it stopped and completes. Every item has one result and was sent to the
+/// agent once (one turn each, `interrupted` when the kill cut it off), and the account was
+/// charged exactly what its turns' records say, so nothing was run or charged twice.
+async fn an_experiment_resumes_after_kill_9(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let database = match backend {
+        Backend::Sqlite => None,
+        Backend::Postgres => Some(TestDatabase::create().await),
+    };
+    let db =
+        database.as_ref().map_or_else(|| format!("sqlite://{}/roost.db", dir.path().display()), |d| d.url().to_owned());
+    let upstream = crate::agents::experiments::fake_model().await;
+    let bin = roost_binary();
+    let bin = bin.to_str().unwrap();
+    let credits = 100_000;
+    let key = create_account(replica_command(bin, &db, dir.path()), credits);
+    let serve = || serve_replica(replica_command(bin, &db, dir.path()), 30, &["--model-upstream-url", &upstream]);
+    let (mut child, base) = serve();
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(20)).build().unwrap();
+    let api = Api::new(http.clone(), base, Some(key.clone()));
+    let agent = api.provision("assistant", "Kim").await["id"].as_str().unwrap().to_owned();
+    api.wait_status(&agent, "running").await;
+    let jsonl: String =
+        (0..ITEMS).map(|n| format!("{{\"input\":\"item {n}\",\"expected\":\"Kim: item {n}\"}}\n")).collect();
+    let dataset =
+        api.post("/api/v1/datasets", json!({"name": "resume", "items": {"jsonl": jsonl}})).await.ok()["dataset"]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    let run = api.post("/api/v1/experiments", json!({"dataset_id": dataset, "agent_id": agent})).await.ok()["experiment"]
+        ["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let path = format!("/api/v1/experiments/{run}");
+    for _ in 0..600 {
+        if api.get(&path).await.ok()["experiment"]["completed"].as_i64().unwrap_or_default() >= 10 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let (mut child, base) = serve();
+    let api = Api::new(http, base, Some(key));
+    let mut detail = Value::Null;
+    for _ in 0..1200 {
+        detail = api.get(&path).await.ok();
+        if detail["experiment"]["status"] != "running" && detail["experiment"]["status"] != "queued" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let experiment = &detail["experiment"];
+    assert_eq!(experiment["status"], "completed", "{experiment}");
+    let results = detail["results"].as_array().unwrap();
+    assert_eq!(results.len(), ITEMS, "one result an item");
+    let answered = experiment["completed"].as_i64().unwrap();
+    assert!(answered < ITEMS as i64 || experiment["failed"] == 0, "{experiment}");
+    assert_eq!(answered + experiment["failed"].as_i64().unwrap(), ITEMS as i64, "{experiment}");
+    assert!(answered >= ITEMS as i64 - 1, "at most the item under the kill failed (interrupted): {experiment}");
+
+    // Each item was sent once: one turn per input, and the turns are the results' turns.
+    let activity = api.get(&format!("/api/instances/{agent}/activity?limit=500")).await.ok();
+    let turns = activity["turns"].as_array().unwrap();
+    let mut inputs: Vec<&str> = turns.iter().filter_map(|t| t["text"].as_str()).collect();
+    inputs.sort_unstable();
+    let before = inputs.len();
+    inputs.dedup();
+    assert_eq!(before, inputs.len(), "an item ran twice");
+    // A turn cut off in its first 200 ms leaves no record (and its item fails).
+    assert!(before >= ITEMS - 1, "{before} turns for {ITEMS} items");
+    let result_turns: HashSet<&str> = results.iter().filter_map(|r| r["turn_id"].as_str()).collect();
+    let recorded: HashSet<&str> = turns.iter().filter_map(|t| t["id"].as_str()).collect();
+    assert!(recorded.is_subset(&result_turns), "a turn no result names");
+    // Nothing charged twice: the ledger adds up to the balance, each model call charged
+    // names one of the results' turns, and no turn was charged for two calls.
+    let charges = activity["charges"].as_array().unwrap();
+    let ledger: i64 = charges.iter().map(|c| c["amount_nanocents"].as_i64().unwrap_or_default()).sum();
+    let balance = api.get("/api/account").await.ok()["balance_nanocents"].as_i64().unwrap();
+    assert_eq!(balance - credits * 1_000_000_000, ledger, "the ledger is the balance");
+    let mut charged: Vec<&str> =
+        charges.iter().filter_map(|c| c["description"].as_str()?.split("(turn ").nth(1)?.strip_suffix(')')).collect();
+    assert!(charged.len() >= ITEMS - 1, "each answered item's call was charged: {}", charged.len());
+    assert!(charged.iter().all(|t| result_turns.contains(t)), "a charge for a turn no result names");
+    charged.sort_unstable();
+    let calls = charged.len();
+    charged.dedup();
+    assert_eq!(charged.len(), calls, "a turn was charged twice");
+    let turn_costs: i64 = turns.iter().map(|t| t["charged_nanocents"].as_i64().unwrap_or_default()).sum();
+    let cut_off: i64 = results
+        .iter()
+        .filter(|r| !recorded.contains(r["turn_id"].as_str().unwrap_or_default()))
+        .map(|r| r["cost_nanocents"].as_i64().unwrap_or_default())
+        .sum();
+    assert_eq!(experiment["summary"]["cost_nanocents"].as_i64().unwrap(), turn_costs + cut_off, "{experiment}");
+    assert_eq!(-ledger, turn_costs + cut_off, "every charge is an item's");
     child.kill().unwrap();
     child.wait().unwrap();
 }

@@ -171,6 +171,14 @@ async fn seed_flow_over_mcp(backend: Backend) {
         "read_file",
         "query",
         "list_sessions",
+        "create_dataset",
+        "add_dataset_items",
+        "list_datasets",
+        "get_dataset",
+        "run_experiment",
+        "get_experiment",
+        "list_experiments",
+        "cancel_experiment",
     ];
     assert_eq!(names, expected.into_iter().collect());
     let create = tools.iter().find(|t| t.name == "create_agent").unwrap();

@@ -5,6 +5,7 @@ mod attacks;
 mod billing;
 mod concurrency;
 mod errors;
+pub(crate) mod experiments;
 mod files;
 mod flow;
 mod gateway;
