@@ -136,17 +136,33 @@ impl Experiments {
             Err(Stop::Failed(why)) => ("failed", format!("Stopped: {why}")),
         };
         let ended = on_writer!(self.store, |pool| {
-            sqlx::query(
-                "UPDATE experiments SET status = $2, status_detail = $3, finished_ms = $4 \
-                 WHERE id = $1 AND status IN ('queued', 'running')",
-            )
-            .bind(&row.id)
-            .bind(status)
-            .bind(&detail)
-            .bind(now_ms())
-            .execute(pool)
+            async {
+                let mut tx = pool.begin_write().await?;
+                // The item the run stopped on was refused before its turn ran (else its
+                // record would have settled it): it failed with the run.
+                let left = sqlx::query(
+                    "UPDATE experiment_results SET status = 'failed', error = $2 \
+                     WHERE experiment_id = $1 AND status = 'running'",
+                )
+                .bind(&row.id)
+                .bind(&detail)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                sqlx::query(
+                    "UPDATE experiments SET status = $2, status_detail = $3, finished_ms = $4, failed = failed + $5 \
+                     WHERE id = $1 AND status IN ('queued', 'running')",
+                )
+                .bind(&row.id)
+                .bind(status)
+                .bind(&detail)
+                .bind(now_ms())
+                .bind(left as i64)
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await
+            }
             .await
-            .map(|_| ())
         });
         if let Err(err) = ended {
             warn!(experiment = %row.id, error = %err, "could not record an experiment's end");
@@ -176,12 +192,14 @@ impl Experiments {
         .map(|(item, status, turn)| (item, (status, turn)))
         .collect();
         for item in &items {
+            if matches!(started.get(&item.id), Some((status, _)) if status != "running") {
+                continue;
+            }
+            self.still_running(row, stop).await?;
             let turn_id = match started.get(&item.id) {
-                Some((status, _)) if status != "running" => continue,
                 Some((_, turn_id)) => turn_id.clone(),
                 None => self.claim(row, item).await?,
             };
-            self.still_running(row, stop).await?;
             let settled = self.run_item(row, &target, item, &turn_id, stop).await?;
             self.settle(row, item, settled).await?;
         }
@@ -310,7 +328,8 @@ impl Experiments {
         let (calls, input, output, charged): (i64, Option<i64>, Option<i64>, Option<i64>) =
             on_reader!(self.store, |pool| {
                 sqlx::query_as(
-                    "SELECT COUNT(*), SUM(input_tokens), SUM(output_tokens), SUM(charged_nanocents) FROM model_calls \
+                    "SELECT COUNT(*), CAST(SUM(input_tokens) AS BIGINT), CAST(SUM(output_tokens) AS BIGINT), \
+                     CAST(SUM(charged_nanocents) AS BIGINT) FROM model_calls \
                      WHERE turn_id = $1 AND turn_id <> ''",
                 )
                 .bind(turn_id)

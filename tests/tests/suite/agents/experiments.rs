@@ -109,7 +109,10 @@ async fn a_dataset_from_a_conversation_runs_against_an_agent_and_its_copy(backen
     let evaluator = operator
         .post(
             "/api/v1/evaluators",
-            json!({"evaluator": {"name": "helpful", "model": "gpt-4o-mini", "prompt": "Q {{input}} A {{output}}", "budget_usd": 1}}),
+            // Its filter matches no recorded call: it grades the experiment's answers only
+            // (an experiment uses the evaluators it names whatever their filters).
+            json!({"evaluator": {"name": "helpful", "model": "gpt-4o-mini", "prompt": "Q {{input}} A {{output}}",
+                "budget_usd": 1, "filter": {"service": "no-such-service"}}}),
         )
         .await
         .ok()["evaluator"]["id"]
@@ -300,6 +303,30 @@ async fn bad_requests_are_refused_and_change_nothing(backend: Backend) {
         .to_owned();
     ended(&api, &run).await;
     api.post(&format!("/api/v1/experiments/{run}/cancel"), json!({})).await.err(409, "wrong_state");
-    api.delete_path(&format!("/api/v1/datasets/{dataset}")).await.ok();
+
+    // A long run is cancelled part-way: it stops, and says so; its dataset is busy until then.
+    let jsonl: String = (0..3_000).map(|n| format!("{{\"input\":\"n{n}\"}}\n")).collect();
+    let long =
+        api.post("/api/v1/datasets", json!({"name": "long", "items": {"jsonl": jsonl}})).await.ok()["dataset"]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    let run = runs(json!({"dataset_id": long, "agent_id": agent})).await.ok()["experiment"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    api.delete_path(&format!("/api/v1/datasets/{long}")).await.err(409, "wrong_state");
+    let cancelled = api.post(&format!("/api/v1/experiments/{run}/cancel"), json!({})).await.ok();
+    assert_eq!(cancelled["experiment"]["status"], "cancelled");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let stopped = api.get(&format!("/api/v1/experiments/{run}")).await.ok();
+    let answered = stopped["experiment"]["completed"].as_i64().unwrap();
+    assert!(answered < 3_000, "{}", stopped["experiment"]);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let later = api.get(&format!("/api/v1/experiments/{run}")).await.ok();
+    assert_eq!(later["experiment"]["completed"], answered, "nothing ran after the cancel settled");
+    assert!(later["results"].as_array().unwrap().iter().all(|r| r["status"] != "running"), "no item left running");
+
+    api.delete_path(&format!("/api/v1/datasets/{long}")).await.ok();
     api.get(&format!("/api/v1/experiments/{run}")).await.err(404, "not_found");
 }
