@@ -60,6 +60,7 @@ pub const NAV: &[NavItem] = &[
     NavItem { href: "/dashboard/alerts", label: "Alerts" },
     NavItem { href: "/dashboard/guard", label: "Guard" },
     NavItem { href: "/dashboard/evaluators", label: "Evaluators" },
+    NavItem { href: "/dashboard/datasets", label: "Datasets" },
     NavItem { href: "/dashboard/crons", label: "Crons" },
     NavItem { href: "/dashboard/channels", label: "Channels" },
     NavItem { href: "/dashboard/skills", label: "Skills" },

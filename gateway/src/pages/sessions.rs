@@ -25,6 +25,8 @@
 //!   last item's time (`?from=`) and skips the items of that instant already shown
 //!   (`&skip=`), since q/1's `since` includes its bound and the order within an instant is
 //!   fixed (`time, part, seq, id`).
+//! - "Add to a dataset" (a form of the datasets' module, `features::datasets`) adds the whole
+//!   conversation, or the hosted turns and model calls ticked among this page's of it.
 
 use std::collections::HashMap;
 
@@ -756,6 +758,8 @@ struct Detail {
     scores: super::feedback::Lines,
     /// The operator's feedback on the session.
     feedback: super::feedback::Form,
+    /// The form adding the conversation (or some of its turns and calls) to a dataset.
+    add_to_dataset: Option<super::features::AddToDataset>,
 }
 
 /// A line a hosted agent's runtime printed.
@@ -887,6 +891,8 @@ async fn detail(
         Ok(rows) => (Ok(rows.rows.iter().find(|r| text(r, "session_id") == id).map(summarise)), rows_warning(&rows)),
         Err(err) => (Err(Failure::from(err)), String::new()),
     };
+    // The turns and calls the "Add to a dataset" form offers: this page's of the conversation.
+    let mut picks = Vec::new();
     let (conversation, conversation_warning, next, transcript_empty) = match transcript {
         Ok(rows) => {
             let next = transcript_next(&rows.rows).map(|(at, same)| {
@@ -898,6 +904,7 @@ async fn detail(
             let shown_before =
                 if from.is_empty() { 0 } else { rows.rows.iter().take_while(|r| text(r, "time") == from).count() };
             let fresh = &rows.rows[skip.min(shown_before)..];
+            picks = super::features::picks(fresh);
             let mut entries = conversation(fresh, !messages_only);
             super::feedback::mark_calls(&core, &mut entries, page.here(), &scores);
             (Ok(entries), rows_warning(&rows), next, rows.rows.is_empty())
@@ -942,6 +949,8 @@ async fn detail(
         && traces.as_ref().is_ok_and(Vec::is_empty)
         && runs.as_ref().is_ok_and(Vec::is_empty)
         && [&summary_warning, &conversation_warning, &traces_warning, &runs_warning].iter().all(|w| w.is_empty());
+    let add_to_dataset =
+        if missing { None } else { Some(super::features::add_to_dataset(&core, &page, &id, picks).await) };
     let here = session_href(&id);
     let target = super::feedback::Target::Session(id.clone());
     let feedback = super::feedback::Form::new(&core, target.clone(), "session", "session", page.here(), &scores);
@@ -974,6 +983,7 @@ async fn detail(
         output_warning,
         scores,
         feedback,
+        add_to_dataset,
         id,
     };
     page.render_with(if missing { StatusCode::NOT_FOUND } else { StatusCode::OK }, &view)

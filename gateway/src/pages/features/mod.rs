@@ -1,12 +1,17 @@
-//! The feature pages of the dashboard: alerts, guard, evaluators, crons, channels, skills
-//! and health, each over its feature API (`FeatureService`; `EvaluatorService` for the
-//! evaluators), with the forms that change alert rules, guard policies, evaluators and crons. Module per page; the form-field parsing they share is here.
+//! The feature pages of the dashboard: alerts, guard, evaluators, datasets and experiments,
+//! crons, channels, skills and health, each over its feature API (`FeatureService`;
+//! `EvaluatorService` for the evaluators, `ExperimentService` for datasets and experiments),
+//! with the forms that change alert rules, guard policies, evaluators, datasets,
+//! experiments and crons. Module per page; the form-field parsing they share is here.
 
 mod alerts;
 pub(super) use alerts::{Firing, firing};
 mod channels;
 mod crons;
+mod datasets;
+pub(super) use datasets::{AddToDataset, add_to_dataset, picks};
 mod evaluators;
+mod experiments;
 mod guard;
 mod health;
 mod skills;
@@ -34,6 +39,15 @@ pub(super) fn routes() -> Router<Core> {
         .route("/dashboard/evaluators", get(evaluators::page).post(evaluators::create))
         .route("/dashboard/evaluators/{id}", get(evaluators::detail).post(evaluators::update))
         .route("/dashboard/evaluators/{id}/delete", post(evaluators::delete))
+        .route("/dashboard/datasets", get(datasets::page).post(datasets::create))
+        .route("/dashboard/datasets/{id}", get(datasets::detail))
+        .route("/dashboard/datasets/{id}/items", post(datasets::add_items))
+        .route("/dashboard/datasets/{id}/run", post(datasets::run))
+        .route("/dashboard/datasets/{id}/delete", post(datasets::delete))
+        .route("/dashboard/sessions/{session_id}/dataset", post(datasets::from_session))
+        .route("/dashboard/experiments/compare", get(experiments::compare))
+        .route("/dashboard/experiments/{id}", get(experiments::detail))
+        .route("/dashboard/experiments/{id}/cancel", post(experiments::cancel))
         .route("/dashboard/crons", get(crons::page).post(crons::create))
         .route("/dashboard/crons/{id}", get(crons::detail).post(crons::update))
         .route("/dashboard/crons/{id}/kill", post(crons::kill))

@@ -1,10 +1,12 @@
-//! The feature pages (alerts, guard, evaluators, crons, channels, skills, health, updates),
-//! mostly without a browser: what a person reads on each, and that their forms change what
-//! the REST API then shows, and change nothing without the CSRF field or with a bad value.
+//! The feature pages (alerts, guard, evaluators, datasets and experiments, crons, channels,
+//! skills, health, updates), mostly without a browser: what a person reads on each, and that
+//! their forms change what the REST API then shows, and change nothing without the CSRF
+//! field or with a bad value.
 
 mod alerts;
 mod crons;
 mod evaluators;
+mod experiments;
 mod guard;
 mod reads;
 mod updates;
