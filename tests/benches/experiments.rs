@@ -36,7 +36,11 @@ async fn run() {
     let started = Instant::now();
     let made = api.post("/api/v1/datasets", json!({"name": "bench", "items": {"jsonl": jsonl}})).await.ok();
     let dataset = made["dataset"]["id"].as_str().unwrap().to_owned();
-    println!("backend {}: a dataset of {items} items from JSON Lines in {:.0} ms", backend.name(), started.elapsed().as_secs_f64() * 1e3);
+    println!(
+        "backend {}: a dataset of {items} items from JSON Lines in {:.0} ms",
+        backend.name(),
+        started.elapsed().as_secs_f64() * 1e3
+    );
 
     let started = Instant::now();
     let run = api.post("/api/v1/experiments", json!({"dataset_id": dataset, "agent_id": agent})).await.ok();
