@@ -74,11 +74,6 @@ impl Caller {
             Self::Account(id) => id == owner,
         }
     }
-
-    /// The account whose agents this caller may use (empty: any).
-    pub fn account(&self) -> &str {
-        self.owner()
-    }
 }
 
 pub(crate) fn invalid(why: impl Into<String>) -> crate::Error {

@@ -323,11 +323,6 @@ impl Experiments {
             Caller::Operator => "",
             Caller::Account(id) => id.as_str(),
         };
-        if let Caller::Account(_) = caller
-            && owner.is_empty()
-        {
-            return Ok(Vec::new());
-        }
         Ok(on_reader!(self.store, |pool| {
             sqlx::query_as(sqlx::AssertSqlSafe(sql.clone())).bind(owner).bind(dataset_id).fetch_all(pool).await
         })?)
