@@ -31,6 +31,10 @@ const TABLES: &[&str] = &[
     "scores",
     "evaluators",
     "judgements",
+    "datasets",
+    "dataset_items",
+    "experiments",
+    "experiment_results",
     "activity_daily",
     "crons",
     "cron_runs",
@@ -70,6 +74,7 @@ async fn reads_answer_empty_with_a_warning_when_the_store_cannot(backend: Backen
             "transcript" => json!({"session_id": "s"}),
             "span" => json!({"trace_id": "t", "span_id": "s"}),
             "search" => json!({"text": "lisbon"}),
+            "experiment_results" => json!({"experiment_id": "ex_x"}),
             _ => json!({}),
         };
         let answer = api.post("/api/local/query", json!({"shape": shape, "args": args})).await.ok();
