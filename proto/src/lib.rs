@@ -6,6 +6,7 @@
 //! these same messages.
 
 pub mod attribute_map;
+pub mod checks;
 pub mod codec;
 pub mod describe;
 pub mod error;

@@ -35,9 +35,14 @@ pub(crate) const CREATE_DATASET: Endpoint = Endpoint::post(
 pub(crate) const LIST_DATASETS: Endpoint =
     Endpoint::get("/api/v1/datasets", "The caller's datasets, newest first.").answers("ListDatasetsResponse");
 
-pub(crate) const GET_DATASET: Endpoint = Endpoint::get("/api/v1/datasets/{id}", "A dataset and its items in order.")
-    .answers("GetDatasetResponse")
-    .errors(&[ErrorReason::NotFound]);
+pub(crate) const GET_DATASET: Endpoint = Endpoint::get(
+    "/api/v1/datasets/{id}",
+    "A dataset and a page of its items in order (1,000 unless `?limit=`, at most 10,000); `next_offset` is where the \
+     next page starts (`?offset=`), 0 after the last.",
+)
+.params(&[("offset", "items to skip"), ("limit", "items to return at most")])
+.answers("GetDatasetResponse")
+.errors(&[ErrorReason::NotFound]);
 
 pub(crate) const ADD_ITEMS: Endpoint = Endpoint::post(
     "/api/v1/datasets/{id}/items",
@@ -126,12 +131,22 @@ async fn list_datasets(State(core): State<Core>, call: Call) -> Result<Json<List
     Ok(Json(core.experiments.list_datasets(call.request(ListDatasetsRequest {})).await?.into_inner()))
 }
 
+/// `?offset=&limit=`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct PageQuery {
+    offset: i64,
+    limit: i64,
+}
+
 async fn get_dataset(
     State(core): State<Core>,
     path: IdPath,
+    query: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
     call: Call,
 ) -> Result<Json<GetDatasetResponse>, HttpError> {
-    let req = GetDatasetRequest { id: id(path)? };
+    let Query(page) = query.map_err(|e| HttpError(ApiError::invalid_argument(format!("bad query: {e}"))))?;
+    let req = GetDatasetRequest { id: id(path)?, offset: page.offset, limit: page.limit };
     Ok(Json(core.experiments.get_dataset(call.request(req)).await?.into_inner()))
 }
 

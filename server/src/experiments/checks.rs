@@ -20,15 +20,9 @@ pub struct Check {
 }
 
 impl Check {
-    /// Its name in results and summaries: `exact_match`, `contains` (the expected output)
-    /// or `contains:<value>`, with `/i` when it ignores case.
+    /// Its name in results and summaries ([`ExperimentCheck::result_name`]).
     pub fn name(&self) -> String {
-        let base = match (self.kind.as_str(), self.value.is_empty()) {
-            ("exact", _) => "exact_match".to_owned(),
-            (_, true) => "contains".to_owned(),
-            (_, false) => format!("contains:{}", self.value),
-        };
-        if self.ignore_case { format!("{base}/i") } else { base }
+        self.to_proto().result_name()
     }
 
     /// Whether `output` passes, given the item's `expected` output. An item with no

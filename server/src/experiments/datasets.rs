@@ -75,6 +75,9 @@ impl ItemRow {
 
 const COLUMNS: &str = "id, owner, name, description, items, created_ms";
 pub(crate) const ITEM_COLUMNS: &str = "id, position, input, expected, metadata, source, created_ms";
+/// Items a `GetDataset` page holds when the caller names no limit, and at most.
+const DEFAULT_PAGE: i64 = 1_000;
+const MAX_PAGE: i64 = 10_000;
 
 fn no_dataset(id: &str) -> crate::Error {
     ApiError::not_found(format!("no dataset {id}")).into()
@@ -171,6 +174,30 @@ impl Experiments {
         Ok(on_reader!(self.store, |pool| {
             sqlx::query_as(sqlx::AssertSqlSafe(sql.clone())).bind(dataset_id).fetch_all(pool).await
         })?)
+    }
+
+    /// A page of a dataset's items: at most `limit` after the first `offset`, and where the
+    /// next page starts (0 after the last). Positions run from 1 without gaps (items are
+    /// only ever appended), so a page is a range of positions.
+    pub async fn items_page(&self, dataset: &DatasetRow, offset: i64, limit: i64) -> Result<(Vec<ItemRow>, i64)> {
+        if offset < 0 || limit < 0 {
+            return Err(invalid("offset and limit are counts of items: 0 or more"));
+        }
+        let limit = if limit == 0 { DEFAULT_PAGE } else { limit.min(MAX_PAGE) };
+        let sql = format!(
+            "SELECT {ITEM_COLUMNS} FROM dataset_items WHERE dataset_id = $1 AND position > $2 ORDER BY position LIMIT $3"
+        );
+        let items: Vec<ItemRow> = on_reader!(self.store, |pool| {
+            sqlx::query_as(sqlx::AssertSqlSafe(sql.clone()))
+                .bind(&dataset.id)
+                .bind(offset)
+                .bind(limit)
+                .fetch_all(pool)
+                .await
+        })?;
+        let end = offset.saturating_add(items.len() as i64);
+        let next = if items.len() as i64 == limit && end < dataset.items { end } else { 0 };
+        Ok((items, next))
     }
 
     /// Appends the items a request names; all or none.

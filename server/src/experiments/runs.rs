@@ -26,6 +26,8 @@ pub struct ExperimentRow {
     pub(crate) account_id: String,
     pub(crate) name: String,
     pub(crate) dataset_id: String,
+    /// Not a column: read from `datasets` (see [`COLUMNS`]).
+    pub(crate) dataset_name: String,
     pub(crate) agent_id: String,
     pub(crate) on_copy: bool,
     pub(crate) brief: String,
@@ -47,8 +49,11 @@ pub struct ExperimentRow {
     pub(crate) finished_ms: Option<i64>,
 }
 
-pub(crate) const COLUMNS: &str = "id, owner, account_id, name, dataset_id, agent_id, on_copy, brief, model, copy_id, \
-     evaluator_ids, checks, status, status_detail, items, completed, failed, latency_ms, input_tokens, output_tokens, \
+/// An experiment's columns, and its dataset's name (a dataset is deleted only with its
+/// experiments, so the name is always there).
+pub(crate) const COLUMNS: &str = "id, owner, account_id, name, dataset_id, \
+     COALESCE((SELECT d.name FROM datasets d WHERE d.id = experiments.dataset_id), '') AS dataset_name, agent_id, \
+     on_copy, brief, model, copy_id, evaluator_ids, checks, status, status_detail, items, completed, failed, latency_ms, input_tokens, output_tokens, \
      cost_nanocents, judge_nanocents, created_ms, finished_ms";
 
 impl ExperimentRow {
@@ -74,6 +79,7 @@ impl ExperimentRow {
             id: self.id.clone(),
             name: self.name.clone(),
             dataset_id: self.dataset_id.clone(),
+            dataset_name: self.dataset_name.clone(),
             agent_id: self.agent_id.clone(),
             copy: self.on_copy,
             brief: self.brief.clone(),
@@ -254,6 +260,7 @@ impl Experiments {
             account_id: agent.account_id.clone(),
             name,
             dataset_id: dataset.id.clone(),
+            dataset_name: dataset.name.clone(),
             agent_id: agent.id.clone(),
             on_copy,
             brief: req.brief.clone(),

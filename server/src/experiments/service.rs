@@ -59,9 +59,11 @@ impl ExperimentService for ExperimentCore {
 
     async fn get_dataset(&self, req: Request<GetDatasetRequest>) -> Result<Response<GetDatasetResponse>, Status> {
         let caller = self.caller(&req).await?;
-        let dataset = self.experiments.dataset(&req.get_ref().id, &caller).await?;
-        let items = self.experiments.items(&dataset.id).await?.iter().map(super::datasets::ItemRow::to_proto).collect();
-        Ok(Response::new(GetDatasetResponse { dataset: Some(dataset.to_proto()), items }))
+        let req = req.get_ref();
+        let dataset = self.experiments.dataset(&req.id, &caller).await?;
+        let (items, next_offset) = self.experiments.items_page(&dataset, req.offset, req.limit).await?;
+        let items = items.iter().map(super::datasets::ItemRow::to_proto).collect();
+        Ok(Response::new(GetDatasetResponse { dataset: Some(dataset.to_proto()), items, next_offset }))
     }
 
     async fn add_dataset_items(

@@ -14,7 +14,7 @@
 
 use askama::Template;
 use axum::{
-    extract::{Path, State},
+    extract::{Path, Query, State},
     response::Response,
 };
 use http::StatusCode;
@@ -42,6 +42,7 @@ use crate::{
         Failure, Message, When, count,
         forms::{CsrfField, Posted, csrf_field, failed, submit, submit_to},
         layout::{Chrome, PageCall, percent_encode},
+        listing::Pager,
         text,
     },
 };
@@ -52,8 +53,8 @@ const HERE: &str = "/dashboard/datasets";
 const API: &str = "/api/v1/datasets";
 const EXPERIMENTS_API: &str = "/api/v1/experiments";
 
-/// Items a dataset's page lists (`GET /api/v1/datasets/{id}` has them all).
-const ITEMS_SHOWN: usize = 200;
+/// Items a dataset's page lists at once; `?offset=` pages on, as the API does.
+const ITEMS_SHOWN: i64 = 200;
 /// Experiments the datasets page lists, newest first.
 const RECENT_EXPERIMENTS: usize = 20;
 /// Characters of an item's input or expected output in a table cell.
@@ -88,8 +89,8 @@ struct Detail {
     /// The description in full.
     description: String,
     items: Vec<ItemRow>,
-    /// Shown when not every item is listed: `the first 200 of 1,234`.
-    items_cut: String,
+    /// Links to the items before and after these (`Items 201–400 of 1,234`).
+    pager: Pager,
     experiments: Result<Vec<RunRow>, Failure>,
     /// One of its experiments is queued or running (it cannot be deleted then).
     running: bool,
@@ -193,8 +194,21 @@ pub(super) async fn page(State(core): State<Core>, page: PageCall) -> Response {
     page.render(&DatasetsPage { chrome: page.chrome("Datasets", HERE), datasets, experiments, more_experiments })
 }
 
-pub(super) async fn detail(State(core): State<Core>, Path(id): Path<String>, page: PageCall) -> Response {
-    let request = GetDatasetRequest { id: id.clone() };
+/// `?offset=`: where the dataset page's items start. Anything unreadable is the first page.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct ItemsAt {
+    #[serde(default)]
+    offset: String,
+}
+
+pub(super) async fn detail(
+    State(core): State<Core>,
+    Path(id): Path<String>,
+    Query(at): Query<ItemsAt>,
+    page: PageCall,
+) -> Response {
+    let offset = at.offset.parse::<i64>().unwrap_or(0).max(0);
+    let request = GetDatasetRequest { id: id.clone(), offset, limit: ITEMS_SHOWN };
     let answer = page.load(format!("GET {API}/{id}"), core.experiments.get_dataset(page.request(request))).await;
     let answer = match answer {
         Err(err) if err.reason() == ErrorReason::NotFound => {
@@ -238,18 +252,23 @@ pub(super) async fn detail(State(core): State<Core>, Path(id): Path<String>, pag
             .collect()
     });
     let dataset = answer.dataset.unwrap_or_default();
-    let total = answer.items.len();
-    let items_cut = if total > ITEMS_SHOWN {
-        format!("the first {} of {}", count(ITEMS_SHOWN as i64), count(total as i64))
-    } else {
-        String::new()
+    let (total, shown) = (dataset.items, answer.items.len() as i64);
+    let href = dataset_href(&dataset.id);
+    let pager = Pager {
+        showing: if shown < total {
+            format!("Items {}–{} of {}", count(offset + 1), count(offset + shown), count(total))
+        } else {
+            String::new()
+        },
+        prev: (offset > 0).then(|| format!("{href}?offset={}", (offset - ITEMS_SHOWN).max(0))),
+        next: (answer.next_offset > 0).then(|| format!("{href}?offset={}", answer.next_offset)),
     };
     let title = format!("Dataset {}", dataset.name);
     let detail = Detail {
         description: dataset.description.clone(),
         d: dataset_row(dataset),
-        items: answer.items.into_iter().take(ITEMS_SHOWN).map(item_row).collect(),
-        items_cut,
+        items: answer.items.into_iter().map(item_row).collect(),
+        pager,
         experiments,
         running,
         agents,

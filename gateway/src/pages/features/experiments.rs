@@ -22,8 +22,8 @@ use http::StatusCode;
 use roost_proto::{
     ErrorReason,
     v1::{
-        CancelExperimentRequest, Experiment, ExperimentResult, ExperimentSummary, GetExperimentRequest,
-        ListEvaluatorsRequest,
+        CancelExperimentRequest, Experiment, ExperimentCheck, ExperimentResult, ExperimentSummary,
+        GetExperimentRequest, ListEvaluatorsRequest,
     },
 };
 
@@ -178,7 +178,8 @@ struct ExperimentPage {
 struct Detail {
     run: RunRow,
     detail: String,
-    dataset_id: String,
+    /// Its dataset's name (its id, should the name be missing).
+    dataset: String,
     brief: String,
     model: String,
     copy_id: String,
@@ -221,8 +222,25 @@ struct ResultRow {
     bad: bool,
 }
 
-fn marks(checks: &BTreeMap<String, bool>) -> Vec<Mark> {
-    checks.iter().map(|(name, passed)| Mark { label: check_label(name), passed: *passed }).collect()
+/// A result's checks in the order its experiment lists them (`order`: their names); a
+/// result's map comes in name order.
+fn marks(checks: &BTreeMap<String, bool>, order: &[String]) -> Vec<Mark> {
+    in_order(checks, order)
+        .into_iter()
+        .map(|(name, passed)| Mark { label: check_label(name), passed: *passed })
+        .collect()
+}
+
+/// A map keyed by check names in the experiment's order (`order`), names it lacks last.
+fn in_order<'a, T>(by_name: &'a BTreeMap<String, T>, order: &[String]) -> Vec<(&'a String, &'a T)> {
+    let mut named: Vec<(&String, &T)> = by_name.iter().collect();
+    named.sort_by_key(|(name, _)| order.iter().position(|o| o == *name).unwrap_or(order.len()));
+    named
+}
+
+/// The names an experiment's checks give their results, in its order.
+fn check_names(e: &Experiment) -> Vec<String> {
+    e.checks.iter().map(ExperimentCheck::result_name).collect()
 }
 
 fn scores(r: &ExperimentResult) -> Vec<String> {
@@ -232,7 +250,7 @@ fn scores(r: &ExperimentResult) -> Vec<String> {
     out
 }
 
-fn result_row(r: &ExperimentResult) -> ResultRow {
+fn result_row(r: &ExperimentResult, order: &[String]) -> ResultRow {
     let answered = r.status == "completed";
     ResultRow {
         position: count(r.position),
@@ -244,7 +262,7 @@ fn result_row(r: &ExperimentResult) -> ResultRow {
         latency: if answered || r.latency_ms > 0 { latency(r.latency_ms as f64) } else { "–".into() },
         tokens: format!("{} in · {} out", tokens(r.input_tokens), tokens(r.output_tokens)),
         cost: cost(r.cost_nanocents),
-        checks: marks(&r.checks),
+        checks: marks(&r.checks, order),
         scores: scores(r),
         bad: r.status == "failed" || r.checks.values().any(|passed| !passed),
     }
@@ -268,31 +286,25 @@ fn stats(e: &Experiment, s: &ExperimentSummary) -> Vec<Stat> {
 
 fn detail_of(e: Experiment, results: &[ExperimentResult]) -> Detail {
     let summary = e.summary.clone().unwrap_or_default();
-    let checks: Vec<String> = e
-        .checks
-        .iter()
-        .map(|c| {
-            let name = match (c.kind.as_str(), c.value.is_empty()) {
-                ("exact", _) => "exact_match".to_owned(),
-                (_, true) => "contains".to_owned(),
-                (_, false) => format!("contains:{}", c.value),
-            };
-            check_label(&if c.ignore_case { format!("{name}/i") } else { name })
-        })
-        .collect();
+    let order = check_names(&e);
+    let checks: Vec<String> = order.iter().map(|name| check_label(name)).collect();
+    let dataset = dataset_label(&e);
     Detail {
         run: run_row(&e),
         stats: stats(&e, &summary),
-        check_rates: summary.checks.iter().map(|(name, rate)| (check_label(name), share(*rate))).collect(),
+        check_rates: in_order(&summary.checks, &order)
+            .into_iter()
+            .map(|(name, rate)| (check_label(name), share(*rate)))
+            .collect(),
         score_means: summary.scores.iter().map(|(name, value)| (name.clone(), mean(*value))).collect(),
         judge_cost: if e.evaluator_ids.is_empty() { String::new() } else { cost(summary.judge_cost_nanocents) },
-        results: results.iter().map(result_row).collect(),
+        results: results.iter().map(|r| result_row(r, &order)).collect(),
         has_scores: !e.evaluator_ids.is_empty()
             || results
                 .iter()
                 .any(|r| r.scores.as_ref().is_some_and(|s| !s.fields.is_empty()) || !r.score_errors.is_empty()),
         detail: e.status_detail,
-        dataset_id: e.dataset_id,
+        dataset,
         brief: e.brief,
         model: e.model,
         copy_id: e.copy_id,
@@ -384,7 +396,8 @@ struct ComparePage {
     a: RunRow,
     b: RunRow,
     dataset_href: String,
-    dataset_id: String,
+    /// The dataset's name (its id, should the name be missing).
+    dataset: String,
     /// The same comparison the other way round.
     swap_href: String,
     metrics: Vec<Metric>,
@@ -423,8 +436,8 @@ struct Side {
     scores: Vec<String>,
 }
 
-fn side(r: &ExperimentResult) -> Side {
-    let row = result_row(r);
+fn side(r: &ExperimentResult, order: &[String]) -> Side {
+    let row = result_row(r, order);
     Side {
         output: row.output,
         status: row.status,
@@ -487,7 +500,8 @@ fn metrics(a: &Experiment, b: &Experiment) -> Vec<Metric> {
 
 /// The items of both runs, joined on the item (its position when a result has no item id),
 /// in dataset order.
-fn pairs(a: &[ExperimentResult], b: &[ExperimentResult]) -> Vec<Pair> {
+/// The two runs' results item by item; `orders` are their experiments' check names.
+fn pairs(a: &[ExperimentResult], b: &[ExperimentResult], orders: [&[String]; 2]) -> Vec<Pair> {
     let key = |r: &ExperimentResult| if r.item_id.is_empty() { format!("#{}", r.position) } else { r.item_id.clone() };
     let mut order: Vec<(i64, String)> = Vec::new();
     let mut found: BTreeMap<String, (Option<&ExperimentResult>, Option<&ExperimentResult>)> = BTreeMap::new();
@@ -517,10 +531,15 @@ fn pairs(a: &[ExperimentResult], b: &[ExperimentResult]) -> Vec<Pair> {
                     (Some(ra), Some(rb)) => differs(ra, rb),
                     _ => true,
                 },
-                sides: [ra.map(side), rb.map(side)],
+                sides: [ra.map(|r| side(r, orders[0])), rb.map(|r| side(r, orders[1]))],
             }
         })
         .collect()
+}
+
+/// How the pages name an experiment's dataset.
+fn dataset_label(e: &Experiment) -> String {
+    if e.dataset_name.is_empty() { e.dataset_id.clone() } else { e.dataset_name.clone() }
 }
 
 /// A comparison the page cannot make: a message with `status`.
@@ -612,7 +631,7 @@ pub(super) async fn compare(
     if !explicit && made(&b.0) < made(&a.0) {
         std::mem::swap(&mut a, &mut b);
     }
-    let items = pairs(&a.1, &b.1);
+    let items = pairs(&a.1, &b.1, [&check_names(&a.0), &check_names(&b.0)]);
     let view = ComparePage {
         chrome: page.chrome(format!("Compare {} and {}", a.0.name, b.0.name), NAV),
         swap_href: format!(
@@ -621,7 +640,7 @@ pub(super) async fn compare(
             percent_encode(&a.0.id)
         ),
         dataset_href: dataset_href(&a.0.dataset_id),
-        dataset_id: a.0.dataset_id.clone(),
+        dataset: dataset_label(&a.0),
         metrics: metrics(&a.0, &b.0),
         differing: items.iter().filter(|p| p.differs).count(),
         items,
@@ -670,10 +689,10 @@ mod tests {
             result("di_1", 1, "completed", &[("exact_match", true)]),
             result("di_3", 3, "failed", &[]),
         ];
-        let joined = pairs(&a, &b);
+        let joined = pairs(&a, &b, [&[], &[]]);
         let shown: Vec<_> = joined.iter().map(|p| (p.position.as_str(), p.differs)).collect();
         assert_eq!(shown, [("1", false), ("2", true), ("3", true)]);
-        let only_a = pairs(&a[..1], &[]);
+        let only_a = pairs(&a[..1], &[], [&[], &[]]);
         assert!(only_a[0].differs && only_a[0].sides[1].is_none());
     }
 

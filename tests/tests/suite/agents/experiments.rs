@@ -326,6 +326,27 @@ async fn bad_requests_are_refused_and_change_nothing(backend: Backend) {
     let later = api.get(&format!("/api/v1/experiments/{run}")).await.ok();
     assert_eq!(later["experiment"]["completed"], answered, "nothing ran after the cancel settled");
     assert!(later["results"].as_array().unwrap().iter().all(|r| r["status"] != "running"), "no item left running");
+    assert_eq!(later["experiment"]["dataset_name"], "long");
+
+    // Its items come in pages: 1,000 unless asked, at most 10,000, and where the next starts.
+    let api = &api;
+    let page = |query: &str| {
+        let path = format!("/api/v1/datasets/{long}{query}");
+        async move { api.get(&path).await }
+    };
+    let first = page("").await.ok();
+    assert_eq!((first["items"].as_array().unwrap().len(), &first["next_offset"]), (1_000, &json!(1_000)));
+    assert_eq!((&first["items"][0]["input"], &first["dataset"]["items"]), (&json!("n0"), &json!(3_000)));
+    let last = page("?offset=2500&limit=1000").await.ok();
+    assert_eq!((last["items"].as_array().unwrap().len(), &last["next_offset"]), (500, &json!(0)));
+    assert_eq!((&last["items"][0]["position"], &last["items"][0]["input"]), (&json!(2_501), &json!("n2500")));
+    let whole = page("?limit=50000").await.ok();
+    assert_eq!((whole["items"].as_array().unwrap().len(), &whole["next_offset"]), (3_000, &json!(0)));
+    let exact = page("?offset=2000&limit=1000").await.ok();
+    assert_eq!((exact["items"].as_array().unwrap().len(), &exact["next_offset"]), (1_000, &json!(0)));
+    for bad in ["?offset=-1", "?limit=-5", "?limit=many", "?page=2"] {
+        page(bad).await.err(400, "invalid_argument");
+    }
 
     api.delete_path(&format!("/api/v1/datasets/{long}")).await.ok();
     api.get(&format!("/api/v1/experiments/{run}")).await.err(404, "not_found");

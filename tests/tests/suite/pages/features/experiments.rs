@@ -233,12 +233,13 @@ async fn a_dataset_made_on_the_page_runs_twice_and_the_runs_compare(backend: Bac
     let results = rows(&visitor.get(&format!("/dashboard/experiments/{first}")).await, "table.results");
     assert_eq!(results.len(), 3, "{results:?}");
     assert_eq!(results[0][3], hello, "{results:?}");
-    assert_eq!(results[0][5], "✓ contains expected ✓ exact match", "{results:?}");
-    assert_eq!(results[2][5], "✓ contains expected ✗ exact match", "{results:?}");
+    // Checks in the experiment's order (the form's: exact match, then contains).
+    assert_eq!(results[0][5], "✓ exact match ✓ contains expected", "{results:?}");
+    assert_eq!(results[2][5], "✗ exact match ✓ contains expected", "{results:?}");
     let page = visitor.get(&format!("/dashboard/experiments/{first}")).await;
     assert_eq!(
         page.attrs("table.results tbody tr:nth-child(3) .chip[role=img]", "aria-label"),
-        ["passed", "failed"],
+        ["failed", "passed"],
         "a screen reader hears pass or fail, not a symbol"
     );
     assert_eq!(row(&page, "table.rates", "Passed: exact match"), ["Passed: exact match", "66.7%"]);
@@ -303,8 +304,8 @@ async fn a_dataset_made_on_the_page_runs_twice_and_the_runs_compare(backend: Bac
         ["1 differs", "2 differs"],
         "the third fails exact match in both"
     );
-    assert!(items[0][3].starts_with(&format!("{hello} ✓ contains expected ✓ exact match")), "{items:?}");
-    assert!(items[0][4].starts_with("[other] hello ✗ contains expected ✗ exact match"), "{items:?}");
+    assert!(items[0][3].starts_with(&format!("{hello} ✓ exact match ✓ contains expected")), "{items:?}");
+    assert!(items[0][4].starts_with("[other] hello ✗ exact match ✗ contains expected"), "{items:?}");
     // Loaded in the order the form sent them: the list's, newest first.
     assert_eq!(
         compared.backed_by(),
@@ -481,6 +482,22 @@ async fn a_dataset_made_on_the_page_runs_twice_and_the_runs_compare(backend: Bac
     assert_eq!(stopped["experiment"]["status"], "cancelled", "{stopped}");
     let (status, _) = refused(visitor.post_form(&format!("/dashboard/experiments/{running}/cancel"), &[]).await).await;
     assert_eq!(status, StatusCode::CONFLICT, "it has ended");
+    assert_eq!(after.texts("p.crumbs a").last().map(String::as_str), Some("many"), "the dataset by its name");
+
+    // The dataset's items come 200 a page, with links on and back.
+    let first = visitor.get(&format!("/dashboard/datasets/{long}")).await;
+    assert_eq!(first.texts("nav.pager span"), ["Items 1–200 of 2,000"]);
+    assert_eq!(first.attrs("nav.pager a[rel=next]", "href"), [format!("/dashboard/datasets/{long}?offset=200")]);
+    assert!(first.attrs("nav.pager a[rel=prev]", "href").is_empty());
+    let second = visitor.get(&format!("/dashboard/datasets/{long}?offset=200")).await;
+    assert_eq!(second.texts("nav.pager span"), ["Items 201–400 of 2,000"]);
+    assert_eq!(second.texts("table.items tbody tr td.num").first().map(String::as_str), Some("201"));
+    assert_eq!(second.attrs("nav.pager a[rel=prev]", "href"), [format!("/dashboard/datasets/{long}?offset=0")]);
+    let last = visitor.get(&format!("/dashboard/datasets/{long}?offset=1800")).await;
+    assert_eq!(last.texts("nav.pager span"), ["Items 1,801–2,000 of 2,000"]);
+    assert!(last.attrs("nav.pager a[rel=next]", "href").is_empty());
+    let odd = visitor.get(&format!("/dashboard/datasets/{long}?offset=soon")).await;
+    assert_eq!(odd.texts("nav.pager span"), ["Items 1–200 of 2,000"], "an unreadable offset is the first page");
 
     let errors = browser.console_errors().await;
     assert!(errors.is_empty(), "console errors: {errors:#?}");
