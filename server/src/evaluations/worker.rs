@@ -30,6 +30,10 @@ use crate::{
 const SCAN: i64 = 2_000;
 /// Calls judged at once, at most.
 const AT_ONCE: usize = 8;
+/// How long a batch waits, at most, for ingest's queue to empty before it is judged
+/// anyway ([`Evaluators::give_way_to_ingest`]), and how often it looks.
+const GIVE_WAY_AT_MOST: Duration = Duration::from_secs(1);
+const GIVE_WAY_STEP: Duration = Duration::from_millis(10);
 
 /// A stored model call an evaluator may take.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -176,6 +180,7 @@ impl Evaluators {
                 break;
             }
             busy = true;
+            self.give_way_to_ingest(stop).await;
             let outcomes = futures::future::join_all(jobs.iter().map(|job| self.judge(&evaluator, job))).await;
             let outcomes = outcomes.into_iter().collect::<Result<Vec<_>>>()?;
             dearest = outcomes.iter().map(|o| o.cost_nanocents).fold(dearest, i64::max);
@@ -190,6 +195,18 @@ impl Evaluators {
             }
         }
         Ok(busy)
+    }
+
+    /// Waits while ingest has requests queued for the telemetry writer, for at most
+    /// [`GIVE_WAY_AT_MOST`]. Judging is background work: a batch's reads, its judge calls
+    /// and its three writes take the writer and the cores from ingest, which clients wait
+    /// on. Under ingest that never pauses, a batch still goes ahead once a second (about 8
+    /// calls a second); the rest is judged when ingest eases (docs/observing.md).
+    async fn give_way_to_ingest(&self, stop: &CancellationToken) {
+        let until = tokio::time::Instant::now() + GIVE_WAY_AT_MOST;
+        while self.telemetry.backlog().0 > 0 && tokio::time::Instant::now() < until && !stop.is_cancelled() {
+            tokio::time::sleep(GIVE_WAY_STEP).await;
+        }
     }
 
     /// Judges one call: its grade (or why there is none), its cost and its judge span.
