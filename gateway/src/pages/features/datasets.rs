@@ -260,8 +260,9 @@ pub(super) async fn detail(
         } else {
             String::new()
         },
-        prev: (offset > 0).then(|| format!("{href}?offset={}", (offset - ITEMS_SHOWN).max(0))),
-        next: (answer.next_offset > 0).then(|| format!("{href}?offset={}", answer.next_offset)),
+        // Each lands on the items, not the forms above them.
+        prev: (offset > 0).then(|| format!("{href}?offset={}#items-h", (offset - ITEMS_SHOWN).max(0))),
+        next: (answer.next_offset > 0).then(|| format!("{href}?offset={}#items-h", answer.next_offset)),
     };
     let title = format!("Dataset {}", dataset.name);
     let detail = Detail {

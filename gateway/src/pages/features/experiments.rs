@@ -485,7 +485,12 @@ fn metrics(a: &Experiment, b: &Experiment) -> Vec<Metric> {
     let used = |s: &ExperimentSummary| format!("{} in · {} out", tokens(s.input_tokens), tokens(s.output_tokens));
     row("Tokens", used(&sa), used(&sb));
     row("Cost", cost(sa.cost_nanocents), cost(sb.cost_nanocents));
-    let names: BTreeSet<&String> = sa.checks.keys().chain(sb.checks.keys()).collect();
+    // In A's order of checks, then any of B's that A lacks.
+    let mut order = check_names(a);
+    order.extend(check_names(b));
+    let mut names: Vec<&String> =
+        sa.checks.keys().chain(sb.checks.keys()).collect::<BTreeSet<_>>().into_iter().collect();
+    names.sort_by_key(|name| order.iter().position(|o| o == *name).unwrap_or(order.len()));
     for name in names {
         let rate = |s: &ExperimentSummary| s.checks.get(name).map_or_else(|| "–".to_owned(), |r| share(*r));
         row(&format!("Passed: {}", check_label(name)), rate(&sa), rate(&sb));
@@ -499,8 +504,7 @@ fn metrics(a: &Experiment, b: &Experiment) -> Vec<Metric> {
 }
 
 /// The items of both runs, joined on the item (its position when a result has no item id),
-/// in dataset order.
-/// The two runs' results item by item; `orders` are their experiments' check names.
+/// in dataset order; `orders` are the two experiments' check names, in their order.
 fn pairs(a: &[ExperimentResult], b: &[ExperimentResult], orders: [&[String]; 2]) -> Vec<Pair> {
     let key = |r: &ExperimentResult| if r.item_id.is_empty() { format!("#{}", r.position) } else { r.item_id.clone() };
     let mut order: Vec<(i64, String)> = Vec::new();

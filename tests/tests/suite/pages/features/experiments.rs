@@ -294,6 +294,8 @@ async fn a_dataset_made_on_the_page_runs_twice_and_the_runs_compare(backend: Bac
     };
     assert_eq!(metric("Passed: exact match"), "Passed: exact match 66.7% 0%");
     assert_eq!(metric("Passed: contains expected"), "Passed: contains expected 100% 33.3%");
+    let at = |label: &str| totals.iter().position(|r| r.starts_with(label));
+    assert!(at("Passed: exact match") < at("Passed: contains expected"), "in the runs' order of checks: {totals:?}");
     assert_eq!(metric("Brief"), "Brief the agent's own other");
     assert_eq!(metric("Answered"), "Answered 3 / 3 3 / 3");
     assert_eq!(metric("Mean correctness"), "Mean correctness 0.8 –");
@@ -486,18 +488,26 @@ async fn a_dataset_made_on_the_page_runs_twice_and_the_runs_compare(backend: Bac
 
     // The dataset's items come 200 a page, with links on and back.
     let first = visitor.get(&format!("/dashboard/datasets/{long}")).await;
-    assert_eq!(first.texts("nav.pager span"), ["Items 1–200 of 2,000"]);
-    assert_eq!(first.attrs("nav.pager a[rel=next]", "href"), [format!("/dashboard/datasets/{long}?offset=200")]);
+    assert_eq!(first.texts("nav.pager span"), ["Items 1–200 of 2,000"; 2], "above the items and below");
+    assert_eq!(
+        first.attrs("nav.pager a[rel=next]", "href"),
+        vec![format!("/dashboard/datasets/{long}?offset=200#items-h"); 2]
+    );
     assert!(first.attrs("nav.pager a[rel=prev]", "href").is_empty());
     let second = visitor.get(&format!("/dashboard/datasets/{long}?offset=200")).await;
-    assert_eq!(second.texts("nav.pager span"), ["Items 201–400 of 2,000"]);
+    assert_eq!(second.texts("nav.pager span"), ["Items 201–400 of 2,000"; 2]);
     assert_eq!(second.texts("table.items tbody tr td.num").first().map(String::as_str), Some("201"));
-    assert_eq!(second.attrs("nav.pager a[rel=prev]", "href"), [format!("/dashboard/datasets/{long}?offset=0")]);
+    assert_eq!(
+        second.attrs("nav.pager a[rel=prev]", "href"),
+        vec![format!("/dashboard/datasets/{long}?offset=0#items-h"); 2]
+    );
     let last = visitor.get(&format!("/dashboard/datasets/{long}?offset=1800")).await;
-    assert_eq!(last.texts("nav.pager span"), ["Items 1,801–2,000 of 2,000"]);
+    assert_eq!(last.texts("nav.pager span"), ["Items 1,801–2,000 of 2,000"; 2]);
     assert!(last.attrs("nav.pager a[rel=next]", "href").is_empty());
+    browser.open(&server.url(&format!("/dashboard/datasets/{long}?offset=200#items-h"))).await;
+    browser.screenshot("dataset-items-paged").await;
     let odd = visitor.get(&format!("/dashboard/datasets/{long}?offset=soon")).await;
-    assert_eq!(odd.texts("nav.pager span"), ["Items 1–200 of 2,000"], "an unreadable offset is the first page");
+    assert_eq!(odd.texts("nav.pager span"), ["Items 1–200 of 2,000"; 2], "an unreadable offset is the first page");
 
     let errors = browser.console_errors().await;
     assert!(errors.is_empty(), "console errors: {errors:#?}");
