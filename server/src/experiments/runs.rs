@@ -53,8 +53,8 @@ pub struct ExperimentRow {
 /// experiments, so the name is always there).
 pub(crate) const COLUMNS: &str = "id, owner, account_id, name, dataset_id, \
      COALESCE((SELECT d.name FROM datasets d WHERE d.id = experiments.dataset_id), '') AS dataset_name, agent_id, \
-     on_copy, brief, model, copy_id, evaluator_ids, checks, status, status_detail, items, completed, failed, latency_ms, input_tokens, output_tokens, \
-     cost_nanocents, judge_nanocents, created_ms, finished_ms";
+     on_copy, brief, model, copy_id, evaluator_ids, checks, status, status_detail, items, completed, failed, \
+     latency_ms, input_tokens, output_tokens, cost_nanocents, judge_nanocents, created_ms, finished_ms";
 
 impl ExperimentRow {
     /// Its checks.
