@@ -59,6 +59,8 @@ pub(super) struct RunRow {
     pub(super) href: String,
     pub(super) name: String,
     pub(super) dataset_href: String,
+    /// Its dataset's name (its id, should the name be missing).
+    pub(super) dataset: String,
     pub(super) agent_id: String,
     pub(super) agent_href: String,
     /// It runs against a temporary copy of the agent.
@@ -146,6 +148,7 @@ pub(super) fn run_row(e: &Experiment) -> RunRow {
         href: experiment_href(&e.id),
         name: e.name.clone(),
         dataset_href: dataset_href(&e.dataset_id),
+        dataset: if e.dataset_name.is_empty() { e.dataset_id.clone() } else { e.dataset_name.clone() },
         agent_id: e.agent_id.clone(),
         agent_href: session_href(&e.agent_id),
         copy: e.copy,
@@ -178,8 +181,6 @@ struct ExperimentPage {
 struct Detail {
     run: RunRow,
     detail: String,
-    /// Its dataset's name (its id, should the name be missing).
-    dataset: String,
     brief: String,
     model: String,
     copy_id: String,
@@ -288,7 +289,6 @@ fn detail_of(e: Experiment, results: &[ExperimentResult]) -> Detail {
     let summary = e.summary.clone().unwrap_or_default();
     let order = check_names(&e);
     let checks: Vec<String> = order.iter().map(|name| check_label(name)).collect();
-    let dataset = dataset_label(&e);
     Detail {
         run: run_row(&e),
         stats: stats(&e, &summary),
@@ -304,7 +304,6 @@ fn detail_of(e: Experiment, results: &[ExperimentResult]) -> Detail {
                 .iter()
                 .any(|r| r.scores.as_ref().is_some_and(|s| !s.fields.is_empty()) || !r.score_errors.is_empty()),
         detail: e.status_detail,
-        dataset,
         brief: e.brief,
         model: e.model,
         copy_id: e.copy_id,
@@ -395,9 +394,6 @@ struct ComparePage {
     chrome: Chrome,
     a: RunRow,
     b: RunRow,
-    dataset_href: String,
-    /// The dataset's name (its id, should the name be missing).
-    dataset: String,
     /// The same comparison the other way round.
     swap_href: String,
     metrics: Vec<Metric>,
@@ -541,11 +537,6 @@ fn pairs(a: &[ExperimentResult], b: &[ExperimentResult], orders: [&[String]; 2])
         .collect()
 }
 
-/// How the pages name an experiment's dataset.
-fn dataset_label(e: &Experiment) -> String {
-    if e.dataset_name.is_empty() { e.dataset_id.clone() } else { e.dataset_name.clone() }
-}
-
 /// A comparison the page cannot make: a message with `status`.
 fn refuse(page: &PageCall, status: StatusCode, heading: &str, detail: String) -> Response {
     let message = Message {
@@ -643,8 +634,6 @@ pub(super) async fn compare(
             percent_encode(&b.0.id),
             percent_encode(&a.0.id)
         ),
-        dataset_href: dataset_href(&a.0.dataset_id),
-        dataset: dataset_label(&a.0),
         metrics: metrics(&a.0, &b.0),
         differing: items.iter().filter(|p| p.differs).count(),
         items,
